@@ -1,0 +1,7 @@
+#!/usr/bin/env node
+// The `polar` command. The CLI is written in TypeScript and run through tsx's loader, so a
+// clone works without a build step.
+import { register } from "tsx/esm/api";
+
+register();
+await import("../cli/main.ts");

@@ -1,0 +1,14 @@
+/**
+ * The shared protocol of Polar-TS: zod schemas (and their types) for everything that crosses a
+ * process boundary. The control plane, the gateway agent, the proxy and the CLI all import from
+ * here, so there is one definition of each shape.
+ *
+ * @module
+ */
+export * from "./api";
+export * from "./errors";
+export * from "./limits";
+export * from "./session";
+export * from "./task";
+export * from "./trajectory";
+export * from "./wire";

@@ -1,0 +1,25 @@
+/**
+ * Every limit the service enforces, in one place, so docs, errors and tests agree.
+ *
+ * @module
+ */
+export const LIMITS = {
+  /** Largest accepted request body on the control plane (bytes). */
+  maxBodyBytes: 8 * 1024 * 1024,
+  /** Longest instruction (characters). */
+  instructionBytes: 1024 * 1024,
+  /** Tasks in one `POST /v1/batches`. */
+  maxTasksPerBatch: 1000,
+  /** Sessions (sum of `num_samples`) in one batch. */
+  maxSessionsPerBatch: 10_000,
+  /** `num_samples` of one task. */
+  maxSamplesPerTask: 1024,
+  /** `timeout_seconds` of one task (one day). */
+  maxTimeoutSeconds: 86_400,
+  /** Results returned by one page of `GET /v1/batches/:id/results`. */
+  maxResultsPerPage: 500,
+  /** Largest WebSocket message a gateway may send (bytes); results above it are refused. */
+  maxWireMessageBytes: 16 * 1024 * 1024,
+  /** Largest result stored inline in the batch ledger (bytes, SQLite row limit is 2 MB). */
+  maxInlineResultBytes: 1_900_000,
+} as const;

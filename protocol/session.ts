@@ -1,0 +1,80 @@
+/**
+ * Session states and the result a gateway reports for one session.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { Identifier, JsonObject } from "./task";
+import { Trajectory } from "./trajectory";
+
+/**
+ * Session lifecycle: `QUEUED → ASSIGNED → INITIALIZING → READY → RUNNING → POST_RUN →
+ * COMPLETED | ERROR | TIMEOUT | CANCELLED`.
+ */
+export const SessionStatus = z.enum([
+  "QUEUED",
+  "ASSIGNED",
+  "INITIALIZING",
+  "READY",
+  "RUNNING",
+  "POST_RUN",
+  "COMPLETED",
+  "ERROR",
+  "TIMEOUT",
+  "CANCELLED",
+]);
+export type SessionStatus = z.infer<typeof SessionStatus>;
+
+/** States a gateway may report while a session is in its hands. */
+export const GatewayStage = z.enum(["INITIALIZING", "READY", "RUNNING", "POST_RUN"]);
+export type GatewayStage = z.infer<typeof GatewayStage>;
+
+/** States that end a session. */
+export const TerminalStatus = z.enum(["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"]);
+export type TerminalStatus = z.infer<typeof TerminalStatus>;
+
+/** True when `status` ends a session. */
+export function isTerminal(status: SessionStatus): status is TerminalStatus {
+  return TerminalStatus.safeParse(status).success;
+}
+
+/** Why a session failed: infra failures are retried, the others are results. */
+export const ErrorKind = z.enum(["infra", "agent", "timeout", "cancelled"]);
+export type ErrorKind = z.infer<typeof ErrorKind>;
+
+export const SessionError = z.strictObject({
+  kind: ErrorKind,
+  message: z.string(),
+});
+export type SessionError = z.infer<typeof SessionError>;
+
+/** Milliseconds spent in each stage on the gateway. */
+export const SessionTiming = z.strictObject({
+  queued_ms: z.number().min(0).default(0),
+  init_ms: z.number().min(0).default(0),
+  ready_ms: z.number().min(0).default(0),
+  run_ms: z.number().min(0).default(0),
+  postrun_ms: z.number().min(0).default(0),
+  total_ms: z.number().min(0).default(0),
+});
+export type SessionTiming = z.infer<typeof SessionTiming>;
+
+/**
+ * The terminal outcome of one session, as reported by a gateway and returned to the trainer.
+ * `reward` is the outcome reward (null when no evaluator ran).
+ */
+export const SessionResult = z.strictObject({
+  session_id: Identifier,
+  task_id: Identifier,
+  batch_id: Identifier,
+  status: TerminalStatus,
+  reward: z.number().nullable(),
+  trajectory: Trajectory,
+  timing: SessionTiming,
+  node_id: Identifier.nullable(),
+  attempt: z.number().int().min(1),
+  error: SessionError.nullable(),
+  metadata: JsonObject,
+});
+export type SessionResult = z.infer<typeof SessionResult>;
+export type SessionResultInput = z.input<typeof SessionResult>;

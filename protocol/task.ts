@@ -1,0 +1,218 @@
+/**
+ * Task specification: what a trainer submits. Keys follow upstream Polar's `TaskRequest`
+ * (`task_id, instruction, num_samples, timeout_seconds, runtime, agent, builder, evaluator,
+ * callback_url, metadata, dispatch_priority, early_stop_min_usable_sessions`) plus `max_attempts`
+ * and `queue`. Every object is strict: an unknown key is an error that names the key, so a typo in
+ * a task file never silently changes what runs.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { LIMITS } from "./limits";
+
+/** Identifier used in URLs and storage keys: task ids, batch ids, queue names, node ids. */
+export const Identifier = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, "must start with a letter or digit and use only A-Z a-z 0-9 _ . : -");
+
+/** Free-form JSON object passed through untouched (task metadata, harness settings, …). */
+export const JsonObject = z.record(z.string(), z.unknown());
+export type JsonObject = z.infer<typeof JsonObject>;
+
+/** One step of runtime preparation (upstream `PrepareAction`). */
+export const PrepareAction = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("upload_file"),
+    source: z.string().min(1),
+    target: z.string().min(1),
+    max_attempts: z.number().int().min(1).max(10).default(1),
+  }),
+  z.strictObject({
+    type: z.literal("upload_dir"),
+    source: z.string().min(1),
+    target: z.string().min(1),
+    max_attempts: z.number().int().min(1).max(10).default(1),
+  }),
+  z.strictObject({
+    type: z.literal("exec"),
+    command: z.string().min(1),
+    cwd: z.string().optional(),
+    env: z.record(z.string(), z.string()).default({}),
+    max_attempts: z.number().int().min(1).max(10).default(1),
+  }),
+]);
+export type PrepareAction = z.infer<typeof PrepareAction>;
+
+/**
+ * Where a session runs (upstream `RuntimeSpec`). `local` is a fresh workspace folder on the gateway
+ * host; `docker` and `apptainer` are container backends.
+ */
+export const RuntimeSpec = z.strictObject({
+  backend: z.enum(["local", "docker", "apptainer"]).default("local"),
+  image: z.string().min(1).optional(),
+  prepare: z.array(PrepareAction).default([]),
+  eval_prepare: z.array(PrepareAction).nullable().default(null),
+  env: z.record(z.string(), z.string()).default({}),
+  network: z.string().default("host"),
+  workdir: z.string().optional(),
+  cpus: z.number().positive().optional(),
+  memory_mb: z.number().int().positive().optional(),
+  storage_mb: z.number().int().positive().optional(),
+  gpus: z.number().int().min(0).default(0),
+  allow_internet: z.boolean().default(true),
+  volumes: z.array(z.string()).default([]),
+  import_path: z.string().optional(),
+  kwargs: JsonObject.default({}),
+});
+export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
+
+/** A command run inside the runtime (upstream `ExecInput`). */
+export const ExecInput = z.strictObject({
+  command: z.string().min(1),
+  cwd: z.string().optional(),
+  env: z.record(z.string(), z.string()).default({}),
+});
+
+/** An MCP server offered to a harness that supports them. */
+export const McpServer = z.strictObject({
+  name: z.string().min(1),
+  transport: z.enum(["stdio", "sse", "streamable-http"]),
+  command: z.string().optional(),
+  args: z.array(z.string()).default([]),
+  url: z.string().optional(),
+});
+
+/** Known harness presets; `shell` runs `custom_shell.command`. */
+export const HarnessName = z.enum([
+  "shell",
+  "claude_code",
+  "codex",
+  "qwen_code",
+  "opencode",
+  "gemini_cli",
+  "pi",
+  "mini_swe_agent",
+]);
+
+/** Which harness runs the task (upstream `AgentSpec`): exactly one of `harness` / `import_path`. */
+export const AgentSpec = z
+  .strictObject({
+    harness: HarnessName.optional(),
+    import_path: z.string().min(1).optional(),
+    model_name: z.string().optional(),
+    settings: JsonObject.default({}),
+    env: z.record(z.string(), z.string()).default({}),
+    mcp_servers: z.array(McpServer).default([]),
+    skills_path: z.string().optional(),
+    custom_shell: ExecInput.optional(),
+  })
+  .superRefine((spec, ctx) => {
+    if ((spec.harness === undefined) === (spec.import_path === undefined)) {
+      ctx.addIssue({ code: "custom", path: ["harness"], message: "exactly one of harness or import_path is required" });
+    }
+    if (spec.harness === "shell" && !spec.custom_shell) {
+      ctx.addIssue({ code: "custom", path: ["custom_shell"], message: "required when harness is 'shell'" });
+    }
+    if (spec.custom_shell && spec.harness !== "shell") {
+      ctx.addIssue({ code: "custom", path: ["custom_shell"], message: "only allowed with harness 'shell'" });
+    }
+  });
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+/** A named strategy with its configuration (trajectory builders). */
+export const StrategySpec = z.strictObject({
+  strategy: z.string().min(1),
+  config: JsonObject.default({}),
+});
+export type StrategySpec = z.infer<typeof StrategySpec>;
+
+/** How a session is scored (upstream `EvaluatorSpec`). */
+export const EvaluatorSpec = z.strictObject({
+  strategy: z.string().min(1),
+  config: JsonObject.default({}),
+  env: z.record(z.string(), z.string()).default({}),
+  refresh_runtime: z.boolean().default(false),
+});
+export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
+
+/**
+ * One task = one prompt group of `num_samples` sessions.
+ *
+ * @example
+ * ```ts
+ * const task = TaskSpec.parse({
+ *   task_id: "add-1",
+ *   instruction: "What is 2 + 3?",
+ *   num_samples: 4,
+ *   agent: { harness: "shell", custom_shell: { command: "node ask.mjs {{INSTRUCTION}}" } },
+ * });
+ * ```
+ */
+export const TaskSpec = z
+  .strictObject({
+    task_id: Identifier,
+    instruction: z.string().min(1).max(LIMITS.instructionBytes),
+    num_samples: z.number().int().min(1).max(LIMITS.maxSamplesPerTask).default(1),
+    timeout_seconds: z.number().positive().max(LIMITS.maxTimeoutSeconds).default(600),
+    runtime: RuntimeSpec.optional(),
+    agent: AgentSpec,
+    builder: StrategySpec.default({ strategy: "per_request", config: {} }),
+    evaluator: EvaluatorSpec.optional(),
+    callback_url: z.url().optional(),
+    metadata: JsonObject.default({}),
+    dispatch_priority: z.number().int().min(0).max(100).default(0),
+    early_stop_min_usable_sessions: z.number().int().min(1).optional(),
+    max_attempts: z.number().int().min(1).max(10).default(3),
+    queue: Identifier.optional(),
+  })
+  .superRefine((task, ctx) => {
+    const early = task.early_stop_min_usable_sessions;
+    if (early !== undefined && early > task.num_samples) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["early_stop_min_usable_sessions"],
+        message: `must be <= num_samples (${task.num_samples})`,
+      });
+    }
+  });
+export type TaskSpec = z.infer<typeof TaskSpec>;
+/** A task as the trainer writes it (defaults not yet applied). */
+export type TaskSpecInput = z.input<typeof TaskSpec>;
+
+/**
+ * Body of `POST /v1/batches`.
+ *
+ * @example
+ * ```ts
+ * BatchRequest.parse({ tasks: [task] }); // batch_id is generated by the server when absent
+ * ```
+ */
+export const BatchRequest = z
+  .strictObject({
+    batch_id: Identifier.optional(),
+    queue: Identifier.optional(),
+    callback_url: z.url().optional(),
+    tasks: z.array(TaskSpec).min(1).max(LIMITS.maxTasksPerBatch),
+  })
+  .superRefine((batch, ctx) => {
+    const seen = new Set<string>();
+    let sessions = 0;
+    batch.tasks.forEach((task, i) => {
+      if (seen.has(task.task_id)) {
+        ctx.addIssue({ code: "custom", path: ["tasks", i, "task_id"], message: `duplicate task_id '${task.task_id}'` });
+      }
+      seen.add(task.task_id);
+      sessions += task.num_samples;
+    });
+    if (sessions > LIMITS.maxSessionsPerBatch) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tasks"],
+        message: `batch has ${sessions} sessions; the limit is ${LIMITS.maxSessionsPerBatch}`,
+      });
+    }
+  });
+export type BatchRequest = z.infer<typeof BatchRequest>;
+export type BatchRequestInput = z.input<typeof BatchRequest>;

@@ -1,0 +1,198 @@
+/**
+ * Messages on the gateway ↔ control-plane WebSocket (`GET /v1/gateways/connect`).
+ *
+ * Every message is a JSON object with `v` (protocol version) and `type`. The gateway dials out and
+ * speaks first (`hello`); the control plane never needs to reach the gateway host.
+ *
+ * Flow: gateway `hello` (capacity, held leases, initial credit) → control plane `welcome` →
+ * control plane `assign` (one per granted credit, each with a fresh lease) → gateway `progress`
+ * (stage changes) → gateway `result` → control plane `ack` (accepted | duplicate | stale) →
+ * gateway `credit` when a slot frees. `cancel` and `admin` flow control plane → gateway.
+ *
+ * Liveness uses the text frame `ping`, answered with `pong` by the platform's auto-response
+ * without waking the dispatcher, so it is not part of this schema.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayStage, SessionResult } from "./session";
+import { AgentSpec, EvaluatorSpec, Identifier, JsonObject, RuntimeSpec, StrategySpec } from "./task";
+
+/** Current wire protocol version. A peer speaking another version is refused at `hello`. */
+export const WIRE_VERSION = 1;
+const v = z.literal(WIRE_VERSION);
+
+/** Lease = fencing token: identifies one assignment of one session to one gateway. */
+export const LeaseRef = z.strictObject({
+  lease_id: z.string().min(1).max(128),
+  session_id: Identifier,
+});
+export type LeaseRef = z.infer<typeof LeaseRef>;
+
+/** Pool sizes of a gateway (upstream `max_*_workers`). */
+export const GatewayCapacity = z.strictObject({
+  max_init: z.number().int().min(1),
+  max_run: z.number().int().min(1),
+  max_postrun: z.number().int().min(1),
+});
+export type GatewayCapacity = z.infer<typeof GatewayCapacity>;
+
+/** Sessions per stage on a gateway (upstream `NodeStageMetrics`). */
+export const StageMetrics = z.strictObject({
+  init_queue_depth: z.number().int().min(0),
+  init_inflight: z.number().int().min(0),
+  ready_depth: z.number().int().min(0),
+  run_inflight: z.number().int().min(0),
+  postrun_queue_depth: z.number().int().min(0),
+  postrun_inflight: z.number().int().min(0),
+});
+export type StageMetrics = z.infer<typeof StageMetrics>;
+
+// ---- gateway → control plane -------------------------------------------------------------
+
+export const HelloMessage = z.strictObject({
+  v,
+  type: z.literal("hello"),
+  node_id: Identifier,
+  agent_version: z.string(),
+  capacity: GatewayCapacity,
+  capabilities: z.strictObject({
+    runtimes: z.array(z.string()),
+    harnesses: z.array(z.string()),
+    engines: z.array(z.string()),
+  }),
+  /** Sessions this gateway can take right now; replaces any credit from a previous connection. */
+  credit: z.number().int().min(0),
+  /** Leases the gateway still holds (after a reconnect). */
+  leases: z.array(LeaseRef),
+});
+export type HelloMessage = z.infer<typeof HelloMessage>;
+
+/** Grants `grant` more sessions on top of the credit still unused. */
+export const CreditMessage = z.strictObject({
+  v,
+  type: z.literal("credit"),
+  grant: z.number().int().min(1),
+  metrics: StageMetrics.optional(),
+});
+export type CreditMessage = z.infer<typeof CreditMessage>;
+
+export const ProgressMessage = z.strictObject({
+  v,
+  type: z.literal("progress"),
+  lease_id: z.string().min(1),
+  session_id: Identifier,
+  status: GatewayStage,
+  at: z.number().int(),
+  metrics: StageMetrics.optional(),
+});
+export type ProgressMessage = z.infer<typeof ProgressMessage>;
+
+export const ResultMessage = z.strictObject({
+  v,
+  type: z.literal("result"),
+  lease_id: z.string().min(1),
+  result: SessionResult,
+});
+export type ResultMessage = z.infer<typeof ResultMessage>;
+
+export const GatewayMessage = z.discriminatedUnion("type", [
+  HelloMessage,
+  CreditMessage,
+  ProgressMessage,
+  ResultMessage,
+]);
+export type GatewayMessage = z.infer<typeof GatewayMessage>;
+
+// ---- control plane → gateway -------------------------------------------------------------
+
+export const WelcomeMessage = z.strictObject({
+  v,
+  type: z.literal("welcome"),
+  queue: z.string(),
+  node_id: Identifier,
+  /** Leases from the hello that the control plane still considers current. */
+  kept_leases: z.array(z.string()),
+  /** Seconds between the gateway's `ping` frames. */
+  ping_interval_seconds: z.number().positive(),
+});
+export type WelcomeMessage = z.infer<typeof WelcomeMessage>;
+
+/** Everything a gateway needs to run one session. */
+export const SessionAssignment = z.strictObject({
+  session_id: Identifier,
+  batch_id: Identifier,
+  task_id: Identifier,
+  attempt: z.number().int().min(1),
+  instruction: z.string(),
+  timeout_seconds: z.number().positive(),
+  runtime: RuntimeSpec.nullable(),
+  agent: AgentSpec,
+  builder: StrategySpec,
+  evaluator: EvaluatorSpec.nullable(),
+  metadata: JsonObject,
+  dispatch_priority: z.number().int().min(0).max(100),
+});
+export type SessionAssignment = z.infer<typeof SessionAssignment>;
+
+export const AssignMessage = z.strictObject({
+  v,
+  type: z.literal("assign"),
+  lease_id: z.string().min(1),
+  session: SessionAssignment,
+});
+export type AssignMessage = z.infer<typeof AssignMessage>;
+
+/** Outcome of a `result`: accepted, already accepted (duplicate) or from a superseded lease (stale). */
+export const AckStatus = z.enum(["accepted", "duplicate", "stale"]);
+export type AckStatus = z.infer<typeof AckStatus>;
+
+export const AckMessage = z.strictObject({
+  v,
+  type: z.literal("ack"),
+  lease_id: z.string(),
+  session_id: Identifier,
+  status: AckStatus,
+});
+export type AckMessage = z.infer<typeof AckMessage>;
+
+export const CancelMessage = z.strictObject({
+  v,
+  type: z.literal("cancel"),
+  lease_id: z.string(),
+  session_id: Identifier,
+  reason: z.string(),
+});
+export type CancelMessage = z.infer<typeof CancelMessage>;
+
+export const AdminMessage = z.strictObject({
+  v,
+  type: z.literal("admin"),
+  action: z.enum(["pause", "resume", "policy_version", "drain"]),
+  policy_version: z.string().optional(),
+  timeout_seconds: z.number().positive().optional(),
+});
+export type AdminMessage = z.infer<typeof AdminMessage>;
+
+/** The control plane refuses something the gateway sent (malformed message, bad version, …). */
+export const ErrorMessage = z.strictObject({
+  v,
+  type: z.literal("error"),
+  code: z.string(),
+  message: z.string(),
+});
+export type ErrorMessage = z.infer<typeof ErrorMessage>;
+
+export const ControlMessage = z.discriminatedUnion("type", [
+  WelcomeMessage,
+  AssignMessage,
+  AckMessage,
+  CancelMessage,
+  AdminMessage,
+  ErrorMessage,
+]);
+export type ControlMessage = z.infer<typeof ControlMessage>;
+
+/** Text frames used for liveness; answered by the platform without waking the dispatcher. */
+export const PING = "ping";
+export const PONG = "pong";
