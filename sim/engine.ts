@@ -1,0 +1,216 @@
+/**
+ * The core of the simulated engine, shared by `/generate` and `/v1/chat/completions`: prompt ids in,
+ * sampled ids, synthetic logprobs, a SGLang finish reason and usage counts out. The "sampling" is
+ * the scripted policy's answer encoded with the real tokenizer, then cut by stop strings, stop token
+ * ids and the token budget exactly where SGLang would cut.
+ *
+ * @module
+ */
+import { randomUUID } from "node:crypto";
+import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
+import { PrefixCache } from "./prefix-cache";
+
+/** Limits of the simulated engine. */
+export const SIM_LIMITS = {
+  /** Context length reported and enforced (Qwen3-0.6B's `max_position_embeddings`). */
+  contextLength: 40_960,
+  /** Largest request body (bytes). */
+  maxBodyBytes: 16 * 1024 * 1024,
+  /** Stop strings / stop token ids per request. */
+  maxStops: 64,
+} as const;
+
+/** The id a client-facing label calls the simulator, everywhere it is named. */
+export const SIMULATOR_ID = "polar-sim-engine";
+
+/** SGLang's finish reason object. */
+export type FinishReason = { type: "stop"; matched: number | string } | { type: "length"; length: number };
+
+/** One generation request, after the endpoint has turned its body into prompt ids. */
+export interface EngineRequest {
+  promptIds: readonly number[];
+  /** Draws are keyed by this (routing key header, `rid` or `user`). */
+  routingKey: string;
+  maxNewTokens: number;
+  temperature?: number;
+  stop?: readonly string[];
+  stopTokenIds?: readonly number[];
+  ignoreEos?: boolean;
+  rid?: string;
+}
+
+/** What the engine produced. `outputIds` include the matched stop token, as in SGLang. */
+export interface EngineResult {
+  rid: string;
+  outputIds: number[];
+  logprobs: number[];
+  finishReason: FinishReason;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  weightVersion: string;
+  /** Seconds from request start to finish. */
+  e2eLatency: number;
+  policy: PolicyAnswer;
+}
+
+/**
+ * A request the engine refuses (HTTP 400), naming the field.
+ *
+ * @example
+ * ```ts
+ * throw new EngineInputError("must not be empty", "input_ids");
+ * ```
+ */
+export class EngineInputError extends Error {
+  override readonly name = "EngineInputError";
+  constructor(
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Options of {@link SimEngineCore}. */
+export interface EngineOptions {
+  tokenizer: ChatTokenizer;
+  seed?: number;
+  weightVersion?: string;
+  /** Simulated prefill speed (tokens/s) of uncached prompt tokens; 0 = instant. */
+  prefillTokensPerSecond?: number;
+  /** Simulated decode speed (tokens/s); 0 = instant. */
+  decodeTokensPerSecond?: number;
+}
+
+/**
+ * Generation with the scripted policy over a real tokenizer.
+ *
+ * @example
+ * ```ts
+ * const engine = new SimEngineCore({ tokenizer: await loadChatTokenizer() });
+ * const r = await engine.generate({ promptIds: tok.encode(prompt), routingKey: "s1", maxNewTokens: 128 });
+ * r.finishReason; // { type: "stop", matched: 151645 }
+ * ```
+ */
+export class SimEngineCore {
+  readonly tokenizer: ChatTokenizer;
+  readonly seed: number;
+  weightVersion: string;
+  readonly cache = new PrefixCache();
+  private readonly prefillRate: number;
+  private readonly decodeRate: number;
+  private readonly vocabLimit: number;
+
+  constructor(options: EngineOptions) {
+    this.tokenizer = options.tokenizer;
+    this.seed = options.seed ?? 0;
+    this.weightVersion = options.weightVersion ?? "default";
+    this.prefillRate = options.prefillTokensPerSecond ?? 0;
+    this.decodeRate = options.decodeTokensPerSecond ?? 0;
+    this.vocabLimit = options.tokenizer.vocabSize;
+  }
+
+  /** Checks ids a client sent (`input_ids`) against the vocabulary. */
+  checkIds(ids: readonly number[], field: string): void {
+    if (ids.length === 0) throw new EngineInputError("must not be empty", field);
+    const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= this.vocabLimit);
+    if (bad !== -1)
+      throw new EngineInputError(
+        `token id ${ids[bad]} is outside the vocabulary [0, ${this.vocabLimit})`,
+        `${field}[${bad}]`,
+      );
+  }
+
+  /** Runs one request through the policy and the stop/length rules. */
+  async generate(request: EngineRequest): Promise<EngineResult> {
+    const started = performance.now();
+    const promptIds = request.promptIds;
+    if (promptIds.length >= SIM_LIMITS.contextLength) {
+      throw new EngineInputError(
+        `The input (${promptIds.length} tokens) is longer than the model's context length (${SIM_LIMITS.contextLength} tokens).`,
+      );
+    }
+    const room = SIM_LIMITS.contextLength - promptIds.length;
+    const maxNew = Math.min(request.maxNewTokens, room);
+    const cachedTokens = this.cache.cachedTokens(promptIds);
+
+    const prompt = this.tokenizer.decode(promptIds);
+    const policy = decideAnswer({
+      seed: this.seed,
+      routingKey: request.routingKey,
+      prompt,
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    });
+    const answerIds = this.tokenizer.encode(policy.text);
+    const { outputIds, finishReason } = this.cut(answerIds, maxNew, request);
+    const logprobs = outputIds.map((id, i) => syntheticLogprob(this.seed, request.routingKey, i, id));
+
+    await this.simulateLatency(promptIds.length - cachedTokens, outputIds.length);
+    this.cache.insert([...promptIds, ...outputIds]);
+    return {
+      rid: request.rid ?? randomUUID().replaceAll("-", ""),
+      outputIds,
+      logprobs,
+      finishReason,
+      promptTokens: promptIds.length,
+      completionTokens: outputIds.length,
+      cachedTokens,
+      weightVersion: this.weightVersion,
+      e2eLatency: (performance.now() - started) / 1000,
+      policy,
+    };
+  }
+
+  /** Applies stop token ids, stop strings, EOS and the budget, token by token, as a decoder would. */
+  private cut(
+    answerIds: number[],
+    maxNew: number,
+    request: EngineRequest,
+  ): { outputIds: number[]; finishReason: FinishReason } {
+    const stops = (request.stop ?? []).filter((s) => s.length > 0);
+    const stopIds = new Set(request.stopTokenIds ?? []);
+    const eos = this.tokenizer.eosTokenIds[0];
+    const sequence = request.ignoreEos || eos === undefined ? answerIds : [...answerIds, eos];
+    const out: number[] = [];
+    for (const id of sequence) {
+      if (out.length >= maxNew)
+        return { outputIds: out, finishReason: { type: "length", length: out.length } };
+      out.push(id);
+      if (stopIds.has(id) || (!request.ignoreEos && this.tokenizer.eosTokenIds.includes(id))) {
+        return { outputIds: out, finishReason: { type: "stop", matched: id } };
+      }
+      if (stops.length > 0) {
+        const text = this.tokenizer.decode(out);
+        const hit = stops.find((s) => text.includes(s));
+        if (hit !== undefined) return { outputIds: out, finishReason: { type: "stop", matched: hit } };
+      }
+    }
+    // Only reachable with ignore_eos: the policy has nothing more to say, the budget ends it.
+    return { outputIds: out, finishReason: { type: "length", length: out.length } };
+  }
+
+  /**
+   * The text SGLang returns for a result: the matched stop token is trimmed, a matched stop string
+   * is cut off (unless `noStopTrim`), special tokens are skipped unless asked to keep them.
+   */
+  outputText(result: EngineResult, options: { skipSpecialTokens: boolean; noStopTrim: boolean }): string {
+    const matched = result.finishReason.type === "stop" ? result.finishReason.matched : undefined;
+    const ids =
+      typeof matched === "number" && !options.noStopTrim ? result.outputIds.slice(0, -1) : result.outputIds;
+    let text = this.tokenizer.decode(ids, { skipSpecialTokens: options.skipSpecialTokens });
+    if (typeof matched === "string" && !options.noStopTrim) {
+      const at = text.indexOf(matched);
+      if (at !== -1) text = text.slice(0, at);
+    }
+    return text;
+  }
+
+  private async simulateLatency(prefillTokens: number, decodeTokens: number): Promise<void> {
+    const seconds =
+      (this.prefillRate > 0 ? prefillTokens / this.prefillRate : 0) +
+      (this.decodeRate > 0 ? decodeTokens / this.decodeRate : 0);
+    if (seconds > 0) await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  }
+}

@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { type SimEngineHandle, startSimEngine } from "./server";
+
+let sim: SimEngineHandle;
+let tok: ChatTokenizer;
+let prompt: string;
+
+beforeAll(async () => {
+  tok = await loadChatTokenizer();
+  sim = await startSimEngine({ port: 0, seed: 5 });
+  prompt = tok.render([{ role: "user", content: "What is 12 * 34?" }]);
+}, 30_000);
+afterAll(async () => {
+  await sim.close();
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: test helper reading arbitrary JSON replies
+type Json = any;
+
+async function generate(body: unknown): Promise<{ status: number; json: Json }> {
+  const res = await fetch(`${sim.url}/generate`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+describe("POST /generate", () => {
+  it("takes input_ids and returns aligned output ids, logprobs and the SGLang meta_info", async () => {
+    const inputIds = tok.encode(prompt);
+    const { status, json } = await generate({
+      input_ids: inputIds,
+      rid: "req-1",
+      sampling_params: { temperature: 0.7, max_new_tokens: 256 },
+      return_logprob: true,
+      return_prompt_token_ids: true,
+    });
+    expect(status).toBe(200);
+    expect(json.prompt_token_ids).toEqual(inputIds);
+    const { meta_info: meta, output_ids: outputIds } = json;
+    expect(meta).toMatchObject({
+      id: "req-1",
+      finish_reason: { type: "stop", matched: 151645 },
+      prompt_tokens: inputIds.length,
+      completion_tokens: outputIds.length,
+      weight_version: "default",
+      simulator: "polar-sim-engine",
+    });
+    expect(meta.e2e_latency).toBeGreaterThanOrEqual(0);
+    expect(meta.output_token_logprobs).toHaveLength(outputIds.length);
+    meta.output_token_logprobs.forEach((entry: [number, number, null], i: number) => {
+      expect(entry[1]).toBe(outputIds[i]);
+      expect(entry[2]).toBeNull();
+    });
+    expect(outputIds.at(-1)).toBe(151645);
+    // Default skip_special_tokens=true and stop trimming: the text is the answer without <|im_end|>.
+    expect(json.text).toBe(tok.decode(outputIds.slice(0, -1)));
+    expect(json.text).toMatch(/^<think>\n[\s\S]*\n<\/think>\n\n[\s\S]*\d+\.?$/);
+  });
+
+  it("gives the same answer for the same prompt as text or as ids (same rid = same routing key)", async () => {
+    const byIds = await generate({ input_ids: tok.encode(prompt), rid: "same" });
+    const byText = await generate({ text: prompt, rid: "same" });
+    expect(byText.json.output_ids).toEqual(byIds.json.output_ids);
+    expect(byText.json.meta_info.output_token_logprobs).toBeUndefined();
+    expect(byText.json.prompt_token_ids).toBeUndefined();
+  });
+
+  it("reads the routing key header before rid", async () => {
+    const headers = { "content-type": "application/json", "x-smg-routing-key": "sticky" };
+    const send = (rid: string) =>
+      fetch(`${sim.url}/generate`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ text: prompt, rid }),
+      }).then((r) => r.json() as Promise<Json>);
+    const [a, b] = await Promise.all([send("r1"), send("r2")]);
+    expect(a.output_ids).toEqual(b.output_ids);
+    expect(a.meta_info.id).toBe("r1");
+  });
+
+  it("truncates at max_new_tokens with a length finish", async () => {
+    const { json } = await generate({ text: prompt, sampling_params: { max_new_tokens: 3 } });
+    expect(json.meta_info.finish_reason).toEqual({ type: "length", length: 3 });
+    expect(json.output_ids).toHaveLength(3);
+  });
+
+  it("stops on a stop string (trimmed unless no_stop_trim) and on stop token ids", async () => {
+    const base = { text: prompt, rid: "stops", sampling_params: {} };
+    const trimmed = await generate({
+      ...base,
+      sampling_params: { stop: ["</think>"], skip_special_tokens: false },
+    });
+    expect(trimmed.json.meta_info.finish_reason).toEqual({ type: "stop", matched: "</think>" });
+    expect(trimmed.json.text.startsWith("<think>\n")).toBe(true);
+    expect(trimmed.json.text).not.toContain("</think>");
+    const kept = await generate({ ...base, sampling_params: { stop: "</think>", no_stop_trim: true } });
+    expect(kept.json.text.endsWith("</think>")).toBe(true);
+    expect(kept.json.output_ids).toEqual(trimmed.json.output_ids);
+
+    const byId = await generate({ ...base, sampling_params: { stop_token_ids: [151668] } });
+    expect(byId.json.meta_info.finish_reason).toEqual({ type: "stop", matched: 151668 });
+    expect(byId.json.output_ids.at(-1)).toBe(151668);
+  });
+
+  it("keeps special tokens with skip_special_tokens=false and no_stop_trim", async () => {
+    const { json } = await generate({
+      text: prompt,
+      sampling_params: { skip_special_tokens: false, no_stop_trim: true },
+      return_logprob: true,
+      return_text_in_logprobs: true,
+    });
+    expect(json.text.endsWith("<|im_end|>")).toBe(true);
+    expect(json.meta_info.output_token_logprobs.at(-1)[2]).toBe("<|im_end|>");
+  });
+
+  it("refuses bad requests with 400 naming the field", async () => {
+    const both = await generate({ text: "a", input_ids: [1] });
+    expect(both.status).toBe(400);
+    expect(both.json.error.message).toMatch(/exactly one of text or input_ids/);
+    expect((await generate({})).status).toBe(400);
+    const vocab = await generate({ input_ids: [1, 200000] });
+    expect(vocab.json.error.message).toMatch(/^input_ids\[1\]: token id 200000 is outside the vocabulary/);
+    const batch = await generate({ text: ["a", "b"] });
+    expect(batch.json.error.message).toMatch(/batch requests/);
+    const sp = await generate({ text: "a", sampling_params: { max_new_tokens: "many" } });
+    expect(sp.json.error.message).toMatch(/^sampling_params\.max_new_tokens: /);
+    const long = await generate({ input_ids: new Array(40_960).fill(9707) });
+    expect(long.status).toBe(400);
+    expect(long.json.error.message).toMatch(/longer than the model's context length \(40960 tokens\)/);
+    const tooBig = await fetch(`${sim.url}/generate`, {
+      method: "POST",
+      body: "x".repeat(16 * 1024 * 1024 + 1),
+    });
+    expect(tooBig.status).toBe(413);
+  });
+});
+
+describe("latency model", () => {
+  it("waits for simulated decode time and reports it in e2e_latency", async () => {
+    const slow = await startSimEngine({ port: 0, decodeTokensPerSecond: 100 });
+    try {
+      const res = await fetch(`${slow.url}/generate`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ text: "What is 2 + 2?", sampling_params: { max_new_tokens: 10 } }),
+      });
+      const json = (await res.json()) as Json;
+      expect(json.meta_info.completion_tokens).toBe(10);
+      expect(json.meta_info.e2e_latency).toBeGreaterThanOrEqual(0.09);
+    } finally {
+      await slow.close();
+    }
+  });
+});

@@ -1,0 +1,281 @@
+/**
+ * `POST /v1/chat/completions` in SGLang's ≥ 0.5.13 shape: the messages are rendered with the real
+ * chat template (as SGLang's `_apply_jinja_template` prepares them), the output is split by the
+ * `qwen3` reasoning parser and the `qwen25` tool-call parser, and the TITO extensions
+ * (`return_prompt_token_ids`, `return_meta_info`, `input_ids`) are honoured, non-streaming only.
+ *
+ * @module
+ */
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import { sglangToolDumps } from "../tokenizer/chat-tokenizer";
+import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
+import { routingKeyOf, stopList } from "./generate-api";
+import { HttpError, parseBody, sendJson } from "./http";
+import { parseToolCalls, separateReasoning } from "./output-parsers";
+
+const ToolSchema = z.looseObject({
+  type: z.string().optional(),
+  function: z.looseObject({
+    name: z.string().min(1),
+    description: z.string().nullish(),
+    parameters: z.unknown().optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const MessageSchema = z.looseObject({
+  role: z.string().min(1),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]).optional(),
+  reasoning_content: z.string().nullish(),
+  tool_calls: z
+    .array(
+      z.looseObject({ function: z.looseObject({ name: z.string(), arguments: z.unknown().optional() }) }),
+    )
+    .nullish(),
+});
+
+const maxTokens = z.number().int().min(0).max(SIM_LIMITS.contextLength).nullish();
+
+/** The chat request fields the sim reads; unknown fields are ignored, as SGLang does. */
+export const ChatRequest = z.looseObject({
+  model: z.string().nullish(),
+  messages: z.array(MessageSchema).min(1, "must contain at least one message"),
+  tools: z.array(ToolSchema).nullish(),
+  tool_choice: z.unknown().optional(),
+  max_tokens: maxTokens,
+  max_completion_tokens: maxTokens,
+  temperature: z.number().min(0).nullish(),
+  stop: z.union([z.string(), z.array(z.string()).max(SIM_LIMITS.maxStops)]).nullish(),
+  stop_token_ids: z.array(z.number().int().min(0)).max(SIM_LIMITS.maxStops).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  n: z.literal(1).nullish(),
+  return_prompt_token_ids: z.boolean().nullish(),
+  return_meta_info: z.boolean().nullish(),
+  input_ids: z.array(z.number()).nullish(),
+  rid: z.string().min(1).nullish(),
+  user: z.string().nullish(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  skip_special_tokens: z.boolean().nullish(),
+  no_stop_trim: z.boolean().nullish(),
+  separate_reasoning: z.boolean().nullish(),
+  ignore_eos: z.boolean().nullish(),
+});
+type ChatRequest = z.infer<typeof ChatRequest>;
+
+/** The TITO extensions SGLang refuses with `stream: true`. */
+const NON_STREAMING_FLAGS = ["return_prompt_token_ids", "return_meta_info"] as const;
+
+/**
+ * Serves one chat completion request (JSON reply, or SSE when `stream: true`).
+ *
+ * @example
+ * ```ts
+ * await handleChatCompletion(engine, "Qwen/Qwen3-0.6B", req, res, body);
+ * ```
+ */
+export async function handleChatCompletion(
+  engine: SimEngineCore,
+  servedModel: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  raw: unknown,
+): Promise<void> {
+  const body = parseBody(ChatRequest, raw);
+  if (body.stream) {
+    for (const name of NON_STREAMING_FLAGS) {
+      if (body[name]) {
+        throw new HttpError(
+          400,
+          `${name} is not supported with streaming. Please set stream=false when using ${name}=true.`,
+        );
+      }
+    }
+  }
+  const tok = engine.tokenizer;
+  const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
+  let promptIds: number[];
+  if (body.input_ids) {
+    // 0.5.13: pre-tokenized prompt ids bypass the chat template entirely.
+    engine.checkIds(body.input_ids, "input_ids");
+    promptIds = body.input_ids;
+  } else {
+    const prompt = tok.render(body.messages, {
+      ...(toolsActive ? { tools: sglangToolDumps(body.tools!) } : {}),
+      addGenerationPrompt: true,
+      ...(body.chat_template_kwargs ? { templateKwargs: body.chat_template_kwargs } : {}),
+    });
+    promptIds = tok.encode(prompt);
+  }
+  const result = await engine.generate({
+    promptIds,
+    routingKey: routingKeyOf(req, body.rid, body.user),
+    maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
+    ...(body.temperature != null ? { temperature: body.temperature } : {}),
+    stop: stopList(body.stop),
+    stopTokenIds: body.stop_token_ids ?? [],
+    ignoreEos: body.ignore_eos ?? false,
+    ...(body.rid ? { rid: body.rid } : {}),
+  });
+  // SGLang keeps special tokens when tools are active so the tool-call parser sees its markup.
+  const text = engine.outputText(result, {
+    skipSpecialTokens: toolsActive ? false : (body.skip_special_tokens ?? true),
+    noStopTrim: body.no_stop_trim ?? false,
+  });
+  const separated =
+    body.separate_reasoning === false ? { reasoning: undefined, text } : separateReasoning(text);
+  let content: string | null = separated.text;
+  let toolCalls: Array<{
+    id: string;
+    index: number;
+    type: "function";
+    function: { name: string; arguments: string };
+  }> | null = null;
+  let finishReason: string = result.finishReason.type;
+  let matchedStop: number | string | null =
+    result.finishReason.type === "stop" ? result.finishReason.matched : null;
+  if (toolsActive) {
+    const parsed = parseToolCalls(
+      separated.text,
+      body.tools!.map((t) => t.function.name),
+    );
+    if (parsed.calls.length > 0) {
+      content = parsed.normal;
+      toolCalls = parsed.calls.map((call, index) => ({
+        id: `call_${randomUUID().replaceAll("-", "").slice(0, 24)}`,
+        index,
+        type: "function",
+        function: call,
+      }));
+      if (finishReason === "stop") {
+        finishReason = "tool_calls";
+        matchedStop = null;
+      }
+    }
+  }
+  const message = {
+    role: "assistant" as const,
+    content: content === "" && toolCalls ? null : content,
+    reasoning_content: separated.reasoning ?? null,
+    tool_calls: toolCalls,
+  };
+  const model = body.model ?? servedModel;
+  const created = Math.floor(Date.now() / 1000);
+  const usage = {
+    prompt_tokens: result.promptTokens,
+    completion_tokens: result.completionTokens,
+    total_tokens: result.promptTokens + result.completionTokens,
+    prompt_tokens_details: { cached_tokens: result.cachedTokens },
+  };
+
+  if (body.stream) {
+    writeStream(res, { id: result.rid, created, model, message, finishReason, matchedStop, usage }, body);
+    return;
+  }
+  const choice = {
+    index: 0,
+    message,
+    logprobs: body.logprobs ? { content: logprobContent(engine, result) } : null,
+    finish_reason: finishReason,
+    matched_stop: matchedStop,
+    ...(body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
+    ...(body.return_meta_info ? { meta_info: metaInfo(engine, result, body.logprobs ?? false) } : {}),
+  };
+  sendJson(res, 200, {
+    id: result.rid,
+    object: "chat.completion",
+    created,
+    model,
+    choices: [choice],
+    usage,
+    metadata: { weight_version: result.weightVersion },
+    system_fingerprint: SIMULATOR_ID,
+  });
+}
+
+/** OpenAI `logprobs.content[]`, one entry per output id (including the end-of-turn token). */
+function logprobContent(engine: SimEngineCore, result: EngineResult) {
+  return result.outputIds.map((id, i) => {
+    const token = engine.tokenizer.decode([id]);
+    return { token, logprob: result.logprobs[i]!, bytes: [...Buffer.from(token, "utf8")], top_logprobs: [] };
+  });
+}
+
+/**
+ * The engine's `meta_info`, as SGLang ≥ 0.5.13 attaches it to the choice. Like SGLang, the per-token
+ * logprobs (the output ids) are only there when `logprobs: true`; the chat endpoint asks the engine
+ * for token text, so the third element is the token's text.
+ */
+function metaInfo(engine: SimEngineCore, result: EngineResult, withLogprobs: boolean) {
+  return {
+    id: result.rid,
+    finish_reason: result.finishReason,
+    prompt_tokens: result.promptTokens,
+    completion_tokens: result.completionTokens,
+    cached_tokens: result.cachedTokens,
+    weight_version: result.weightVersion,
+    ...(withLogprobs
+      ? {
+          output_token_logprobs: result.outputIds.map((id, i) => [
+            result.logprobs[i]!,
+            id,
+            engine.tokenizer.decode([id]),
+          ]),
+        }
+      : {}),
+    e2e_latency: result.e2eLatency,
+    simulator: SIMULATOR_ID,
+  };
+}
+
+interface StreamParts {
+  id: string;
+  created: number;
+  model: string;
+  message: { content: string | null; reasoning_content: string | null; tool_calls: unknown[] | null };
+  finishReason: string;
+  matchedStop: number | string | null;
+  usage: unknown;
+}
+
+/** Word-sized pieces, so clients see several deltas as from a real stream. */
+function pieces(text: string): string[] {
+  return text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
+}
+
+/**
+ * Writes the SSE stream of a finished completion: role chunk, reasoning deltas, content deltas,
+ * tool calls, the finish chunk, the usage chunk when asked, then `data: [DONE]`.
+ */
+function writeStream(res: ServerResponse, parts: StreamParts, body: ChatRequest): void {
+  res.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+  });
+  const chunk = (delta: object, finish: string | null = null, extra: object = {}) =>
+    `data: ${JSON.stringify({
+      id: parts.id,
+      object: "chat.completion.chunk",
+      created: parts.created,
+      model: parts.model,
+      system_fingerprint: SIMULATOR_ID,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...extra }],
+    })}\n\n`;
+  res.write(chunk({ role: "assistant", content: "" }));
+  for (const piece of pieces(parts.message.reasoning_content ?? ""))
+    res.write(chunk({ reasoning_content: piece }));
+  for (const piece of pieces(parts.message.content ?? "")) res.write(chunk({ content: piece }));
+  if (parts.message.tool_calls) res.write(chunk({ tool_calls: parts.message.tool_calls }));
+  res.write(chunk({}, parts.finishReason, { matched_stop: parts.matchedStop }));
+  if (body.stream_options?.include_usage) {
+    res.write(
+      `data: ${JSON.stringify({ id: parts.id, object: "chat.completion.chunk", created: parts.created, model: parts.model, choices: [], usage: parts.usage })}\n\n`,
+    );
+  }
+  res.end("data: [DONE]\n\n");
+}

@@ -1,0 +1,355 @@
+/**
+ * The scripted policy of the simulated engine: a pure function from (seed, routing key, prompt text)
+ * to an answer text. It is not a model. It answers integer arithmetic questions ("What is 17 * 23?")
+ * with a short `<think>` block and the result, wrong on purpose with probability
+ * {@link WRONG_ANSWER_PROBABILITY} (off by one or a digit slip) so a group of samples has mixed
+ * rewards; it re-checks on "Are you sure?", calls a calculator-like tool when the prompt offers one,
+ * uses a tool's result, and otherwise gives a short generic reply saying it is a simulated policy.
+ *
+ * Determinism: the same seed, routing key and prompt always give the same answer; different routing
+ * keys draw independently (so the sessions of one GRPO group differ). Temperature 0 is greedy: the
+ * answer is always the correct one and ignores the routing key.
+ *
+ * @module
+ */
+
+/** Probability that an arithmetic answer is wrong (at temperature > 0). */
+export const WRONG_ANSWER_PROBABILITY = 0.25;
+
+/** Probability that, asked "Are you sure?" after a wrong answer, the policy corrects itself. */
+export const SELF_CORRECTION_PROBABILITY = 0.5;
+
+/** What the policy decided, with the facts tests and demos may check. */
+export interface PolicyAnswer {
+  /** The assistant text to emit (may start with a `<think>` block; no end-of-turn token). */
+  text: string;
+  kind: "arithmetic" | "tool_call" | "tool_result" | "recheck" | "generic";
+  /** For arithmetic answers: the correct result and whether the emitted one is correct. */
+  expected?: string;
+  correct?: boolean;
+}
+
+/** Inputs of {@link decideAnswer}. */
+export interface PolicyInput {
+  seed: number;
+  routingKey: string;
+  /** The full prompt text (a rendered chat template, or raw text for `/generate`). */
+  prompt: string;
+  /** Sampling temperature; 0 means greedy (always correct). Default 1. */
+  temperature?: number;
+}
+
+/** An arithmetic question found in a message. */
+export interface ArithmeticQuestion {
+  a: bigint;
+  op: "+" | "-" | "*" | "/";
+  b: bigint;
+  /** `"17 * 23"` as the policy writes it back. */
+  expression: string;
+  /** The exact result: an integer, a decimal rounded to 4 places, or `undefined` for division by 0. */
+  result: string | undefined;
+}
+
+/** One chat turn read back from a ChatML prompt. */
+interface Turn {
+  role: string;
+  content: string;
+}
+
+/**
+ * 32-bit FNV-1a hash of a string. Cheap and stable across platforms; used for all draws.
+ *
+ * @example
+ * ```ts
+ * hash32("abc"); // 440920331
+ * ```
+ */
+export function hash32(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/** mulberry32: a small deterministic PRNG giving floats in [0, 1). */
+function prng(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A synthetic, deterministic logprob in (-3, 0] for the token at `position` of an answer.
+ *
+ * @example
+ * ```ts
+ * const lp = syntheticLogprob(0, "session-1", 0, 151667); // e.g. -1.234567
+ * ```
+ */
+export function syntheticLogprob(
+  seed: number,
+  routingKey: string,
+  position: number,
+  tokenId: number,
+): number {
+  const u = hash32(`${seed}\u0000${routingKey}\u0000${position}\u0000${tokenId}`) / 4294967296;
+  // -3u is in (-3, 0]; six decimals keep the JSON short and exactly reproducible.
+  return Math.round(-3 * u * 1e6) / 1e6 || 0;
+}
+
+const QUESTION = /(?<![\w.])(-?\d{1,15})\s*([+\-*/×÷])\s*(-?\d{1,15})(?![\w.])/;
+
+/**
+ * Finds the first `a op b` integer expression in a text (`+ - * /`, also `×` and `÷`).
+ *
+ * @example
+ * ```ts
+ * parseArithmetic("What is 17 * 23?")?.result; // "391"
+ * ```
+ */
+export function parseArithmetic(text: string): ArithmeticQuestion | undefined {
+  const m = QUESTION.exec(text);
+  if (!m) return undefined;
+  const a = BigInt(m[1]!);
+  const b = BigInt(m[3]!);
+  const op =
+    ({ "×": "*", "÷": "/" } as Record<string, ArithmeticQuestion["op"]>)[m[2]!] ??
+    (m[2] as ArithmeticQuestion["op"]);
+  let result: string | undefined;
+  if (op === "+") result = (a + b).toString();
+  else if (op === "-") result = (a - b).toString();
+  else if (op === "*") result = (a * b).toString();
+  else if (b !== 0n) result = a % b === 0n ? (a / b).toString() : formatDecimal(Number(a) / Number(b));
+  return { a, op, b, expression: `${a} ${op} ${b}`, result };
+}
+
+function formatDecimal(value: number): string {
+  return value.toFixed(4).replace(/0+$/, "").replace(/\.$/, "");
+}
+
+/** A plausible mistake: off by one, or one digit replaced. Never equal to `correct`. */
+function wrongAnswer(correct: string, random: () => number): string {
+  const negative = correct.startsWith("-");
+  const [intPart = "0", frac] = correct.replace("-", "").split(".");
+  if (random() < 0.5 || intPart.length === 0) {
+    const delta = random() < 0.5 ? -1n : 1n;
+    const shifted = BigInt(correct.split(".")[0]!) + delta;
+    return frac ? `${shifted}.${frac}` : shifted.toString();
+  }
+  const digits = intPart.split("");
+  const pos = Math.floor(random() * digits.length);
+  const old = Number(digits[pos]);
+  let next = (old + 1 + Math.floor(random() * 9)) % 10;
+  if (pos === 0 && next === 0 && digits.length > 1) next = old === 1 ? 2 : 1;
+  digits[pos] = String(next);
+  return `${negative ? "-" : ""}${digits.join("")}${frac ? `.${frac}` : ""}`;
+}
+
+/** The worked reasoning for `q`, ending in `shown` (which may be a slip). */
+function reasoningFor(q: ArithmeticQuestion, shown: string): string {
+  const { a, b } = q;
+  if (q.op === "*" && (b >= 10n || b <= -10n)) {
+    const ones = b % 10n;
+    const tens = b - ones;
+    return `I need ${q.expression}. ${a} * ${tens} = ${a * tens} and ${a} * ${ones} = ${a * ones}, so ${a * tens} + ${a * ones} = ${shown}.`;
+  }
+  if (q.op === "*") return `I need ${q.expression}. Multiplying ${a} by ${b} gives ${shown}.`;
+  if (q.op === "+") return `I need ${q.expression}. Adding ${b} to ${a} gives ${shown}.`;
+  if (q.op === "-") return `I need ${q.expression}. Subtracting ${b} from ${a} gives ${shown}.`;
+  return `I need ${q.expression}. Dividing ${a} by ${b} gives ${shown}.`;
+}
+
+function finalSentence(q: ArithmeticQuestion, shown: string, random: () => number): string {
+  const forms = [
+    `${q.expression} = ${shown}.`,
+    `The answer is ${shown}.`,
+    `${q.expression} equals ${shown}.`,
+  ];
+  return forms[Math.floor(random() * forms.length)]!;
+}
+
+/**
+ * Reads the ChatML turns (`<|im_start|>role\n...<|im_end|>`); raw text is one user turn.
+ *
+ * @example
+ * ```ts
+ * readTurns("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"); // [{ role: "user", content: "Hi" }]
+ * ```
+ */
+export function readTurns(prompt: string): Turn[] {
+  const turns: Turn[] = [];
+  const re = /<\|im_start\|>(\w+)\n([\s\S]*?)(?=<\|im_end\|>|<\|im_start\|>|$)/g;
+  for (const m of prompt.matchAll(re)) turns.push({ role: m[1]!, content: m[2]! });
+  if (turns.length === 0) return [{ role: "user", content: prompt }];
+  // The generation prompt is an empty (or think-prefilled) assistant turn: it is not history.
+  const last = turns.at(-1);
+  if (last?.role === "assistant" && /^(<think>\s*<\/think>\s*)?$/.test(last.content)) turns.pop();
+  return turns;
+}
+
+/** Keeps a user snippet printable and free of special-token markup. */
+function snippet(text: string): string {
+  const clean = text
+    .replace(/<\|[^|]*\|>|<\/?(think|tool_call|tool_response|tools)>/g, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+  return clean.length > 80 ? `${clean.slice(0, 77)}...` : clean;
+}
+
+function withThinking(thinking: boolean, reasoning: string, answer: string): string {
+  return thinking ? `<think>\n${reasoning}\n</think>\n\n${answer}` : answer;
+}
+
+/** A calculator-like tool offered in the Qwen3 `<tools>` block: its name and first argument. */
+function findCalculatorTool(prompt: string): { name: string; argument: string } | undefined {
+  const block = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
+  if (!block) return undefined;
+  for (const line of block[1]!.split("\n")) {
+    try {
+      const tool = JSON.parse(line) as { function?: { name?: string; parameters?: { properties?: object } } };
+      const fn = tool.function ?? (tool as { name?: string; parameters?: { properties?: object } });
+      if (typeof fn.name === "string" && /calc|math|arith|eval/i.test(fn.name)) {
+        const argument = Object.keys(fn.parameters?.properties ?? {})[0] ?? "expression";
+        return { name: fn.name, argument };
+      }
+    } catch {
+      // A tool line that is not JSON is not ours to judge; skip it.
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Decides the answer for one prompt. Pure and deterministic.
+ *
+ * @example
+ * ```ts
+ * const a = decideAnswer({ seed: 0, routingKey: "s1", prompt: "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n<|im_start|>assistant\n" });
+ * a.kind; // "arithmetic"; a.expected === "391"
+ * ```
+ */
+export function decideAnswer(input: PolicyInput): PolicyAnswer {
+  const greedy = input.temperature === 0;
+  const key = greedy ? "" : input.routingKey;
+  const random = prng(hash32(`${input.seed}\u0000${key}\u0000${input.prompt}`));
+  const thinking = !/<think>\s*<\/think>\s*$/.test(input.prompt);
+  const turns = readTurns(input.prompt);
+  const userTurns = turns.filter((t) => t.role === "user");
+  const lastUser = userTurns.at(-1)?.content ?? "";
+  // "Reply with just the number." is honoured: the answer after the think block is the bare result.
+  const terse = /\b(just|only) (the|a) (number|result|answer)\b/i.test(lastUser);
+
+  // A tool result: answer the original question with it.
+  if (lastUser.trimStart().startsWith("<tool_response>")) {
+    const result = /<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/.exec(lastUser)?.[1]?.trim() ?? "";
+    const question = [...userTurns]
+      .reverse()
+      .map((t) => parseArithmetic(t.content))
+      .find((q) => q !== undefined);
+    if (question) {
+      const answer = `${question.expression} = ${result}.`;
+      return {
+        text: withThinking(thinking, `The tool returned ${result}.`, answer),
+        kind: "tool_result",
+        expected: question.result,
+        correct: result === question.result,
+      };
+    }
+    return {
+      text: withThinking(thinking, "The tool answered.", `The tool returned: ${snippet(result)}`),
+      kind: "tool_result",
+    };
+  }
+
+  const question = parseArithmetic(lastUser);
+  if (question) {
+    const tool = findCalculatorTool(input.prompt);
+    if (tool) {
+      // Written the way Qwen models print JSON (Python json.dumps spacing).
+      const call = `{"name": ${JSON.stringify(tool.name)}, "arguments": {${JSON.stringify(tool.argument)}: ${JSON.stringify(question.expression)}}}`;
+      const preface = withThinking(
+        thinking,
+        `I will use the ${tool.name} tool for ${question.expression}.`,
+        "",
+      );
+      return {
+        text: `${preface}<tool_call>\n${call}\n</tool_call>`,
+        kind: "tool_call",
+        expected: question.result,
+      };
+    }
+    if (question.result === undefined) {
+      return {
+        text: withThinking(
+          thinking,
+          `${question.expression} divides by zero.`,
+          "Division by zero is undefined.",
+        ),
+        kind: "arithmetic",
+        correct: true,
+      };
+    }
+    const wrong = !greedy && random() < WRONG_ANSWER_PROBABILITY;
+    const shown = wrong ? wrongAnswer(question.result, random) : question.result;
+    return {
+      text: withThinking(
+        thinking,
+        reasoningFor(question, shown),
+        terse ? shown : finalSentence(question, shown, random),
+      ),
+      kind: "arithmetic",
+      expected: question.result,
+      correct: !wrong,
+    };
+  }
+
+  if (/\b(are you sure|double[- ]check|check again|verify)\b/i.test(lastUser)) {
+    const earlier = [...userTurns.slice(0, -1)].reverse().map((t) => parseArithmetic(t.content));
+    const original = earlier.find((q) => q !== undefined);
+    const previous = [...turns].reverse().find((t) => t.role === "assistant")?.content ?? "";
+    const previousNumber = previous.match(/-?\d+(?:\.\d+)?/g)?.at(-1);
+    if (original?.result !== undefined && previousNumber !== undefined) {
+      const wasRight = previousNumber === original.result;
+      const fixes = wasRight || greedy || random() < SELF_CORRECTION_PROBABILITY;
+      const shown = fixes ? original.result : previousNumber;
+      const answer = terse
+        ? shown
+        : wasRight || !fixes
+          ? `Yes, I am sure: ${original.expression} = ${shown}.`
+          : `I made a mistake before. ${original.expression} = ${shown}.`;
+      return {
+        text: withThinking(thinking, reasoningFor(original, shown), answer),
+        kind: "recheck",
+        expected: original.result,
+        correct: shown === original.result,
+      };
+    }
+    return {
+      text: withThinking(
+        thinking,
+        "The user asks me to confirm.",
+        "Yes. I am a simulated policy and my previous answer stands.",
+      ),
+      kind: "recheck",
+    };
+  }
+
+  const replies = [
+    "I am a simulated policy (polar-sim-engine), not a language model, so I can only work out arithmetic such as 17 * 23.",
+    "This reply comes from a simulated policy (polar-sim-engine). Ask me an arithmetic question like 12 + 30 and I will solve it.",
+    "Simulated policy here (polar-sim-engine): I do not understand free text, but I can compute things like 144 / 12.",
+  ];
+  const reply = replies[Math.floor(random() * replies.length)]!;
+  const said = snippet(lastUser);
+  return {
+    text: withThinking(thinking, `The message "${said}" has no arithmetic in it.`, reply),
+    kind: "generic",
+  };
+}

