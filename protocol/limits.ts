@@ -22,4 +22,11 @@ export const LIMITS = {
   maxWireMessageBytes: 16 * 1024 * 1024,
   /** Largest result stored inline in the batch ledger (bytes, SQLite row limit is 2 MB). */
   maxInlineResultBytes: 1_900_000,
+  /**
+   * Longest client-chosen `batch_id` (characters). Session ids are `${batch_id}.${task}.${sample}`
+   * and must still fit an `Identifier` (128): 96 + ".999.1023" leaves room.
+   */
+  maxBatchIdChars: 96,
+  /** Largest single task spec once encoded as JSON (bytes): it is stored in one SQLite row (2 MB cap). */
+  maxTaskSpecBytes: 1_500_000,
 } as const;

@@ -15,7 +15,10 @@ export const Identifier = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, "must start with a letter or digit and use only A-Z a-z 0-9 _ . : -");
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/,
+    "must start with a letter or digit and use only A-Z a-z 0-9 _ . : -",
+  );
 
 /** Free-form JSON object passed through untouched (task metadata, harness settings, …). */
 export const JsonObject = z.record(z.string(), z.unknown());
@@ -110,7 +113,11 @@ export const AgentSpec = z
   })
   .superRefine((spec, ctx) => {
     if ((spec.harness === undefined) === (spec.import_path === undefined)) {
-      ctx.addIssue({ code: "custom", path: ["harness"], message: "exactly one of harness or import_path is required" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["harness"],
+        message: "exactly one of harness or import_path is required",
+      });
     }
     if (spec.harness === "shell" && !spec.custom_shell) {
       ctx.addIssue({ code: "custom", path: ["custom_shell"], message: "required when harness is 'shell'" });
@@ -191,7 +198,7 @@ export type TaskSpecInput = z.input<typeof TaskSpec>;
  */
 export const BatchRequest = z
   .strictObject({
-    batch_id: Identifier.optional(),
+    batch_id: Identifier.max(LIMITS.maxBatchIdChars).optional(),
     queue: Identifier.optional(),
     callback_url: z.url().optional(),
     tasks: z.array(TaskSpec).min(1).max(LIMITS.maxTasksPerBatch),
@@ -201,7 +208,11 @@ export const BatchRequest = z
     let sessions = 0;
     batch.tasks.forEach((task, i) => {
       if (seen.has(task.task_id)) {
-        ctx.addIssue({ code: "custom", path: ["tasks", i, "task_id"], message: `duplicate task_id '${task.task_id}'` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i, "task_id"],
+          message: `duplicate task_id '${task.task_id}'`,
+        });
       }
       seen.add(task.task_id);
       sessions += task.num_samples;

@@ -1,0 +1,41 @@
+/**
+ * The control plane's HTTP front door: routes, auth, and the single error mapping.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { ApiError, errorBody } from "./errors";
+import { batchRoutes } from "./routes/batches";
+import { gatewayRoutes } from "./routes/gateways";
+
+/**
+ * The Hono app. Call it directly with a custom env in tests.
+ *
+ * @example
+ * ```ts
+ * const res = await app.request("/health", {}, env);
+ * ```
+ */
+export const app = new Hono<{ Bindings: Env }>();
+
+app.get("/health", (c) => c.json({ status: "ok" }));
+app.route("/v1/batches", batchRoutes);
+app.route("/v1/gateways", gatewayRoutes);
+
+app.notFound((c) =>
+  c.json(errorBody("not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`), 404),
+);
+
+app.onError((error, c) => {
+  if (error instanceof ApiError) {
+    return c.json(errorBody(error.code, error.message, error.details), error.status, error.headers);
+  }
+  // Errors from a Durable Object flagged `overloaded` must not be retried blindly.
+  if ((error as { overloaded?: unknown }).overloaded === true) {
+    return c.json(errorBody("overloaded", "the control plane is overloaded; retry later"), 503, {
+      "Retry-After": "1",
+    });
+  }
+  console.error(`Unhandled error on ${c.req.method} ${c.req.path}:`, error);
+  return c.json(errorBody("internal", "internal error"), 500);
+});

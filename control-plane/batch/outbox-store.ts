@@ -1,0 +1,123 @@
+/**
+ * Repository functions of the ledger's outbox (BatchDO → QueueDO delivery): which rows are due,
+ * what they deliver, and the backoff of failed deliveries. Synchronous, like `store.ts`.
+ *
+ * @module
+ */
+import { and, asc, eq, inArray, lte, min } from "drizzle-orm";
+import type { SessionAssignment, TaskSpec } from "../../protocol";
+import * as schema from "./schema";
+import type { BatchDb } from "./store";
+
+/**
+ * Outbox rows due at `now`, oldest first.
+ *
+ * @example
+ * ```ts
+ * for (const row of dueOutbox(db, Date.now())) console.log(row.queue, row.taskIndex);
+ * ```
+ */
+export function dueOutbox(db: BatchDb, now: number) {
+  return db
+    .select()
+    .from(schema.outbox)
+    .where(lte(schema.outbox.nextAttemptAt, now))
+    .orderBy(asc(schema.outbox.id))
+    .all();
+}
+
+/**
+ * Removes delivered outbox rows.
+ *
+ * @example
+ * ```ts
+ * deleteOutbox(db, [row.id]);
+ * ```
+ */
+export function deleteOutbox(db: BatchDb, ids: number[]): void {
+  if (ids.length === 0) return;
+  db.delete(schema.outbox).where(inArray(schema.outbox.id, ids)).run();
+}
+
+/**
+ * Backoff before retry `attempts` of an outbox row: 1 s doubling up to 60 s.
+ *
+ * @example
+ * ```ts
+ * outboxBackoffMs(3); // 4000
+ * ```
+ */
+export function outboxBackoffMs(attempts: number): number {
+  return Math.min(60_000, 1000 * 2 ** Math.max(0, attempts - 1));
+}
+
+/**
+ * Pushes undelivered rows back by their backoff and records why.
+ *
+ * @example
+ * ```ts
+ * deferOutbox(db, [row.id], Date.now(), "queue unavailable");
+ * ```
+ */
+export function deferOutbox(db: BatchDb, ids: number[], now: number, error: string): void {
+  for (const id of ids) {
+    const row = db.select().from(schema.outbox).where(eq(schema.outbox.id, id)).get();
+    if (!row) continue;
+    const attempts = row.attempts + 1;
+    db.update(schema.outbox)
+      .set({ attempts, nextAttemptAt: now + outboxBackoffMs(attempts), lastError: error.slice(0, 1000) })
+      .where(eq(schema.outbox.id, id))
+      .run();
+  }
+}
+
+/**
+ * Earliest `next_attempt_at` in the outbox, or null when it is empty.
+ *
+ * @example
+ * ```ts
+ * const at = nextOutboxAt(db); if (at !== null) await ctx.storage.setAlarm(at);
+ * ```
+ */
+export function nextOutboxAt(db: BatchDb): number | null {
+  return (
+    db
+      .select({ at: min(schema.outbox.nextAttemptAt) })
+      .from(schema.outbox)
+      .get()?.at ?? null
+  );
+}
+
+/**
+ * Assignments for the still-queued sessions of task `taskIndex` (what the outbox delivers).
+ *
+ * @example
+ * ```ts
+ * await env.QUEUE.getByName(queue).enqueue(queuedAssignments(db, batchId, 0));
+ * ```
+ */
+export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: number): SessionAssignment[] {
+  const task = db.select().from(schema.tasks).where(eq(schema.tasks.taskIndex, taskIndex)).get();
+  if (!task) return [];
+  const spec = JSON.parse(task.spec) as TaskSpec;
+  const queued = db
+    .select({ sessionId: schema.sessions.sessionId, attempt: schema.sessions.attempt })
+    .from(schema.sessions)
+    .where(and(eq(schema.sessions.taskIndex, taskIndex), eq(schema.sessions.status, "QUEUED")))
+    .orderBy(asc(schema.sessions.sampleIndex))
+    .all();
+  return queued.map((s) => ({
+    session_id: s.sessionId,
+    batch_id: batchId,
+    task_id: spec.task_id,
+    attempt: s.attempt,
+    instruction: spec.instruction,
+    timeout_seconds: spec.timeout_seconds,
+    runtime: spec.runtime ?? null,
+    agent: spec.agent,
+    builder: spec.builder,
+    evaluator: spec.evaluator ?? null,
+    metadata: spec.metadata,
+    dispatch_priority: spec.dispatch_priority,
+  }));
+}

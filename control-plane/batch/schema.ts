@@ -1,0 +1,95 @@
+/**
+ * Tables of the batch ledger (one BatchDO per batch id). The DO is the consistency boundary, so
+ * there are no foreign keys: drizzle-kit's table-recreation migrations toggle `foreign_keys`, which
+ * has no effect inside the migrator's transaction.
+ *
+ * @example
+ * ```ts
+ * const db = drizzle(ctx.storage, { schema });
+ * ```
+ *
+ * @module
+ */
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { SessionStatus } from "../../protocol";
+
+/** The single batch row; its absence means "no such batch" (a DO exists for any name). */
+export const batch = sqliteTable("batch", {
+  batchId: text("batch_id").primaryKey(),
+  /** SHA-256 of the canonical parsed request: same id + same hash = idempotent replay. */
+  requestHash: text("request_hash").notNull(),
+  queue: text("queue").notNull(),
+  callbackUrl: text("callback_url"),
+  createdAt: integer("created_at").notNull(),
+});
+
+/** One row per task, in request order; `spec` is the parsed TaskSpec as JSON. */
+export const tasks = sqliteTable("tasks", {
+  taskIndex: integer("task_index").primaryKey(),
+  taskId: text("task_id").notNull().unique(),
+  queue: text("queue").notNull(),
+  numSamples: integer("num_samples").notNull(),
+  spec: text("spec").notNull(),
+});
+
+/** One row per session (`${batch_id}.${task_index}.${sample_index}`). */
+export const sessions = sqliteTable(
+  "sessions",
+  {
+    sessionId: text("session_id").primaryKey(),
+    taskIndex: integer("task_index").notNull(),
+    sampleIndex: integer("sample_index").notNull(),
+    status: text("status").$type<SessionStatus>().notNull(),
+    attempt: integer("attempt").notNull(),
+    /** Current lease (fencing token); results and progress under any other lease are stale. */
+    leaseId: text("lease_id"),
+    nodeId: text("node_id"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    assignedAt: integer("assigned_at"),
+    finishedAt: integer("finished_at"),
+  },
+  (t) => [index("sessions_task_idx").on(t.taskIndex), index("sessions_status_idx").on(t.status)],
+);
+
+/** Accepted results; `seq` is the cursor of the results stream. The JSON lives in `result_chunks`. */
+export const results = sqliteTable("results", {
+  seq: integer("seq").primaryKey({ autoIncrement: true }),
+  sessionId: text("session_id").notNull().unique(),
+  leaseId: text("lease_id").notNull(),
+  status: text("status").notNull(),
+  chars: integer("chars").notNull(),
+  chunkCount: integer("chunk_count").notNull(),
+  acceptedAt: integer("accepted_at").notNull(),
+});
+
+/** A result's JSON split in pieces that each stay far below SQLite's 2 MB row limit. */
+export const resultChunks = sqliteTable(
+  "result_chunks",
+  {
+    seq: integer("seq").notNull(),
+    chunkIndex: integer("chunk_index").notNull(),
+    data: text("data").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.seq, t.chunkIndex] })],
+);
+
+/** Named counters (stale/duplicate results, stale progress). */
+export const counters = sqliteTable("counters", {
+  name: text("name").primaryKey(),
+  value: integer("value").notNull(),
+});
+
+/**
+ * Outbox: "enqueue the sessions of task `task_index` to QueueDO(`queue`)". Written in the same
+ * transaction as the batch; deleted once the queue acknowledged. Receivers dedupe by session id.
+ */
+export const outbox = sqliteTable("outbox", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  queue: text("queue").notNull(),
+  taskIndex: integer("task_index").notNull(),
+  attempts: integer("attempts").notNull().default(0),
+  nextAttemptAt: integer("next_attempt_at").notNull(),
+  lastError: text("last_error"),
+  createdAt: integer("created_at").notNull(),
+});

@@ -1,0 +1,414 @@
+/**
+ * Repository functions of the batch ledger: synchronous Drizzle queries over the BatchDO's SQLite.
+ * They never await, so a caller that runs several of them without an `await` in between gets them
+ * committed atomically (the DO's input gate holds other events back).
+ *
+ * @module
+ */
+import { asc, eq, gt, sql } from "drizzle-orm";
+import type { DrizzleSqliteDODatabase } from "drizzle-orm/durable-sqlite";
+import {
+  type BatchRequest,
+  type BatchStatusBody,
+  isTerminal,
+  type SessionResult,
+  SessionStatus,
+  type TaskProgress,
+  type TaskSpec,
+} from "../../protocol";
+import { sessionIdOf } from "../ids";
+import type { AssignOutcome, BatchCounters, ProgressOutcome, RawResult, SubmitOutcome } from "./dto";
+import * as schema from "./schema";
+
+/** The ledger's Drizzle handle. */
+export type BatchDb = DrizzleSqliteDODatabase<typeof schema>;
+
+/**
+ * Characters per stored result chunk. A UTF-16 code unit is at most 3 UTF-8 bytes, so a chunk is at
+ * most 768 KiB on disk: well under SQLite's 2 MB row limit.
+ *
+ * @example
+ * ```ts
+ * splitText(json, RESULT_CHUNK_CHARS);
+ * ```
+ */
+export const RESULT_CHUNK_CHARS = 256 * 1024;
+
+/** Rows per multi-row INSERT: SQLite DOs allow 100 bound parameters per statement. */
+const SESSION_ROWS_PER_INSERT = 8;
+
+/**
+ * The stored batch row, or undefined when nothing was created under this id.
+ *
+ * @example
+ * ```ts
+ * if (!readBatch(db)) return null; // no such batch
+ * ```
+ */
+export function readBatch(db: BatchDb): typeof schema.batch.$inferSelect | undefined {
+  return db.select().from(schema.batch).get();
+}
+
+/**
+ * Queue a task's sessions go to: the task's own queue, else the batch's.
+ *
+ * @example
+ * ```ts
+ * queueOfTask(task, "default"); // task.queue ?? "default"
+ * ```
+ */
+export function queueOfTask(task: TaskSpec, batchQueue: string): string {
+  return task.queue ?? batchQueue;
+}
+
+/**
+ * Writes the batch, its tasks and sessions, and one outbox row per task. Call inside a transaction.
+ *
+ * @example
+ * ```ts
+ * db.transaction(() => insertBatch(db, request, hash, "default", Date.now()));
+ * ```
+ */
+export function insertBatch(
+  db: BatchDb,
+  request: BatchRequest & { batch_id: string },
+  requestHash: string,
+  queue: string,
+  now: number,
+): { tasks: number; sessions: number } {
+  db.insert(schema.batch)
+    .values({
+      batchId: request.batch_id,
+      requestHash,
+      queue,
+      callbackUrl: request.callback_url ?? null,
+      createdAt: now,
+    })
+    .run();
+  let sessionCount = 0;
+  request.tasks.forEach((task, taskIndex) => {
+    const taskQueue = queueOfTask(task, queue);
+    db.insert(schema.tasks)
+      .values({
+        taskIndex,
+        taskId: task.task_id,
+        queue: taskQueue,
+        numSamples: task.num_samples,
+        spec: JSON.stringify(task),
+      })
+      .run();
+    const rows: (typeof schema.sessions.$inferInsert)[] = [];
+    for (let sampleIndex = 0; sampleIndex < task.num_samples; sampleIndex++) {
+      rows.push({
+        sessionId: sessionIdOf(request.batch_id, taskIndex, sampleIndex),
+        taskIndex,
+        sampleIndex,
+        status: "QUEUED",
+        attempt: 1,
+        createdAt: now,
+        updatedAt: now,
+      });
+    }
+    for (let i = 0; i < rows.length; i += SESSION_ROWS_PER_INSERT) {
+      db.insert(schema.sessions)
+        .values(rows.slice(i, i + SESSION_ROWS_PER_INSERT))
+        .run();
+    }
+    sessionCount += rows.length;
+    db.insert(schema.outbox)
+      .values({ queue: taskQueue, taskIndex, nextAttemptAt: now, createdAt: now })
+      .run();
+  });
+  return { tasks: request.tasks.length, sessions: sessionCount };
+}
+
+function zeroCounts(): Record<SessionStatus, number> {
+  const counts = {} as Record<SessionStatus, number>;
+  for (const status of SessionStatus.options) counts[status] = 0;
+  return counts;
+}
+
+/**
+ * Per-status and per-task counts of the stored batch; null when no batch is stored.
+ *
+ * @example
+ * ```ts
+ * const status = batchStatus(db); // { batch_id, counts, tasks, … } | null
+ * ```
+ */
+export function batchStatus(db: BatchDb): BatchStatusBody | null {
+  const row = readBatch(db);
+  if (!row) return null;
+  const taskRows = db
+    .select({
+      taskIndex: schema.tasks.taskIndex,
+      taskId: schema.tasks.taskId,
+      numSamples: schema.tasks.numSamples,
+    })
+    .from(schema.tasks)
+    .orderBy(asc(schema.tasks.taskIndex))
+    .all();
+  const grouped = db
+    .select({
+      taskIndex: schema.sessions.taskIndex,
+      status: schema.sessions.status,
+      n: sql<number>`count(*)`,
+    })
+    .from(schema.sessions)
+    .groupBy(schema.sessions.taskIndex, schema.sessions.status)
+    .all();
+  const total = zeroCounts();
+  const perTask = new Map<number, Record<SessionStatus, number>>();
+  for (const g of grouped) {
+    const counts = perTask.get(g.taskIndex) ?? zeroCounts();
+    counts[g.status] += g.n;
+    total[g.status] += g.n;
+    perTask.set(g.taskIndex, counts);
+  }
+  let sessions = 0;
+  let finished = 0;
+  const tasks: TaskProgress[] = taskRows.map((t) => {
+    const counts = perTask.get(t.taskIndex) ?? zeroCounts();
+    const done = SessionStatus.options.filter(isTerminal).reduce((sum, s) => sum + counts[s], 0);
+    sessions += t.numSamples;
+    finished += done;
+    return { task_id: t.taskId, num_samples: t.numSamples, counts, done: done === t.numSamples };
+  });
+  return {
+    batch_id: row.batchId,
+    queue: row.queue,
+    created_at: row.createdAt,
+    status: finished === sessions ? "completed" : "running",
+    sessions,
+    completed_sessions: finished,
+    counts: total,
+    tasks,
+  };
+}
+
+/**
+ * Splits text into pieces of at most `size` UTF-16 code units without cutting a surrogate pair
+ * (a lone surrogate would not survive a round trip through SQLite text).
+ *
+ * @example
+ * ```ts
+ * splitText("abcdef", 4); // ["abcd", "ef"]
+ * ```
+ */
+export function splitText(text: string, size: number): string[] {
+  const pieces: string[] = [];
+  let start = 0;
+  while (start < text.length) {
+    let end = Math.min(start + size, text.length);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
+    pieces.push(text.slice(start, end));
+    start = end;
+  }
+  return pieces.length > 0 ? pieces : [""];
+}
+
+/**
+ * Results after cursor `after`, up to `limit` rows and (beyond the first row) `maxChars` characters
+ * of JSON, so one page stays well inside an RPC reply.
+ *
+ * @example
+ * ```ts
+ * resultsAfter(db, 0, 100, 8 * 1024 * 1024); // [{ seq: 1, json: "{…}" }, …]
+ * ```
+ */
+export function resultsAfter(db: BatchDb, after: number, limit: number, maxChars: number): RawResult[] {
+  const rows = db
+    .select({ seq: schema.results.seq, chars: schema.results.chars })
+    .from(schema.results)
+    .where(gt(schema.results.seq, after))
+    .orderBy(asc(schema.results.seq))
+    .limit(limit)
+    .all();
+  const out: RawResult[] = [];
+  let chars = 0;
+  for (const row of rows) {
+    if (out.length > 0 && chars + row.chars > maxChars) break;
+    const pieces = db
+      .select({ data: schema.resultChunks.data })
+      .from(schema.resultChunks)
+      .where(eq(schema.resultChunks.seq, row.seq))
+      .orderBy(asc(schema.resultChunks.chunkIndex))
+      .all();
+    out.push({ seq: row.seq, json: pieces.map((p) => p.data).join("") });
+    chars += row.chars;
+  }
+  return out;
+}
+
+/**
+ * Highest result sequence number so far (0 when none).
+ *
+ * @example
+ * ```ts
+ * lastResultSeq(db); // 0 before the first result
+ * ```
+ */
+export function lastResultSeq(db: BatchDb): number {
+  return (
+    db
+      .select({ seq: sql<number>`coalesce(max(${schema.results.seq}), 0)` })
+      .from(schema.results)
+      .get()?.seq ?? 0
+  );
+}
+
+/**
+ * True when every session has reached a terminal state.
+ *
+ * @example
+ * ```ts
+ * if (allSessionsFinished(db)) console.log("batch done");
+ * ```
+ */
+export function allSessionsFinished(db: BatchDb): boolean {
+  const open = db
+    .select({ n: sql<number>`count(*)` })
+    .from(schema.sessions)
+    .where(sql`${schema.sessions.status} NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')`)
+    .get();
+  return (open?.n ?? 0) === 0;
+}
+
+/**
+ * Adds one to counter `name`.
+ *
+ * @example
+ * ```ts
+ * bumpCounter(db, "stale_results");
+ * ```
+ */
+export function bumpCounter(db: BatchDb, name: keyof BatchCounters): void {
+  db.insert(schema.counters)
+    .values({ name, value: 1 })
+    .onConflictDoUpdate({ target: schema.counters.name, set: { value: sql`${schema.counters.value} + 1` } })
+    .run();
+}
+
+/**
+ * All counters, zero when never bumped.
+ *
+ * @example
+ * ```ts
+ * readCounters(db); // { stale_results: 0, duplicate_results: 0, stale_progress: 0 }
+ * ```
+ */
+export function readCounters(db: BatchDb): BatchCounters {
+  const out: BatchCounters = { stale_results: 0, duplicate_results: 0, stale_progress: 0 };
+  for (const row of db.select().from(schema.counters).all()) {
+    if (row.name in out) out[row.name as keyof BatchCounters] = row.value;
+  }
+  return out;
+}
+
+function readSession(db: BatchDb, sessionId: string) {
+  return db.select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
+}
+
+/**
+ * Records that the dispatcher handed `sessionId` to `nodeId` under `leaseId`. The new lease
+ * supersedes any earlier one (its results become stale).
+ *
+ * @example
+ * ```ts
+ * markAssigned(db, "b_1.0.0", "l_…", 1, "node-a", Date.now()); // "assigned"
+ * ```
+ */
+export function markAssigned(
+  db: BatchDb,
+  sessionId: string,
+  leaseId: string,
+  attempt: number,
+  nodeId: string,
+  now: number,
+): AssignOutcome {
+  const session = readSession(db, sessionId);
+  if (!session) return "unknown";
+  if (isTerminal(session.status)) return "finished";
+  db.update(schema.sessions)
+    .set({ status: "ASSIGNED", leaseId, attempt, nodeId, assignedAt: now, updatedAt: now })
+    .where(eq(schema.sessions.sessionId, sessionId))
+    .run();
+  return "assigned";
+}
+
+/**
+ * Records a stage change under `leaseId`; anything but the session's current lease is stale.
+ *
+ * @example
+ * ```ts
+ * markProgress(db, "b_1.0.0", "l_…", "RUNNING", Date.now()); // "ok" | "stale"
+ * ```
+ */
+export function markProgress(
+  db: BatchDb,
+  sessionId: string,
+  leaseId: string,
+  status: SessionStatus,
+  now: number,
+): ProgressOutcome {
+  const session = readSession(db, sessionId);
+  if (!session || session.leaseId !== leaseId || isTerminal(session.status)) {
+    bumpCounter(db, "stale_progress");
+    return "stale";
+  }
+  db.update(schema.sessions)
+    .set({ status, updatedAt: now })
+    .where(eq(schema.sessions.sessionId, sessionId))
+    .run();
+  return "ok";
+}
+
+/**
+ * Accepts at most one result per session: a finished session answers "duplicate", a result under
+ * any lease but the current one "stale"; both are counted. Call inside a transaction.
+ *
+ * @example
+ * ```ts
+ * ctx.storage.transactionSync(() => submitResult(db, id, leaseId, result, Date.now()));
+ * ```
+ */
+export function submitResult(
+  db: BatchDb,
+  sessionId: string,
+  leaseId: string,
+  result: SessionResult,
+  now: number,
+): SubmitOutcome {
+  const session = readSession(db, sessionId);
+  if (session && isTerminal(session.status)) {
+    bumpCounter(db, "duplicate_results");
+    return "duplicate";
+  }
+  if (!session || session.leaseId !== leaseId) {
+    bumpCounter(db, "stale_results");
+    return "stale";
+  }
+  const json = JSON.stringify(result);
+  const pieces = splitText(json, RESULT_CHUNK_CHARS);
+  const inserted = db
+    .insert(schema.results)
+    .values({
+      sessionId,
+      leaseId,
+      status: result.status,
+      chars: json.length,
+      chunkCount: pieces.length,
+      acceptedAt: now,
+    })
+    .returning({ seq: schema.results.seq })
+    .get();
+  pieces.forEach((data, chunkIndex) => {
+    db.insert(schema.resultChunks).values({ seq: inserted.seq, chunkIndex, data }).run();
+  });
+  db.update(schema.sessions)
+    .set({ status: result.status, finishedAt: now, updatedAt: now, nodeId: result.node_id ?? session.nodeId })
+    .where(eq(schema.sessions.sessionId, sessionId))
+    .run();
+  return "accepted";
+}

@@ -1,0 +1,271 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { BatchStatusBody, ResultsPage, type SessionAssignment } from "../protocol";
+import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "./testing/fixtures";
+
+const open: Gateway[] = [];
+async function connect(queue: string): Promise<Gateway> {
+  const gw = await Gateway.connect(queue);
+  open.push(gw);
+  return gw;
+}
+afterEach(() => {
+  for (const gw of open.splice(0)) gw.close();
+});
+
+async function submit(queue: string, tasks: ReturnType<typeof task>[], batchId = uniqueId("b")) {
+  const res = await postBatch({ batch_id: batchId, queue, tasks });
+  expect(res.status).toBe(201);
+  return batchId;
+}
+
+async function results(batchId: string, query = "") {
+  const res = await getAsTrainer(`/v1/batches/${batchId}/results${query}`);
+  expect(res.status).toBe(200);
+  return ResultsPage.parse(await res.json());
+}
+
+describe("gateway WebSocket flow", () => {
+  it("welcome, assign, progress, result → accepted; duplicate; stale lease; results endpoint", async () => {
+    const queue = uniqueId("flow");
+    const batchId = await submit(queue, [task("t0", { num_samples: 2 })]);
+    const gw = await connect(queue);
+    gw.hello("node-a", 2);
+    const welcome = await gw.expect("welcome");
+    expect(welcome).toMatchObject({ queue, node_id: "node-a", kept_leases: [], ping_interval_seconds: 15 });
+    const first = await gw.expect("assign");
+    const second = await gw.expect("assign");
+    expect(first.lease_id).toMatch(/^l_[0-9a-f-]{36}$/);
+    expect([first.session.session_id, second.session.session_id].sort()).toEqual([
+      `${batchId}.0.0`,
+      `${batchId}.0.1`,
+    ]);
+    expect(first.session).toMatchObject({
+      batch_id: batchId,
+      task_id: "t0",
+      attempt: 1,
+      instruction: "solve t0",
+    });
+
+    gw.send({
+      v: 1,
+      type: "progress",
+      lease_id: first.lease_id,
+      session_id: first.session.session_id,
+      status: "RUNNING",
+      at: Date.now(),
+    });
+    // Progress has no reply on success; the ledger shows it.
+    await expect
+      .poll(
+        async () =>
+          BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json()).counts.RUNNING,
+      )
+      .toBe(1);
+
+    const result = resultFor(first.session, "node-a");
+    gw.send({ v: 1, type: "result", lease_id: first.lease_id, result });
+    expect(await gw.expect("ack")).toMatchObject({
+      lease_id: first.lease_id,
+      session_id: first.session.session_id,
+      status: "accepted",
+    });
+
+    const page = await results(batchId);
+    expect(page.results).toHaveLength(1);
+    expect(page.results[0]!.seq).toBe(1);
+    expect(page.results[0]!.result).toEqual(result);
+    expect(page.next).toBe(1);
+    expect(page.done).toBe(false);
+
+    gw.send({ v: 1, type: "result", lease_id: first.lease_id, result });
+    expect((await gw.expect("ack")).status).toBe("duplicate");
+
+    // A result for the open session under a lease that is not its own.
+    gw.send({ v: 1, type: "result", lease_id: "l_not-current", result: resultFor(second.session, "node-a") });
+    expect((await gw.expect("ack")).status).toBe("stale");
+    gw.send({
+      v: 1,
+      type: "progress",
+      lease_id: "l_not-current",
+      session_id: second.session.session_id,
+      status: "RUNNING",
+      at: 1,
+    });
+    expect(await gw.expect("error")).toMatchObject({ code: "stale_lease" });
+
+    const counters = await env.BATCH.getByName(batchId).counters();
+    expect(counters).toEqual({ stale_results: 1, duplicate_results: 1, stale_progress: 0 });
+    expect((await env.QUEUE.getByName(queue).stats()).counters).toMatchObject({
+      stale_progress: 1,
+      stale_results: 1,
+    });
+
+    gw.send({ v: 1, type: "result", lease_id: second.lease_id, result: resultFor(second.session, "node-a") });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    const all = await results(batchId);
+    expect(all.results.map((r) => r.seq)).toEqual([1, 2]);
+    expect(all.done).toBe(true);
+    expect((await results(batchId, "?after=1")).results.map((r) => r.seq)).toEqual([2]);
+    const status = BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json());
+    expect(status).toMatchObject({ status: "completed", completed_sessions: 2 });
+    expect((await env.QUEUE.getByName(queue).stats()).leases).toBe(0);
+  });
+
+  it("never sends more assigns than granted credit", async () => {
+    const queue = uniqueId("credit");
+    await submit(queue, [task("t0", { num_samples: 3 })]);
+    const gw = await connect(queue);
+    gw.hello("node-c", 1);
+    await gw.expect("welcome");
+    await gw.expect("assign");
+    await gw.expectSilence();
+    gw.send({ v: 1, type: "credit", grant: 1 });
+    await gw.expect("assign");
+    await gw.expectSilence();
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(1);
+    gw.send({ v: 1, type: "credit", grant: 5 });
+    await gw.expect("assign");
+    await gw.expectSilence();
+    const stats = await env.QUEUE.getByName(queue).stats();
+    expect(stats).toMatchObject({ pending: 0, leases: 3 });
+    expect(stats.gateways).toEqual([{ node_id: "node-c", credit: 4, connected: true, leases: 3 }]);
+  });
+
+  it("answers malformed messages with an error and keeps the socket working", async () => {
+    const queue = uniqueId("malformed");
+    const gw = await connect(queue);
+    gw.send("{nope");
+    expect(await gw.expect("error")).toMatchObject({ code: "invalid_json" });
+    gw.send({ v: 1, type: "credit", grant: 1 });
+    expect(await gw.expect("error")).toMatchObject({ code: "hello_required" });
+    gw.send({ v: 1, type: "credit", grant: 0, extra: true });
+    const invalid = await gw.expect("error");
+    expect(invalid.code).toBe("invalid_message");
+    expect(invalid.message).toContain("grant:");
+    expect(invalid.message).toContain("extra: unknown key");
+    gw.send("ping");
+    expect(await gw.nextRaw()).toBe("pong");
+    gw.hello("node-m", 0);
+    expect(await gw.expect("welcome")).toMatchObject({ node_id: "node-m" });
+    expect(gw.closed).toBeNull();
+  });
+
+  it("closes with 4400 on a hello of another protocol version", async () => {
+    const gw = await connect(uniqueId("version"));
+    gw.send({ v: 2, type: "hello", node_id: "n" });
+    expect(await gw.expect("error")).toMatchObject({ code: "unsupported_version" });
+    await expect.poll(() => gw.closed?.code).toBe(4400);
+  });
+
+  it("refuses oversized messages with too_large", async () => {
+    const gw = await connect(uniqueId("big"));
+    gw.send(`{"pad":"${"x".repeat(16 * 1024 * 1024)}"}`);
+    expect(await gw.expect("error", 15_000)).toMatchObject({ code: "too_large" });
+    gw.hello("node-big", 0);
+    await gw.expect("welcome");
+  }, 30_000);
+
+  it("dispatches by priority first, then first in", async () => {
+    const queue = uniqueId("prio");
+    const low = await submit(queue, [task("low")]);
+    const high = await submit(queue, [task("high", { dispatch_priority: 9 })]);
+    const mid = await submit(queue, [
+      task("mid-1", { dispatch_priority: 5 }),
+      task("mid-2", { dispatch_priority: 5 }),
+    ]);
+    const gw = await connect(queue);
+    gw.hello("node-p", 10);
+    await gw.expect("welcome");
+    const order: string[] = [];
+    for (let i = 0; i < 4; i++) order.push((await gw.expect("assign")).session.session_id);
+    expect(order).toEqual([`${high}.0.0`, `${mid}.0.0`, `${mid}.1.0`, `${low}.0.0`]);
+  });
+
+  it("prefers the gateway with the most free credit", async () => {
+    const queue = uniqueId("pick");
+    const small = await connect(queue);
+    small.hello("node-small", 1);
+    await small.expect("welcome");
+    const big = await connect(queue);
+    big.hello("node-big", 3);
+    await big.expect("welcome");
+    await submit(queue, [task("t", { num_samples: 3 })]);
+    // big: 3 → assign (2 left) → assign (1 left, tie with small; small has fewer leases) → small.
+    await big.expect("assign");
+    await big.expect("assign");
+    await small.expect("assign");
+    await small.expectSilence();
+  });
+
+  it("a reconnecting node replaces its old socket (4409) and keeps only its current leases", async () => {
+    const queue = uniqueId("reconnect");
+    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
+    const old = await connect(queue);
+    old.hello("node-r", 2);
+    await old.expect("welcome");
+    const a = await old.expect("assign");
+    const b = await old.expect("assign");
+
+    const fresh = await connect(queue);
+    // Holds lease a and an unknown lease; lost lease b (e.g. restarted mid-run).
+    fresh.hello("node-r", 0, [
+      { lease_id: a.lease_id, session_id: a.session.session_id },
+      { lease_id: "l_unknown", session_id: `${batchId}.0.1` },
+    ]);
+    await expect.poll(() => old.closed?.code).toBe(4409);
+    expect(await fresh.expect("cancel")).toMatchObject({ lease_id: "l_unknown" });
+    const welcome = await fresh.expect("welcome");
+    expect(welcome.kept_leases).toEqual([a.lease_id]);
+    // b went back to the queue as attempt 2 and is handed out again once there is credit.
+    fresh.send({ v: 1, type: "credit", grant: 1 });
+    const again = await fresh.expect("assign");
+    expect(again.session).toMatchObject({
+      session_id: b.session.session_id,
+      attempt: 2,
+    } satisfies Partial<SessionAssignment>);
+    expect(again.lease_id).not.toBe(b.lease_id);
+    // The old lease of b is superseded in the ledger.
+    fresh.send({ v: 1, type: "result", lease_id: b.lease_id, result: resultFor(b.session, "node-r") });
+    expect((await fresh.expect("ack")).status).toBe("stale");
+    fresh.send({
+      v: 1,
+      type: "result",
+      lease_id: again.lease_id,
+      result: resultFor(again.session, "node-r"),
+    });
+    expect((await fresh.expect("ack")).status).toBe("accepted");
+    const stats = await env.QUEUE.getByName(queue).stats();
+    expect(stats.gateways).toEqual([{ node_id: "node-r", credit: 0, connected: true, leases: 1 }]);
+  });
+
+  it("marks a closed gateway disconnected and keeps its leases", async () => {
+    const queue = uniqueId("close");
+    await submit(queue, [task("t")]);
+    const gw = await connect(queue);
+    gw.hello("node-x", 1);
+    await gw.expect("welcome");
+    await gw.expect("assign");
+    gw.close();
+    await expect
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected)
+      .toBe(false);
+    const stats = await env.QUEUE.getByName(queue).stats();
+    expect(stats).toMatchObject({ leases: 1, pending: 0 });
+    expect(stats.gateways[0]!.credit).toBe(0);
+  });
+
+  it("stores a result larger than a SQLite row in chunks and returns it whole", async () => {
+    const queue = uniqueId("large");
+    const batchId = await submit(queue, [task("t")]);
+    const gw = await connect(queue);
+    gw.hello("node-l", 1);
+    await gw.expect("welcome");
+    const assign = await gw.expect("assign");
+    const result = resultFor(assign.session, "node-l", { blob: "é😀".repeat(1_200_000) });
+    gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result });
+    expect((await gw.expect("ack", 20_000)).status).toBe("accepted");
+    const page = await results(batchId);
+    expect(page.results[0]!.result.metadata.blob).toBe(result.metadata.blob);
+  }, 30_000);
+});

@@ -1,0 +1,12 @@
+/**
+ * Worker entry point of the control plane: the Hono app plus the Durable Object classes, which
+ * wrangler needs exported from `main`.
+ *
+ * @module
+ */
+import { app } from "./app";
+
+export { BatchDO } from "./batch/batch-do";
+export { QueueDO } from "./queue/queue-do";
+
+export default app;

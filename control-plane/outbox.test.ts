@@ -1,0 +1,137 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { BatchRequest } from "../protocol";
+import type { BatchDO } from "./batch/batch-do";
+import type { QueueDO } from "./queue/queue-do";
+import { canonicalHash } from "./request-body";
+import { Gateway, postBatch, task, uniqueId } from "./testing/fixtures";
+
+/** A namespace whose objects always fail: what the caller sees while the other DO is unreachable. */
+function unreachable(what: string) {
+  return {
+    getByName: () =>
+      new Proxy(
+        {},
+        {
+          get: () => async () => {
+            throw new Error(`${what} unavailable`);
+          },
+        },
+      ),
+  };
+}
+
+/** The env an object was constructed with, so a test can cut one of its bindings. */
+function envOf(instance: BatchDO | QueueDO): { env: Env } {
+  return instance as unknown as { env: Env };
+}
+
+describe("outbox: BatchDO → QueueDO", () => {
+  it("delivers right away on create", async () => {
+    const queue = uniqueId("direct");
+    const batchId = uniqueId("b");
+    expect(
+      (await postBatch({ batch_id: batchId, queue, tasks: [task("a", { num_samples: 3 }), task("b")] }))
+        .status,
+    ).toBe(201);
+    expect(await env.BATCH.getByName(batchId).outboxSize()).toBe(0);
+    expect(await env.QUEUE.getByName(queue).stats()).toMatchObject({ pending: 4, leases: 0 });
+  });
+
+  it("routes a task with its own queue to that queue", async () => {
+    const main = uniqueId("main");
+    const other = uniqueId("other");
+    const batchId = uniqueId("b");
+    await postBatch({
+      batch_id: batchId,
+      queue: main,
+      tasks: [task("a"), task("b", { queue: other, num_samples: 2 })],
+    });
+    expect((await env.QUEUE.getByName(main).stats()).pending).toBe(1);
+    expect((await env.QUEUE.getByName(other).stats()).pending).toBe(2);
+  });
+
+  it("keeps an undelivered row with a backoff and delivers it from the alarm", async () => {
+    const queue = uniqueId("later");
+    const batchId = uniqueId("b");
+    const request = {
+      ...BatchRequest.parse({ queue, tasks: [task("a", { num_samples: 2 })] }),
+      batch_id: batchId,
+    };
+    const stub = env.BATCH.getByName(batchId);
+    const outcome = await runInDurableObject(stub, async (instance) => {
+      const holder = envOf(instance);
+      const real = holder.env;
+      holder.env = { ...real, QUEUE: unreachable("queue") as unknown as Env["QUEUE"] };
+      try {
+        return await instance.create(request, await canonicalHash(request));
+      } finally {
+        holder.env = real;
+      }
+    });
+    expect(outcome.kind).toBe("created");
+    const row = await runInDurableObject(stub, (_, state) =>
+      state.storage.sql.exec("SELECT attempts, last_error, next_attempt_at FROM outbox").one(),
+    );
+    expect(row).toMatchObject({ attempts: 1, last_error: "queue unavailable" });
+    expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).toBe(row.next_attempt_at);
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(0);
+
+    // Make the row due now instead of waiting out the backoff, then fire the alarm.
+    await runInDurableObject(stub, (_, state) => {
+      state.storage.sql.exec("UPDATE outbox SET next_attempt_at = 0");
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await stub.outboxSize()).toBe(0);
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(2);
+    expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).toBeNull();
+  });
+
+  it("redelivery is idempotent by session id", async () => {
+    const queue = uniqueId("again");
+    const batchId = uniqueId("b");
+    await postBatch({ batch_id: batchId, queue, tasks: [task("a", { num_samples: 2 })] });
+    const stub = env.BATCH.getByName(batchId);
+    await runInDurableObject(stub, (_, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO outbox (queue, task_index, attempts, next_attempt_at, created_at) VALUES (?, 0, 0, 0, 0)",
+        queue,
+      );
+    });
+    await stub.drainOutbox();
+    expect(await stub.outboxSize()).toBe(0);
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(2);
+  });
+});
+
+describe("dispatch retry: QueueDO → BatchDO", () => {
+  it("keeps the session pending when the ledger is unreachable and assigns it from the alarm", async () => {
+    const queue = uniqueId("retry");
+    const batchId = uniqueId("b");
+    const queueStub = env.QUEUE.getByName(queue);
+    const real = await runInDurableObject(queueStub, (instance) => {
+      const holder = envOf(instance);
+      const saved = holder.env;
+      holder.env = { ...saved, BATCH: unreachable("ledger") as unknown as Env["BATCH"] };
+      return saved;
+    });
+    expect((await postBatch({ batch_id: batchId, queue, tasks: [task("a")] })).status).toBe(201);
+    const gw = await Gateway.connect(queue);
+    try {
+      gw.hello("node-retry", 1);
+      await gw.expect("welcome");
+      await gw.expectSilence();
+      expect(await queueStub.stats()).toMatchObject({ pending: 1, leases: 0 });
+      await runInDurableObject(queueStub, (instance) => {
+        envOf(instance).env = real;
+      });
+      expect(await runDurableObjectAlarm(queueStub)).toBe(true);
+      const assign = await gw.expect("assign");
+      expect(assign.session.session_id).toBe(`${batchId}.0.0`);
+      expect(await queueStub.stats()).toMatchObject({ pending: 0, leases: 1 });
+    } finally {
+      gw.close();
+    }
+  });
+});

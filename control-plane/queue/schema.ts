@@ -1,0 +1,68 @@
+/**
+ * Tables of the dispatcher (one QueueDO per queue name). Socket identity lives in each socket's
+ * attachment; everything else is here so it survives hibernation and restarts.
+ *
+ * @example
+ * ```ts
+ * const db = drizzle(ctx.storage, { schema });
+ * ```
+ *
+ * @module
+ */
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+/**
+ * Sessions waiting for a gateway. `reserved_lease` is set while the dispatcher waits for the
+ * ledger to record an assignment; such rows are skipped by other dispatch passes.
+ */
+export const pending = sqliteTable(
+  "pending",
+  {
+    seq: integer("seq").primaryKey({ autoIncrement: true }),
+    sessionId: text("session_id").notNull().unique(),
+    batchId: text("batch_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    priority: integer("priority").notNull(),
+    /** JSON of the SessionAssignment sent to the gateway. */
+    payload: text("payload").notNull(),
+    enqueuedAt: integer("enqueued_at").notNull(),
+    reservedLease: text("reserved_lease"),
+  },
+  (t) => [index("pending_order_idx").on(t.reservedLease, t.priority, t.seq)],
+);
+
+/** Gateways that said hello; `conn_id` names the socket currently speaking for the node. */
+export const gateways = sqliteTable("gateways", {
+  nodeId: text("node_id").primaryKey(),
+  connId: text("conn_id").notNull(),
+  credit: integer("credit").notNull(),
+  /** JSON of GatewayCapacity from the hello. */
+  capacity: text("capacity").notNull(),
+  connected: integer("connected", { mode: "boolean" }).notNull(),
+  connectedAt: integer("connected_at").notNull(),
+  disconnectedAt: integer("disconnected_at"),
+});
+
+/**
+ * Sessions in a gateway's hands. The payload is kept so a lease can be requeued (on reconnect
+ * reconciliation now, after a grace period later) without asking the ledger again.
+ */
+export const leases = sqliteTable(
+  "leases",
+  {
+    leaseId: text("lease_id").primaryKey(),
+    sessionId: text("session_id").notNull(),
+    batchId: text("batch_id").notNull(),
+    nodeId: text("node_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    assignedAt: integer("assigned_at").notNull(),
+    payload: text("payload").notNull(),
+  },
+  (t) => [index("leases_node_idx").on(t.nodeId), index("leases_session_idx").on(t.sessionId)],
+);
+
+/** Named counters (stale progress, stale results seen by the dispatcher, …). */
+export const counters = sqliteTable("counters", {
+  name: text("name").primaryKey(),
+  value: integer("value").notNull(),
+});

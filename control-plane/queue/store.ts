@@ -1,0 +1,397 @@
+/**
+ * Repository functions of the dispatcher: synchronous Drizzle queries over the QueueDO's SQLite.
+ * Runs of these calls without an `await` in between commit atomically.
+ *
+ * @module
+ */
+import { and, asc, desc, eq, isNotNull, isNull, sql } from "drizzle-orm";
+import type { DrizzleSqliteDODatabase } from "drizzle-orm/durable-sqlite";
+import type { GatewayCapacity, SessionAssignment } from "../../protocol";
+import * as schema from "./schema";
+
+/** The dispatcher's Drizzle handle. */
+export type QueueDb = DrizzleSqliteDODatabase<typeof schema>;
+export type PendingRow = typeof schema.pending.$inferSelect;
+export type GatewayRow = typeof schema.gateways.$inferSelect;
+export type LeaseRow = typeof schema.leases.$inferSelect;
+
+/**
+ * Upper bound of a gateway's unused credit, so a buggy gateway cannot claim the whole queue at once.
+ *
+ * @example
+ * ```ts
+ * Math.min(hello.credit, MAX_GATEWAY_CREDIT);
+ * ```
+ */
+export const MAX_GATEWAY_CREDIT = 4096;
+
+/** Counters kept by the dispatcher. */
+export interface QueueCounters {
+  stale_progress: number;
+  stale_results: number;
+  duplicate_results: number;
+  requeued_leases: number;
+}
+
+/**
+ * Adds sessions to the pending list. Idempotent by session id: a session already pending, or held
+ * under a lease of the same or a later attempt, is skipped. Returns how many were added.
+ *
+ * @example
+ * ```ts
+ * enqueueSessions(db, [assignment], Date.now()); // 1, then 0 on a replay
+ * ```
+ */
+export function enqueueSessions(db: QueueDb, items: SessionAssignment[], now: number): number {
+  let added = 0;
+  for (const item of items) {
+    const leased = db
+      .select({ attempt: schema.leases.attempt })
+      .from(schema.leases)
+      .where(
+        and(eq(schema.leases.sessionId, item.session_id), sql`${schema.leases.attempt} >= ${item.attempt}`),
+      )
+      .get();
+    if (leased) continue;
+    const inserted = db
+      .insert(schema.pending)
+      .values({
+        sessionId: item.session_id,
+        batchId: item.batch_id,
+        attempt: item.attempt,
+        priority: item.dispatch_priority,
+        payload: JSON.stringify(item),
+        enqueuedAt: now,
+      })
+      .onConflictDoNothing({ target: schema.pending.sessionId })
+      .returning({ seq: schema.pending.seq })
+      .all();
+    added += inserted.length;
+  }
+  return added;
+}
+
+/**
+ * Next unreserved pending session: highest priority first, then first in.
+ *
+ * @example
+ * ```ts
+ * const item = nextPending(db); // highest priority, oldest first
+ * ```
+ */
+export function nextPending(db: QueueDb): PendingRow | undefined {
+  return db
+    .select()
+    .from(schema.pending)
+    .where(isNull(schema.pending.reservedLease))
+    .orderBy(desc(schema.pending.priority), asc(schema.pending.seq))
+    .limit(1)
+    .get();
+}
+
+/**
+ * The gateway to receive the next session: connected with credit, most free credit first, then
+ * fewest leases, then node id (upstream-style stage scoring comes later).
+ *
+ * @example
+ * ```ts
+ * const gateway = pickGateway(db); if (!gateway) return; // nobody has credit
+ * ```
+ */
+export function pickGateway(db: QueueDb): GatewayRow | undefined {
+  const leaseCount = sql<number>`(SELECT count(*) FROM ${schema.leases} WHERE ${schema.leases.nodeId} = ${schema.gateways.nodeId})`;
+  return db
+    .select()
+    .from(schema.gateways)
+    .where(and(eq(schema.gateways.connected, true), sql`${schema.gateways.credit} > 0`))
+    .orderBy(desc(schema.gateways.credit), asc(leaseCount), asc(schema.gateways.nodeId))
+    .limit(1)
+    .get();
+}
+
+/**
+ * Marks a pending session as being assigned under `leaseId` (skipped by other passes).
+ *
+ * @example
+ * ```ts
+ * reservePending(db, item.sessionId, leaseId);
+ * ```
+ */
+export function reservePending(db: QueueDb, sessionId: string, leaseId: string): void {
+  db.update(schema.pending)
+    .set({ reservedLease: leaseId })
+    .where(eq(schema.pending.sessionId, sessionId))
+    .run();
+}
+
+/**
+ * Returns a reserved session to the pending list.
+ *
+ * @example
+ * ```ts
+ * unreservePending(db, item.sessionId); // ledger call failed: retry later
+ * ```
+ */
+export function unreservePending(db: QueueDb, sessionId: string): void {
+  db.update(schema.pending).set({ reservedLease: null }).where(eq(schema.pending.sessionId, sessionId)).run();
+}
+
+/**
+ * After a restart no assignment is in flight, so every reservation is void.
+ *
+ * @example
+ * ```ts
+ * releaseAllReservations(db); // in the constructor
+ * ```
+ */
+export function releaseAllReservations(db: QueueDb): number {
+  return db
+    .update(schema.pending)
+    .set({ reservedLease: null })
+    .where(isNotNull(schema.pending.reservedLease))
+    .returning({ seq: schema.pending.seq })
+    .all().length;
+}
+
+/**
+ * Drops a pending session the ledger will not dispatch (finished or unknown).
+ *
+ * @example
+ * ```ts
+ * dropPending(db, item.sessionId); // the ledger says it is finished
+ * ```
+ */
+export function dropPending(db: QueueDb, sessionId: string): void {
+  db.delete(schema.pending).where(eq(schema.pending.sessionId, sessionId)).run();
+}
+
+/**
+ * Turns a reserved pending session into a lease held by `nodeId` and spends one credit.
+ *
+ * @example
+ * ```ts
+ * confirmAssignment(db, item, leaseId, "node-a", Date.now());
+ * ```
+ */
+export function confirmAssignment(
+  db: QueueDb,
+  item: PendingRow,
+  leaseId: string,
+  nodeId: string,
+  now: number,
+): void {
+  db.insert(schema.leases)
+    .values({
+      leaseId,
+      sessionId: item.sessionId,
+      batchId: item.batchId,
+      nodeId,
+      attempt: item.attempt,
+      assignedAt: now,
+      payload: item.payload,
+    })
+    .run();
+  db.delete(schema.pending).where(eq(schema.pending.sessionId, item.sessionId)).run();
+  db.update(schema.gateways)
+    .set({ credit: sql`max(${schema.gateways.credit} - 1, 0)` })
+    .where(eq(schema.gateways.nodeId, nodeId))
+    .run();
+}
+
+/**
+ * A gateway row by node id.
+ *
+ * @example
+ * ```ts
+ * getGateway(db, "node-a")?.credit;
+ * ```
+ */
+export function getGateway(db: QueueDb, nodeId: string): GatewayRow | undefined {
+  return db.select().from(schema.gateways).where(eq(schema.gateways.nodeId, nodeId)).get();
+}
+
+/**
+ * All gateway rows.
+ *
+ * @example
+ * ```ts
+ * listGateways(db).filter((g) => g.connected);
+ * ```
+ */
+export function listGateways(db: QueueDb): GatewayRow[] {
+  return db.select().from(schema.gateways).orderBy(asc(schema.gateways.nodeId)).all();
+}
+
+/**
+ * Registers (or re-registers) a gateway under connection `connId` with a fresh credit.
+ *
+ * @example
+ * ```ts
+ * upsertGateway(db, hello.node_id, connId, hello.credit, hello.capacity, Date.now());
+ * ```
+ */
+export function upsertGateway(
+  db: QueueDb,
+  nodeId: string,
+  connId: string,
+  credit: number,
+  capacity: GatewayCapacity,
+  now: number,
+): void {
+  const values = {
+    connId,
+    credit: Math.min(credit, MAX_GATEWAY_CREDIT),
+    capacity: JSON.stringify(capacity),
+    connected: true,
+    connectedAt: now,
+    disconnectedAt: null,
+  };
+  db.insert(schema.gateways)
+    .values({ nodeId, ...values })
+    .onConflictDoUpdate({ target: schema.gateways.nodeId, set: values })
+    .run();
+}
+
+/**
+ * Adds `grant` to a gateway's credit (capped at MAX_GATEWAY_CREDIT).
+ *
+ * @example
+ * ```ts
+ * addCredit(db, "node-a", 2);
+ * ```
+ */
+export function addCredit(db: QueueDb, nodeId: string, grant: number): void {
+  db.update(schema.gateways)
+    .set({ credit: sql`min(${schema.gateways.credit} + ${grant}, ${MAX_GATEWAY_CREDIT})` })
+    .where(eq(schema.gateways.nodeId, nodeId))
+    .run();
+}
+
+/**
+ * Marks a gateway disconnected (credit 0) if `connId` is still its current connection; a replaced
+ * socket closing late must not disconnect its successor. Leases stay for a reconnect.
+ *
+ * @example
+ * ```ts
+ * disconnectGateway(db, "node-a", connId, Date.now());
+ * ```
+ */
+export function disconnectGateway(db: QueueDb, nodeId: string, connId: string, now: number): void {
+  db.update(schema.gateways)
+    .set({ connected: false, credit: 0, disconnectedAt: now })
+    .where(and(eq(schema.gateways.nodeId, nodeId), eq(schema.gateways.connId, connId)))
+    .run();
+}
+
+/**
+ * A lease by id.
+ *
+ * @example
+ * ```ts
+ * const lease = findLease(db, message.lease_id);
+ * ```
+ */
+export function findLease(db: QueueDb, leaseId: string): LeaseRow | undefined {
+  return db.select().from(schema.leases).where(eq(schema.leases.leaseId, leaseId)).get();
+}
+
+/**
+ * Leases held by `nodeId`.
+ *
+ * @example
+ * ```ts
+ * leasesOfNode(db, "node-a").map((l) => l.leaseId);
+ * ```
+ */
+export function leasesOfNode(db: QueueDb, nodeId: string): LeaseRow[] {
+  return db.select().from(schema.leases).where(eq(schema.leases.nodeId, nodeId)).all();
+}
+
+/**
+ * Removes a lease (its session reported a result).
+ *
+ * @example
+ * ```ts
+ * deleteLease(db, lease.leaseId);
+ * ```
+ */
+export function deleteLease(db: QueueDb, leaseId: string): void {
+  db.delete(schema.leases).where(eq(schema.leases.leaseId, leaseId)).run();
+}
+
+/**
+ * Puts a lease's session back in the pending list as attempt + 1 (the gateway lost it). The new
+ * lease created on dispatch supersedes the old one in the ledger.
+ *
+ * @example
+ * ```ts
+ * for (const lease of leasesOfNode(db, node)) requeueLease(db, lease, Date.now());
+ * ```
+ */
+export function requeueLease(db: QueueDb, lease: LeaseRow, now: number): void {
+  const payload = JSON.parse(lease.payload) as SessionAssignment;
+  deleteLease(db, lease.leaseId);
+  const next: SessionAssignment = { ...payload, attempt: lease.attempt + 1 };
+  db.insert(schema.pending)
+    .values({
+      sessionId: next.session_id,
+      batchId: next.batch_id,
+      attempt: next.attempt,
+      priority: next.dispatch_priority,
+      payload: JSON.stringify(next),
+      enqueuedAt: now,
+    })
+    .onConflictDoNothing({ target: schema.pending.sessionId })
+    .run();
+  bumpCounter(db, "requeued_leases");
+}
+
+/**
+ * Adds one to counter `name`.
+ *
+ * @example
+ * ```ts
+ * bumpCounter(db, "stale_progress");
+ * ```
+ */
+export function bumpCounter(db: QueueDb, name: keyof QueueCounters): void {
+  db.insert(schema.counters)
+    .values({ name, value: 1 })
+    .onConflictDoUpdate({ target: schema.counters.name, set: { value: sql`${schema.counters.value} + 1` } })
+    .run();
+}
+
+/**
+ * All counters, zero when never bumped.
+ *
+ * @example
+ * ```ts
+ * readCounters(db).stale_results;
+ * ```
+ */
+export function readCounters(db: QueueDb): QueueCounters {
+  const out: QueueCounters = {
+    stale_progress: 0,
+    stale_results: 0,
+    duplicate_results: 0,
+    requeued_leases: 0,
+  };
+  for (const row of db.select().from(schema.counters).all()) {
+    if (row.name in out) out[row.name as keyof QueueCounters] = row.value;
+  }
+  return out;
+}
+
+/**
+ * Row counts of the pending list and the lease table.
+ *
+ * @example
+ * ```ts
+ * sizes(db); // { pending: 3, leases: 1 }
+ * ```
+ */
+export function sizes(db: QueueDb): { pending: number; leases: number } {
+  const pending = db.select({ n: sql<number>`count(*)` }).from(schema.pending).get()?.n ?? 0;
+  const leases = db.select({ n: sql<number>`count(*)` }).from(schema.leases).get()?.n ?? 0;
+  return { pending, leases };
+}

@@ -1,0 +1,204 @@
+/**
+ * Helpers shared by the control plane's workers-pool tests: request builders, a task factory and a
+ * WebSocket inbox that turns frames into awaitable messages.
+ *
+ * @module
+ */
+import { exports } from "cloudflare:workers";
+import type { ControlMessage, SessionAssignment, SessionResult, TaskSpecInput } from "../../protocol";
+
+/** Tokens bound by the root vitest config. */
+export const TOKENS = {
+  trainer: "test-trainer-token",
+  gateway: "test-gateway-token",
+  admin: "test-admin-token",
+} as const;
+
+const BASE = "http://control-plane.test";
+
+/**
+ * Calls the Worker through its real entry point.
+ *
+ * @example
+ * ```ts
+ * const res = await call("/health");
+ * ```
+ */
+export function call(path: string, init: RequestInit = {}): Promise<Response> {
+  return exports.default.fetch(new Request(`${BASE}${path}`, init));
+}
+
+/** `POST /v1/batches` with a JSON body (or raw string) and the trainer token. */
+export function postBatch(body: unknown, token: string = TOKENS.trainer): Promise<Response> {
+  return call("/v1/batches", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+/** `GET` with the trainer token. */
+export function getAsTrainer(path: string): Promise<Response> {
+  return call(path, { headers: { Authorization: `Bearer ${TOKENS.trainer}` } });
+}
+
+/** A valid task: a shell harness with `num_samples` sessions. */
+export function task(taskId: string, extra: Partial<TaskSpecInput> = {}): TaskSpecInput {
+  return {
+    task_id: taskId,
+    instruction: `solve ${taskId}`,
+    num_samples: 1,
+    agent: { harness: "shell", custom_shell: { command: "echo hi" } },
+    ...extra,
+  };
+}
+
+/** Unique ids per test: storage is shared by all tests of one file. */
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** A terminal result for an assigned session. */
+export function resultFor(
+  session: SessionAssignment,
+  nodeId: string,
+  metadata: Record<string, unknown> = {},
+): SessionResult {
+  return {
+    session_id: session.session_id,
+    task_id: session.task_id,
+    batch_id: session.batch_id,
+    status: "COMPLETED",
+    reward: 1,
+    trajectory: {
+      status: "COMPLETED",
+      traces: [
+        {
+          prompt_ids: [1, 2, 3],
+          response_ids: [4, 5],
+          loss_mask: [1, 1],
+          response_logprobs: [-0.5, -0.25],
+          prompt_messages: [{ role: "user", content: session.instruction }],
+          response_messages: [{ role: "assistant", content: "hi" }],
+          tools: null,
+          finish_reason: "stop",
+          reward: 1,
+          metadata: {},
+        },
+      ],
+      metadata: {},
+      error: null,
+    },
+    timing: { queued_ms: 1, init_ms: 2, ready_ms: 3, run_ms: 4, postrun_ms: 5, total_ms: 15 },
+    node_id: nodeId,
+    attempt: session.attempt,
+    error: null,
+    metadata,
+  };
+}
+
+/**
+ * A connected gateway socket whose incoming frames queue up until a test takes them.
+ *
+ * @example
+ * ```ts
+ * const gw = await Gateway.connect("q1");
+ * gw.send({ v: 1, type: "credit", grant: 1 });
+ * const msg = await gw.next();
+ * ```
+ */
+export class Gateway {
+  private readonly frames: string[] = [];
+  private readonly waiters: ((frame: string) => void)[] = [];
+  closed: { code: number; reason: string } | null = null;
+
+  private constructor(readonly ws: WebSocket) {
+    ws.addEventListener("message", (event) => {
+      const frame =
+        typeof event.data === "string" ? event.data : new TextDecoder().decode(event.data as ArrayBuffer);
+      const waiter = this.waiters.shift();
+      if (waiter) waiter(frame);
+      else this.frames.push(frame);
+    });
+    ws.addEventListener("close", (event) => {
+      this.closed = { code: event.code, reason: event.reason };
+    });
+  }
+
+  /** Opens `GET /v1/gateways/connect?queue=…` with the gateway token and accepts the socket. */
+  static async connect(queue: string, token: string = TOKENS.gateway): Promise<Gateway> {
+    const res = await call(`/v1/gateways/connect?queue=${encodeURIComponent(queue)}`, {
+      headers: { Upgrade: "websocket", Authorization: `Bearer ${token}` },
+    });
+    if (res.status !== 101 || !res.webSocket)
+      throw new Error(`connect failed: ${res.status} ${await res.text()}`);
+    res.webSocket.accept();
+    return new Gateway(res.webSocket);
+  }
+
+  /** Sends a JSON message (or a raw text frame). */
+  send(message: unknown): void {
+    this.ws.send(typeof message === "string" ? message : JSON.stringify(message));
+  }
+
+  /** Sends the hello of node `nodeId` with `credit`. */
+  hello(nodeId: string, credit: number, leases: { lease_id: string; session_id: string }[] = []): void {
+    this.send({
+      v: 1,
+      type: "hello",
+      node_id: nodeId,
+      agent_version: "test",
+      capacity: { max_init: 4, max_run: 4, max_postrun: 4 },
+      capabilities: { runtimes: ["local"], harnesses: ["shell"], engines: ["sim"] },
+      credit,
+      leases,
+    });
+  }
+
+  /** The next raw frame, failing after `timeoutMs`. */
+  nextRaw(timeoutMs = 5000): Promise<string> {
+    const queued = this.frames.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(new Error(`no frame within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const waiter = (frame: string) => {
+        clearTimeout(timer);
+        resolve(frame);
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** The next message, parsed. */
+  async next(timeoutMs = 5000): Promise<ControlMessage> {
+    return JSON.parse(await this.nextRaw(timeoutMs)) as ControlMessage;
+  }
+
+  /** The next message, which must be of `type`. */
+  async expect<T extends ControlMessage["type"]>(
+    type: T,
+    timeoutMs = 5000,
+  ): Promise<Extract<ControlMessage, { type: T }>> {
+    const message = await this.next(timeoutMs);
+    if (message.type !== type) throw new Error(`expected '${type}', got ${JSON.stringify(message)}`);
+    return message as Extract<ControlMessage, { type: T }>;
+  }
+
+  /** Asserts that nothing arrives for `ms`. */
+  async expectSilence(ms = 300): Promise<void> {
+    const frame = await this.nextRaw(ms).catch(() => null);
+    if (frame !== null) throw new Error(`expected no message, got ${frame}`);
+  }
+
+  close(): void {
+    try {
+      this.ws.close(1000, "test done");
+    } catch {
+      // already closed
+    }
+  }
+}
