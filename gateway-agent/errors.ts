@@ -1,0 +1,73 @@
+/**
+ * Typed failures of a session on the gateway. Each carries the {@link ErrorKind} the result
+ * reports: `infra` is retried by the control plane, `agent` and `timeout` are results.
+ *
+ * @module
+ */
+import type { ErrorKind } from "../protocol";
+
+/**
+ * A session failed for a known reason.
+ *
+ * @example
+ * ```ts
+ * throw new SessionFailure("infra", "prepare[0] exec exited with code 1");
+ * ```
+ */
+export class SessionFailure extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "SessionFailure";
+  }
+}
+
+/** Why a running session was interrupted from outside. */
+export type InterruptReason = "timeout" | "cancelled" | "shutdown";
+
+/**
+ * Abort reason of a session's signal: the budget ran out, the control plane cancelled, or the
+ * gateway is stopping.
+ *
+ * @example
+ * ```ts
+ * controller.abort(new SessionInterrupt("timeout", "timeout of 600 s exceeded"));
+ * ```
+ */
+export class SessionInterrupt extends Error {
+  constructor(
+    readonly reason: InterruptReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = "SessionInterrupt";
+  }
+}
+
+/** Where the gateway writes its diagnostics. */
+export interface GatewayLogger {
+  info(message: string, fields?: object): void;
+  warn(message: string, fields?: object): void;
+  error(message: string, fields?: object): void;
+}
+
+/** Default logger: one line per event on the console. */
+export const consoleLogger: GatewayLogger = {
+  info: (m, f) => console.info(`[gateway] ${m}`, f ?? ""),
+  warn: (m, f) => console.warn(`[gateway] ${m}`, f ?? ""),
+  error: (m, f) => console.error(`[gateway] ${m}`, f ?? ""),
+};
+
+/**
+ * Message of any thrown value.
+ *
+ * @example
+ * ```ts
+ * logger.warn("teardown failed", { error: messageOf(err) });
+ * ```
+ */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,404 @@
+import { readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  AssignMessage,
+  type GatewayMessage,
+  HelloMessage,
+  type ProgressMessage,
+  type ResultMessage,
+  ResultMessage as ResultMessageSchema,
+  WIRE_VERSION,
+} from "../protocol";
+import {
+  type FixtureEngine,
+  QWEN3_IM_END,
+  qwen3,
+  qwen3PromptIds,
+  startFixtureEngine,
+} from "../proxy/testing/fixture-engine";
+import { type Gateway, startGateway } from "./gateway";
+import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
+
+const TOKEN = "test-gateway-token";
+const MODEL = "Qwen/Qwen3-8B";
+const quiet = { info() {}, warn() {}, error() {} };
+
+/** The harness: one chat call with the instruction (argv[1]) through the proxy, prints the answer. */
+const ASK_SCRIPT = `
+const res = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+  method: "POST",
+  headers: { authorization: "Bearer " + process.env.OPENAI_API_KEY, "content-type": "application/json" },
+  body: JSON.stringify({ model: process.env.OPENAI_MODEL, messages: [{ role: "user", content: process.argv[1] }] }),
+});
+const text = await res.text();
+if (!res.ok) { console.error(res.status, text); process.exit(2); }
+console.log(JSON.parse(text).choices[0].message.content);
+`;
+const ASK = `node --input-type=module -e "$ASK_SCRIPT" -- {{INSTRUCTION}}`;
+
+let engine: FixtureEngine;
+let cp: FakeControlPlane;
+let gateway: Gateway | null = null;
+let scratch: string;
+let leaseCounter = 0;
+
+beforeAll(async () => {
+  engine = await startFixtureEngine({ model: MODEL });
+});
+afterAll(async () => {
+  await engine.close();
+});
+beforeEach(async () => {
+  cp = await startFakeControlPlane({ token: TOKEN });
+  scratch = await mkdtemp(path.join(tmpdir(), "polar-gw-test-"));
+});
+afterEach(async () => {
+  await gateway?.stop();
+  gateway = null;
+  await cp.close();
+  await rm(scratch, { recursive: true, force: true });
+  engine.received.length = 0;
+});
+
+async function start(extra: Partial<Parameters<typeof startGateway>[0]> = {}): Promise<Gateway> {
+  gateway = await startGateway({
+    controlPlaneUrl: cp.url,
+    nodeId: "gpu-node-1",
+    token: TOKEN,
+    queue: "q1",
+    engine: "sglang-openai",
+    engineUrl: engine.url,
+    model: MODEL,
+    workRoot: path.join(scratch, "work"),
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+    logger: quiet,
+    ...extra,
+  });
+  await cp.waitFor(isHello(0)); // assigns only make sense once the gateway is connected
+  return gateway;
+}
+
+interface AssignOptions {
+  command: string;
+  instruction?: string;
+  timeoutSeconds?: number;
+  env?: Record<string, string>;
+  agent?: Record<string, unknown>;
+  evaluator?: Record<string, unknown> | null;
+}
+
+function assign(o: AssignOptions): AssignMessage {
+  const n = ++leaseCounter;
+  return AssignMessage.parse({
+    v: WIRE_VERSION,
+    type: "assign",
+    lease_id: `lease-${n}`,
+    session: {
+      session_id: `batch1.t1.${n}`,
+      batch_id: "batch1",
+      task_id: "t1",
+      attempt: 1,
+      instruction: o.instruction ?? "What is 2 + 2?",
+      timeout_seconds: o.timeoutSeconds ?? 60,
+      runtime: null,
+      agent: o.agent ?? {
+        harness: "shell",
+        custom_shell: { command: o.command, env: { ASK_SCRIPT, ...(o.env ?? {}) } },
+      },
+      builder: { strategy: "per_request" },
+      evaluator: o.evaluator === undefined ? { strategy: "session_completed" } : o.evaluator,
+      metadata: { dataset: "unit", row: n },
+      dispatch_priority: 0,
+    },
+  });
+}
+
+const isResult =
+  (leaseId: string, connection?: number) =>
+  (m: GatewayMessage, r: { connection: number }): m is ResultMessage =>
+    m.type === "result" &&
+    m.lease_id === leaseId &&
+    (connection === undefined || r.connection === connection);
+
+const isHello =
+  (connection: number) =>
+  (m: GatewayMessage, r: { connection: number }): m is HelloMessage =>
+    m.type === "hello" && r.connection === connection;
+
+function isAlive(pid: number): boolean {
+  try {
+    // A zombie (killed, not yet reaped) counts as dead.
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+describe("gateway agent", { timeout: 40_000 }, () => {
+  it("says hello, runs an assigned shell session through the proxy and reports a scored result", async () => {
+    await start();
+    const hello = await cp.waitFor(isHello(0));
+    expect(HelloMessage.parse(hello)).toEqual({
+      v: WIRE_VERSION,
+      type: "hello",
+      node_id: "gpu-node-1",
+      agent_version: expect.any(String),
+      capacity: { max_init: 2, max_run: 2, max_postrun: 2 },
+      capabilities: { runtimes: ["local"], harnesses: ["shell"], engines: ["sglang-openai"] },
+      credit: 6,
+      leases: [],
+    });
+    expect(cp.upgrades[0]).toEqual({
+      url: "/v1/gateways/connect?queue=q1",
+      authorization: `Bearer ${TOKEN}`,
+    });
+
+    // Malformed control messages are ignored, the connection survives them.
+    cp.send("this is not json");
+    cp.send(JSON.stringify({ v: WIRE_VERSION, type: "assign", lease_id: "x" }));
+    cp.send(JSON.stringify({ v: 99, type: "ack" }));
+
+    const instruction = `Say "hi" to $HOME, it's \`date\` & $(id) {{INSTRUCTION}}\n-- then stop; exit 9`;
+    const a = assign({ command: ASK, instruction });
+    cp.send(a);
+    const result = ResultMessageSchema.parse(await cp.waitFor(isResult(a.lease_id)));
+
+    const stages = cp.received
+      .map((r) => r.message)
+      .filter((m): m is ProgressMessage => m.type === "progress" && m.lease_id === a.lease_id)
+      .map((m) => m.status);
+    expect(stages).toEqual(["INITIALIZING", "READY", "RUNNING", "POST_RUN"]);
+
+    const r = result.result;
+    expect(r.error).toBeNull();
+    expect(r.status).toBe("COMPLETED");
+    expect(r.reward).toBe(1);
+    expect(r).toMatchObject({
+      session_id: a.session.session_id,
+      task_id: "t1",
+      batch_id: "batch1",
+      node_id: "gpu-node-1",
+      attempt: 1,
+      metadata: a.session.metadata,
+    });
+    expect(r.timing.total_ms).toBeGreaterThan(0);
+    expect(r.timing.run_ms).toBeGreaterThan(0);
+    expect(r.trajectory.status).toBe("COMPLETED");
+    expect(r.trajectory.metadata).toMatchObject({
+      builder: "per_request",
+      session_id: a.session.session_id,
+      task_id: "t1",
+    });
+    expect(r.trajectory.traces).toHaveLength(1);
+    const trace = r.trajectory.traces[0]!;
+    const userTurn = [{ role: "user", content: instruction }];
+    expect(trace.prompt_ids).toEqual(qwen3PromptIds(userTurn));
+    expect(trace.response_ids).toEqual([
+      ...qwen3().tokenizer.encode(`You said: ${instruction}`, { add_special_tokens: false }),
+      QWEN3_IM_END,
+    ]);
+    expect(trace.response_logprobs).toHaveLength(trace.response_ids.length);
+    expect(trace.loss_mask.every((m) => m === 1)).toBe(true);
+    expect(trace.reward).toBe(1);
+    expect(trace.prompt_messages).toEqual(userTurn);
+
+    // {{INSTRUCTION}} reached the harness as one literal argument; the engine got the served flags.
+    expect(engine.received).toHaveLength(1);
+    expect(engine.received[0]!.body.messages).toEqual(userTurn);
+    expect(engine.received[0]!.body.model).toBe(MODEL);
+    expect(engine.received[0]!.headers["x-smg-routing-key"]).toBe(a.session.session_id);
+
+    // The fake acked it: nothing stays pending, the slot came back as credit.
+    await expect.poll(() => gateway!.stats().unackedResults).toBe(0);
+    expect(cp.invalid).toEqual([]);
+  });
+
+  it("keeps the gateway's secrets out of the harness environment and writes instruction.txt", async () => {
+    process.env.POLAR_GATEWAY_TOKEN = TOKEN;
+    process.env.SOME_CLOUD_SECRET = "hunter2-secret-value";
+    try {
+      await start({ keepWorkspaces: true });
+      const out = path.join(scratch, "harness-env.txt");
+      const a = assign({ command: `env > "$ENV_OUT"`, env: { ENV_OUT: out }, evaluator: null });
+      cp.send(a);
+      const result = await cp.waitFor(isResult(a.lease_id));
+      const env = await readFile(out, "utf8");
+      expect(env).not.toContain("POLAR_GATEWAY_TOKEN");
+      expect(env).not.toContain(TOKEN);
+      expect(env).not.toContain("hunter2-secret-value");
+      expect(env).toMatch(/^OPENAI_API_KEY=sk-polar-[0-9a-f]{32}$/m);
+      expect(env).toContain(`OPENAI_BASE_URL=${gateway!.proxyUrl}/v1\n`);
+      expect(env).toContain(`OPENAI_MODEL=${MODEL}\n`);
+      expect(env).toContain(`POLAR_SESSION_ID=${a.session.session_id}\n`);
+      expect(env).toContain("POLAR_TASK_ID=t1\n");
+      expect(env).toContain(`POLAR_INSTRUCTION=${a.session.instruction}\n`);
+      expect(env).toMatch(/^PATH=/m);
+      const sessionDir = path.join(scratch, "work", a.session.session_id);
+      expect(await readFile(path.join(sessionDir, "instruction.txt"), "utf8")).toBe(a.session.instruction);
+      // No model call: nothing to train on is an agent outcome, no evaluator → reward null.
+      expect(result.result).toMatchObject({ status: "ERROR", reward: null, error: { kind: "agent" } });
+      expect(result.result.trajectory).toMatchObject({ status: "ERROR", error: "no completions" });
+    } finally {
+      delete process.env.POLAR_GATEWAY_TOKEN;
+      delete process.env.SOME_CLOUD_SECRET;
+    }
+  });
+
+  it("kills a harness (and its child) that exceeds timeout_seconds and reports TIMEOUT", async () => {
+    await start();
+    const pidFile = path.join(scratch, "child.pid");
+    const a = assign({
+      command: `sleep 300 & echo $! > "$PID_FILE"; wait`,
+      env: { PID_FILE: pidFile },
+      timeoutSeconds: 1,
+    });
+    const sentAt = Date.now();
+    cp.send(a);
+    const { result } = await cp.waitFor(isResult(a.lease_id));
+    expect(Date.now() - sentAt).toBeLessThan(10_000);
+    expect(result.status).toBe("TIMEOUT");
+    expect(result.error).toMatchObject({ kind: "timeout" });
+    expect(result.error?.message).toContain("1 s");
+    expect(result.trajectory.status).toBe("TIMEOUT");
+    expect(result.reward).toBe(0);
+    const childPid = Number((await readFile(pidFile, "utf8")).trim());
+    expect(childPid).toBeGreaterThan(0);
+    await expect.poll(() => isAlive(childPid), { timeout: 3000 }).toBe(false);
+  });
+
+  it("reports a non-zero harness exit as ERROR/agent, still building and scoring the trajectory", async () => {
+    await start();
+    const a = assign({ command: `${ASK} && exit 3` });
+    cp.send(a);
+    const { result } = await cp.waitFor(isResult(a.lease_id));
+    expect(result.status).toBe("ERROR");
+    expect(result.error).toEqual({ kind: "agent", message: expect.stringContaining("exited with code 3") });
+    expect(result.reward).toBe(0);
+    expect(result.trajectory.status).toBe("ERROR");
+    expect(result.trajectory.traces).toHaveLength(1);
+    expect(result.trajectory.traces[0]!.reward).toBe(0);
+  });
+
+  it("re-sends an unacknowledged result after the socket drops, and stops once it is acked", async () => {
+    cp.autoAck = false;
+    await start();
+    await cp.waitFor(isHello(0));
+    const a = assign({ command: ASK });
+    cp.send(a);
+    const first = await cp.waitFor(isResult(a.lease_id, 0));
+    cp.drop();
+
+    const hello1 = await cp.waitFor(isHello(1));
+    expect(hello1.leases).toEqual([{ lease_id: a.lease_id, session_id: a.session.session_id }]);
+    const again = await cp.waitFor(isResult(a.lease_id, 1));
+    expect(again).toEqual(first);
+
+    cp.send({
+      v: WIRE_VERSION,
+      type: "ack",
+      lease_id: a.lease_id,
+      session_id: a.session.session_id,
+      status: "duplicate",
+    });
+    await expect.poll(() => gateway!.stats().unackedResults).toBe(0);
+    cp.drop();
+    const hello2 = await cp.waitFor(isHello(2));
+    expect(hello2.leases).toEqual([]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cp.received.filter((r) => r.connection === 2 && r.message.type === "result")).toEqual([]);
+    expect(gateway!.stats().connects).toBe(3);
+  });
+
+  it("never grants more credit than free slots, and refuses an assign beyond it", async () => {
+    await start({ maxInit: 1, maxRun: 1, maxPostrun: 1 });
+    const total = 3;
+    const hello = await cp.waitFor(isHello(0));
+    expect(hello.credit).toBe(total);
+
+    // Watch the gateway's own ledger while it works.
+    const extra = assign({ command: ASK });
+    const violations: string[] = [];
+    const watch = setInterval(() => {
+      const s = gateway!.stats();
+      if (s.active + s.outstandingCredit > total) violations.push(JSON.stringify(s));
+    }, 2);
+    try {
+      const assigns = [0, 1, 2].map(() => assign({ command: `sleep 0.4; ${ASK}` }));
+      for (const a of assigns) cp.send(a);
+      // Credit is exhausted: one more is refused at once as an infra failure, holding nothing.
+      cp.send(extra);
+      const refused = await cp.waitFor(isResult(extra.lease_id));
+      expect(refused.result).toMatchObject({ status: "ERROR", error: { kind: "infra" } });
+      expect(refused.result.error?.message).toContain("gateway is full");
+      for (const a of assigns) {
+        expect((await cp.waitFor(isResult(a.lease_id))).result.status).toBe("COMPLETED");
+      }
+      await expect.poll(() => gateway!.stats().outstandingCredit).toBe(total);
+    } finally {
+      clearInterval(watch);
+    }
+    expect(violations).toEqual([]);
+
+    // The control plane's view: granted-but-unused credit plus held sessions never exceeds the slots.
+    let credit = 0;
+    let held = 0;
+    for (const e of cp.events) {
+      const m = e.message;
+      if (e.dir === "in" && m.type === "hello") credit = m.credit;
+      if (e.dir === "in" && m.type === "credit") credit += m.grant;
+      if (m.type === "assign" || m.type === "result") {
+        if (m.lease_id === extra.lease_id) continue;
+        if (m.type === "assign") {
+          credit--;
+          held++;
+        } else held--;
+      }
+      expect(credit).toBeGreaterThanOrEqual(0);
+      expect(credit + held).toBeLessThanOrEqual(total);
+    }
+    expect({ credit, held }).toEqual({ credit: total, held: 0 });
+  });
+
+  it("cancels a running session on request and reports CANCELLED", async () => {
+    await start();
+    const a = assign({ command: "sleep 300" });
+    cp.send(a);
+    await cp.waitFor((m) => m.type === "progress" && m.lease_id === a.lease_id && m.status === "RUNNING");
+    cp.send({
+      v: WIRE_VERSION,
+      type: "cancel",
+      lease_id: a.lease_id,
+      session_id: a.session.session_id,
+      reason: "batch cancelled",
+    });
+    const { result } = await cp.waitFor(isResult(a.lease_id));
+    expect(result.status).toBe("CANCELLED");
+    expect(result.error).toMatchObject({
+      kind: "cancelled",
+      message: expect.stringContaining("batch cancelled"),
+    });
+    expect(result.reward).toBeNull();
+  });
+
+  it("ends unsupported harnesses and unknown evaluators as ERROR/infra naming them", async () => {
+    await start();
+    const codex = assign({ command: "", agent: { harness: "codex" } });
+    const badEval = assign({ command: ASK, evaluator: { strategy: "vibes" } });
+    cp.send(codex);
+    cp.send(badEval);
+    const r1 = (await cp.waitFor(isResult(codex.lease_id))).result;
+    const r2 = (await cp.waitFor(isResult(badEval.lease_id))).result;
+    expect(r1).toMatchObject({
+      status: "ERROR",
+      error: { kind: "infra", message: expect.stringContaining("'codex'") },
+    });
+    expect(r2).toMatchObject({
+      status: "ERROR",
+      error: { kind: "infra", message: expect.stringContaining("'vibes'") },
+    });
+    expect(engine.received).toHaveLength(0); // failed in INIT: the harness never ran
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * `startGateway`: wires the recording proxy, the control-plane connection and the session runner
+ * of one GPU host.
+ *
+ * @module
+ */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type HelloMessage, WIRE_VERSION } from "../protocol";
+import { startProxy } from "../proxy";
+import { ControlConnection, type ReconnectPolicy } from "./connection";
+import { consoleLogger, type GatewayLogger } from "./errors";
+import { SUPPORTED_HARNESSES } from "./harness";
+import { type RunnerStats, SessionRunner } from "./session-runner";
+
+/** Version this agent reports in `hello`. */
+export const AGENT_VERSION = "0.1.0";
+
+/** Options of {@link startGateway}. */
+export interface GatewayOptions {
+  /** Control plane base URL, `http(s)://…`; the socket goes to `<url>/v1/gateways/connect`. */
+  controlPlaneUrl: string;
+  /** This host's id (an `Identifier`). */
+  nodeId: string;
+  /** Gateway bearer token (`POLAR_GATEWAY_TOKEN`). Never passed to harnesses. */
+  token: string;
+  /** Queue to pull from; default `default`. */
+  queue?: string;
+  /** Inference engine kind. */
+  engine: "sglang-openai";
+  /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
+  engineUrl: string;
+  /** Model name the engine serves (forced on every call; the default `OPENAI_MODEL` of harnesses). */
+  model: string;
+  /** Sessions initialising at once; default 2. */
+  maxInit?: number;
+  /** Harnesses running at once; default 2. */
+  maxRun?: number;
+  /** Sessions in post-run (build, evaluate, tear down) at once; default 2. */
+  maxPostrun?: number;
+  /** Folder for session workspaces; default a fresh temporary folder. */
+  workRoot?: string;
+  /** Keep each session's folder after teardown (debugging). */
+  keepWorkspaces?: boolean;
+  /** Engine request timeout of the proxy (ms); default 900 s. */
+  requestTimeoutMs?: number;
+  /** Reconnect backoff; default 0.5 s doubling to 30 s, jittered. */
+  reconnect?: ReconnectPolicy;
+  logger?: GatewayLogger;
+}
+
+/** Snapshot for monitoring and tests. */
+export interface GatewayStats extends RunnerStats {
+  connected: boolean;
+  connects: number;
+}
+
+/** A running gateway. */
+export interface Gateway {
+  nodeId: string;
+  /** Base URL of this gateway's recording proxy. */
+  proxyUrl: string;
+  /** Interrupts running sessions (reported as infra failures), closes the socket and the proxy. */
+  stop(): Promise<void>;
+  stats(): GatewayStats;
+}
+
+/**
+ * Starts a gateway: its proxy on `127.0.0.1:<free port>`, then the outbound connection.
+ *
+ * @example
+ * ```ts
+ * const gateway = await startGateway({
+ *   controlPlaneUrl: "http://127.0.0.1:8787",
+ *   nodeId: "gpu-0",
+ *   token: process.env.POLAR_GATEWAY_TOKEN!,
+ *   engine: "sglang-openai",
+ *   engineUrl: "http://127.0.0.1:30000",
+ *   model: "Qwen/Qwen3-8B",
+ * });
+ * process.once("SIGTERM", () => gateway.stop());
+ * ```
+ */
+export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
+  const logger = opts.logger ?? consoleLogger;
+  const capacity = {
+    max_init: opts.maxInit ?? 2,
+    max_run: opts.maxRun ?? 2,
+    max_postrun: opts.maxPostrun ?? 2,
+  };
+  for (const [name, value] of Object.entries(capacity)) {
+    if (!Number.isInteger(value) || value < 1)
+      throw new RangeError(`${name}: must be an integer >= 1, got ${value}`);
+  }
+  const workRoot = opts.workRoot ?? (await mkdtemp(path.join(tmpdir(), "polar-gateway-")));
+  const proxy = await startProxy({
+    engine: opts.engine,
+    engineUrl: opts.engineUrl,
+    modelServed: opts.model,
+    requestTimeoutMs: opts.requestTimeoutMs,
+    logger,
+  });
+  let connection: ControlConnection | null = null;
+  const runner = new SessionRunner({
+    nodeId: opts.nodeId,
+    capacity,
+    workRoot,
+    keepWorkspaces: opts.keepWorkspaces ?? false,
+    model: opts.model,
+    proxy,
+    logger,
+    send: (message) => connection?.send(message) ?? false,
+  });
+  const hello = (): HelloMessage => ({
+    v: WIRE_VERSION,
+    type: "hello",
+    node_id: opts.nodeId,
+    agent_version: AGENT_VERSION,
+    capacity,
+    capabilities: { runtimes: ["local"], harnesses: [...SUPPORTED_HARNESSES], engines: [opts.engine] },
+    credit: runner.resetCreditForHello(),
+    leases: runner.heldLeases(),
+  });
+  connection = new ControlConnection({
+    controlPlaneUrl: opts.controlPlaneUrl,
+    queue: opts.queue ?? "default",
+    token: opts.token,
+    logger,
+    reconnect: opts.reconnect,
+    hello,
+    onWelcome: () => runner.resendUnacked(),
+    onMessage: (message) => runner.handle(message),
+  });
+  connection.start();
+  let stopping: Promise<void> | null = null;
+  const conn = connection;
+  return {
+    nodeId: opts.nodeId,
+    proxyUrl: proxy.url,
+    stop: () => {
+      stopping ??= (async () => {
+        await runner.shutdown();
+        await conn.close();
+        await proxy.close();
+      })();
+      return stopping;
+    },
+    stats: () => ({ ...runner.stats(), connected: conn.connected, connects: conn.connects }),
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * A real `ws` WebSocketServer standing in for the control plane in the gateway's tests: it checks
+ * the gateway token and path, answers `hello` with `welcome` and `ping` with `pong`, records every
+ * message, and lets a test assign, ack, cancel or drop the socket. Test-only.
+ *
+ * @module
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocket, WebSocketServer } from "ws";
+import { type ControlMessage, GatewayMessage, WIRE_VERSION } from "../../protocol";
+
+/** A message the fake received, with the index of the connection it came on. */
+export interface Received {
+  connection: number;
+  message: GatewayMessage;
+}
+
+/** Options of {@link startFakeControlPlane}. */
+export interface FakeControlPlaneOptions {
+  token: string;
+  /** Acknowledge results as `accepted` as soon as they arrive (default true). */
+  autoAck?: boolean;
+}
+
+/** A running fake control plane. */
+export interface FakeControlPlane {
+  url: string;
+  received: Received[];
+  /** Raw frames that did not parse as a `GatewayMessage` (must stay empty). */
+  invalid: string[];
+  /** Upgrade requests, with their URL and authorization header. */
+  upgrades: Array<{ url: string; authorization: string | undefined }>;
+  autoAck: boolean;
+  /** Every message in both directions, in order (`in` = from the gateway). */
+  events: Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>;
+  /** Sends a message (or raw text) to the newest connection. */
+  send(message: ControlMessage | string): void;
+  /** Kills the newest connection without a close handshake. */
+  drop(): void;
+  /** Resolves with the first received message matching `pred` (checks earlier messages too). */
+  waitFor<T extends GatewayMessage>(
+    pred: (m: GatewayMessage, r: Received) => m is T,
+    timeoutMs?: number,
+  ): Promise<T>;
+  waitFor(pred: (m: GatewayMessage, r: Received) => boolean, timeoutMs?: number): Promise<GatewayMessage>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the fake on `127.0.0.1:0`.
+ *
+ * @example
+ * ```ts
+ * const cp = await startFakeControlPlane({ token: "t" });
+ * const hello = await cp.waitFor((m) => m.type === "hello");
+ * ```
+ */
+export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Promise<FakeControlPlane> {
+  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  const wss = new WebSocketServer({ noServer: true });
+  const sockets: WebSocket[] = [];
+  const listeners = new Set<() => void>();
+  const state = {
+    received: [] as Received[],
+    invalid: [] as string[],
+    upgrades: [] as Array<{ url: string; authorization: string | undefined }>,
+    autoAck: opts.autoAck ?? true,
+    events: [] as Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>,
+  };
+  const sendTo = (ws: WebSocket, message: ControlMessage) => {
+    state.events.push({ dir: "out", message });
+    ws.send(JSON.stringify(message));
+  };
+
+  server.on("upgrade", (req, socket, head) => {
+    state.upgrades.push({ url: req.url ?? "", authorization: req.headers.authorization });
+    const path = new URL(req.url ?? "/", "http://cp").pathname;
+    if (path !== "/v1/gateways/connect" || req.headers.authorization !== `Bearer ${opts.token}`) {
+      socket.end("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const index = sockets.push(ws) - 1;
+      ws.on("message", (data) => {
+        const text = data.toString();
+        if (text === "ping") {
+          ws.send("pong");
+          return;
+        }
+        let parsed: ReturnType<typeof GatewayMessage.safeParse>;
+        try {
+          parsed = GatewayMessage.safeParse(JSON.parse(text));
+        } catch {
+          state.invalid.push(text);
+          return;
+        }
+        if (!parsed.success) {
+          state.invalid.push(text);
+          return;
+        }
+        const message = parsed.data;
+        state.received.push({ connection: index, message });
+        state.events.push({ dir: "in", message });
+        if (message.type === "hello") {
+          sendTo(ws, {
+            v: WIRE_VERSION,
+            type: "welcome",
+            queue: new URL(req.url ?? "/", "http://cp").searchParams.get("queue") ?? "default",
+            node_id: message.node_id,
+            kept_leases: message.leases.map((l) => l.lease_id),
+            ping_interval_seconds: 15,
+          });
+        }
+        if (message.type === "result" && state.autoAck) {
+          sendTo(ws, {
+            v: WIRE_VERSION,
+            type: "ack",
+            lease_id: message.lease_id,
+            session_id: message.result.session_id,
+            status: "accepted",
+          });
+        }
+        for (const l of [...listeners]) l();
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  const newest = () => {
+    const ws = sockets.at(-1);
+    if (!ws || ws.readyState !== WebSocket.OPEN) throw new Error("no open gateway connection");
+    return ws;
+  };
+
+  function waitFor(
+    pred: (m: GatewayMessage, r: Received) => boolean,
+    timeoutMs = 20_000,
+  ): Promise<GatewayMessage> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const hit = state.received.find((r) => pred(r.message, r));
+        if (!hit) return false;
+        listeners.delete(check);
+        clearTimeout(timer);
+        resolve(hit.message);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        listeners.delete(check);
+        reject(new Error(`fake control plane: no matching message within ${timeoutMs} ms`));
+      }, timeoutMs);
+      listeners.add(check);
+      check();
+    });
+  }
+
+  return Object.assign(state, {
+    url,
+    send: (message: ControlMessage | string) => {
+      if (typeof message === "string") newest().send(message);
+      else sendTo(newest(), message);
+    },
+    drop: () => newest().terminate(),
+    waitFor: waitFor as FakeControlPlane["waitFor"],
+    close: async () => {
+      for (const ws of sockets) ws.terminate();
+      wss.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}

@@ -1,0 +1,76 @@
+/**
+ * The `per_request` builder: one trace per recorded completion (upstream's default builder).
+ *
+ * @module
+ */
+import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../../protocol";
+
+/** What a builder knows about the session besides its records. */
+export interface BuildContext {
+  session_id: string;
+  task_id: string;
+  /** The builder's `config` from the task's `StrategySpec`. */
+  config: JsonObject;
+}
+
+/** A trajectory builder: records in, trajectory out. Pure. */
+export type TrajectoryBuilder = (records: readonly CompletionRecord[], ctx: BuildContext) => Trajectory;
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const objects = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
+
+/**
+ * One trace from one completion: the served prompt, the sampled ids (all trainable), aligned
+ * logprobs or null, and the messages and tools the engine saw.
+ *
+ * @example
+ * ```ts
+ * const trace = traceFromRecord(proxy.completions("s-1")[0]);
+ * ```
+ */
+export function traceFromRecord(record: CompletionRecord): Trace {
+  const choices = Array.isArray(record.response.choices) ? record.response.choices : [];
+  const first = choices[0];
+  const message = isObject(first) && isObject(first.message) ? first.message : null;
+  const tools = objects(record.request.tools);
+  return {
+    prompt_ids: [...record.prompt_ids],
+    response_ids: [...record.response_ids],
+    loss_mask: record.response_ids.map(() => 1 as const),
+    response_logprobs: record.response_logprobs ? [...record.response_logprobs] : null,
+    prompt_messages: objects(record.request.messages),
+    response_messages: message ? [message] : [],
+    tools: tools.length > 0 ? tools : null,
+    finish_reason: record.finish_reason,
+    reward: null,
+    metadata: {
+      completion_id: record.completion_id,
+      weight_version: record.weight_version,
+      cached_tokens: record.cached_tokens,
+      replica: record.replica,
+      latency_ms: record.latency_ms,
+    },
+  };
+}
+
+/**
+ * `per_request`: one trace per completion, in completion order. An empty session is an ERROR
+ * trajectory with error "no completions" (upstream behaviour): nothing to train on.
+ *
+ * @example
+ * ```ts
+ * const trajectory = buildPerRequest(records, { session_id: "s-1", task_id: "t-1", config: {} });
+ * ```
+ */
+export const buildPerRequest: TrajectoryBuilder = (records, ctx) => {
+  const traces = records.map(traceFromRecord);
+  const metadata = {
+    builder: "per_request",
+    session_id: ctx.session_id,
+    task_id: ctx.task_id,
+    record_count: records.length,
+    trace_count: traces.length,
+  };
+  if (records.length === 0) return { status: "ERROR", traces: [], metadata, error: "no completions" };
+  return { status: "COMPLETED", traces, metadata, error: null };
+};
