@@ -35,14 +35,16 @@ export function fieldIssues(error: z.ZodError): FieldIssue[] {
   const out: FieldIssue[] = [];
   for (const issue of error.issues) {
     if (issue.code === "unrecognized_keys") {
-      for (const key of issue.keys) out.push({ field: formatPath([...issue.path, key]), message: "unknown key" });
+      for (const key of issue.keys)
+        out.push({ field: formatPath([...issue.path, key]), message: "unknown key" });
       continue;
     }
     if (issue.code === "invalid_union" && "errors" in issue && Array.isArray(issue.errors)) {
       // Report the first branch's issues: they name the real field instead of "invalid input".
       const first = issue.errors[0] as z.core.$ZodIssue[] | undefined;
       if (first && first.length > 0) {
-        for (const sub of first) out.push({ field: formatPath([...issue.path, ...sub.path]), message: sub.message });
+        for (const sub of first)
+          out.push({ field: formatPath([...issue.path, ...sub.path]), message: sub.message });
         continue;
       }
     }

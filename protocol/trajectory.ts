@@ -35,7 +35,11 @@ export const Trace = z
       ctx.addIssue({ code: "custom", path: ["loss_mask"], message: "length must equal response_ids length" });
     }
     if (t.response_logprobs && t.response_logprobs.length !== t.response_ids.length) {
-      ctx.addIssue({ code: "custom", path: ["response_logprobs"], message: "length must equal response_ids length" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["response_logprobs"],
+        message: "length must equal response_ids length",
+      });
     }
   });
 export type Trace = z.infer<typeof Trace>;

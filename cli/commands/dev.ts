@@ -1,0 +1,39 @@
+/**
+ * `polar dev`: the control plane on this machine, through `wrangler dev`.
+ *
+ * @module
+ */
+import { resolve } from "node:path";
+import { DEV_TOKENS, tokensFromEnv } from "../dev-tokens";
+import { startControlPlaneDev } from "../wrangler-dev";
+
+export interface DevOptions {
+  port: number;
+  persistTo: string;
+}
+
+/** Runs until SIGINT/SIGTERM. */
+export async function runDev(opts: DevOptions): Promise<void> {
+  const tokens = tokensFromEnv(process.env);
+  const cp = await startControlPlaneDev({
+    port: opts.port,
+    persistTo: resolve(opts.persistTo),
+    tokens,
+    inheritOutput: true,
+  });
+  const usingDefaults = tokens.trainer === DEV_TOKENS.trainer || tokens.gateway === DEV_TOKENS.gateway;
+  console.log(`\nPolar-TS control plane (local) at ${cp.url}, state in ${opts.persistTo}`);
+  if (usingDefaults) {
+    console.log("Using the documented dev tokens (set POLAR_*_TOKEN to override):");
+    console.log(`  export POLAR_URL=${cp.url}`);
+    console.log(`  export POLAR_TRAINER_TOKEN=${tokens.trainer}`);
+    console.log(`  export POLAR_GATEWAY_TOKEN=${tokens.gateway}`);
+  }
+  const stop = async () => {
+    await cp.stop();
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  await cp.exited;
+}

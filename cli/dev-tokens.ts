@@ -1,0 +1,38 @@
+/**
+ * Tokens for local development. These fixed values are used only by `polar dev` (and the demo) when
+ * the environment does not set its own; a deployed Worker has no defaults and refuses every request
+ * until real secrets are set with `wrangler secret put`.
+ *
+ * @module
+ */
+
+/** Bearer tokens of the three roles. */
+export interface RoleTokens {
+  trainer: string;
+  gateway: string;
+  admin: string;
+}
+
+/** The documented local-development tokens. Never valid anywhere but a local `polar dev`. */
+export const DEV_TOKENS: RoleTokens = {
+  trainer: "polar-dev-trainer-token",
+  gateway: "polar-dev-gateway-token",
+  admin: "polar-dev-admin-token",
+};
+
+/**
+ * Tokens from `POLAR_TRAINER_TOKEN`, `POLAR_GATEWAY_TOKEN`, `POLAR_ADMIN_TOKEN`, falling back to the
+ * dev defaults for each one that is unset.
+ *
+ * @example
+ * ```ts
+ * const tokens = tokensFromEnv(process.env);
+ * ```
+ */
+export function tokensFromEnv(env: NodeJS.ProcessEnv): RoleTokens {
+  return {
+    trainer: env.POLAR_TRAINER_TOKEN || DEV_TOKENS.trainer,
+    gateway: env.POLAR_GATEWAY_TOKEN || DEV_TOKENS.gateway,
+    admin: env.POLAR_ADMIN_TOKEN || DEV_TOKENS.admin,
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * The whole system on one machine: control plane (`wrangler dev`), the simulated engine and N
+ * gateway agents, each as its own process. Used by `npm run demo` and the end-to-end tests.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ControlPlaneClient } from "./client";
+import type { RoleTokens } from "./dev-tokens";
+import { freePort } from "./ports";
+import { type PolarProcess, spawnPolar, waitForProcessHttp } from "./processes";
+import { type ControlPlaneDev, startControlPlaneDev } from "./wrangler-dev";
+
+export interface LocalStackOptions {
+  gateways?: number;
+  model?: string;
+  /** Extra `serve_gateway` flags for every gateway. */
+  gatewayArgs?: string[];
+  /** Keep the temporary folder (state, workspaces) after stop. */
+  keepState?: boolean;
+}
+
+export interface LocalStack {
+  root: string;
+  tokens: RoleTokens;
+  controlPlane: ControlPlaneDev;
+  engineUrl: string;
+  engine: PolarProcess;
+  gateways: PolarProcess[];
+  client: ControlPlaneClient;
+  model: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts everything on loopback with fresh random tokens and a temporary state folder.
+ *
+ * @example
+ * ```ts
+ * const stack = await startLocalStack({ gateways: 1 });
+ * const { batch_id } = await stack.client.submit(batch);
+ * await stack.stop();
+ * ```
+ */
+export async function startLocalStack(opts: LocalStackOptions = {}): Promise<LocalStack> {
+  const root = mkdtempSync(join(tmpdir(), "polar-stack-"));
+  const tokens: RoleTokens = {
+    trainer: `trainer-${randomBytes(16).toString("hex")}`,
+    gateway: `gateway-${randomBytes(16).toString("hex")}`,
+    admin: `admin-${randomBytes(16).toString("hex")}`,
+  };
+  const model = opts.model ?? "Qwen/Qwen3-0.6B";
+  const started: Array<{ stop(): Promise<void> }> = [];
+  const stopAll = async () => {
+    await Promise.allSettled(started.reverse().map((p) => p.stop()));
+    if (!opts.keepState) rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    const enginePort = await freePort();
+    const engine = spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
+    started.push(engine);
+    const [controlPlane] = await Promise.all([
+      startControlPlaneDev({ persistTo: join(root, "state"), tokens }),
+      waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`),
+    ]);
+    started.push(controlPlane);
+    const engineUrl = `http://127.0.0.1:${enginePort}`;
+    const gateways: PolarProcess[] = [];
+    for (let i = 0; i < (opts.gateways ?? 1); i++) {
+      const nodeId = `node-${i}`;
+      const gw = spawnPolar(
+        `gateway ${nodeId}`,
+        [
+          "serve_gateway",
+          "--control-plane",
+          controlPlane.url,
+          "--node-id",
+          nodeId,
+          "--engine",
+          "sglang-openai",
+          "--engine-url",
+          engineUrl,
+          "--model",
+          model,
+          "--work-root",
+          join(root, "work", nodeId),
+          ...(opts.gatewayArgs ?? []),
+        ],
+        { POLAR_GATEWAY_TOKEN: tokens.gateway },
+      );
+      started.push(gw);
+      gateways.push(gw);
+    }
+    return {
+      root,
+      tokens,
+      controlPlane,
+      engineUrl,
+      engine,
+      gateways,
+      client: new ControlPlaneClient(controlPlane.url, tokens.trainer),
+      model,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

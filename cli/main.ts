@@ -1,0 +1,98 @@
+/**
+ * The `polar` command line. Each subcommand lives in `cli/commands/` and is loaded only when used,
+ * so `polar submit` does not pay for loading the tokenizer or wrangler.
+ *
+ * @module
+ */
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { UsageError } from "./usage-error";
+
+/** Parses a positive integer flag, naming the flag in the error. */
+function positiveInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
+    return n;
+  };
+}
+
+/** Parses a TCP port flag (0 = any free port). */
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError("must be a port number 0-65535");
+  return n;
+}
+
+const program = new Command()
+  .name("polar")
+  .description("Polar-TS: rollouts for agentic RL — harnesses as environments, token-exact trajectories.")
+  .showHelpAfterError();
+
+program
+  .command("dev")
+  .description(
+    "Run the control plane locally (wrangler dev) with documented dev tokens unless POLAR_*_TOKEN are set",
+  )
+  .option("--port <n>", "port to listen on", port, 8787)
+  .option("--persist-to <dir>", "folder for Durable Object state", ".polar/state")
+  .action(async (opts) => (await import("./commands/dev")).runDev(opts));
+
+program
+  .command("serve_gateway")
+  .alias("serve-gateway")
+  .description("Run a gateway agent: dial out to the control plane, run sessions, proxy model calls")
+  .requiredOption("--control-plane <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL)
+  .requiredOption("--node-id <id>", "this node's id", process.env.POLAR_GATEWAY_NODE_ID)
+  .option("--queue <name>", "queue to pull sessions from", "default")
+  .option("--engine <name>", "inference engine API: sglang-openai", "sglang-openai")
+  .requiredOption("--engine-url <url>", "inference server base URL")
+  .requiredOption("--model <name>", "model name served by the engine")
+  .option("--max-init <n>", "INIT workers", positiveInt("--max-init"), 2)
+  .option("--max-run <n>", "RUN workers", positiveInt("--max-run"), 2)
+  .option("--max-postrun <n>", "POST_RUN workers", positiveInt("--max-postrun"), 2)
+  .option("--work-root <dir>", "folder for session workspaces (default: a temporary folder)")
+  .option("--keep-workspaces", "keep session folders after they finish", false)
+  .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
+
+program
+  .command("sim-engine")
+  .description(
+    "Run the SIMULATED SGLang engine (no GPU, scripted policy, real Qwen3 tokenizer) for tests and demos",
+  )
+  .option("--port <n>", "port to listen on (0 = any)", port, 30000)
+  .option("--host <host>", "address to bind", "127.0.0.1")
+  .option("--model <name>", "model name it claims to serve", "Qwen/Qwen3-0.6B")
+  .option("--seed <n>", "policy seed", (v) => Number.parseInt(v, 10), 0)
+  .action(async (opts) => (await import("./commands/sim-engine")).runSimEngine(opts));
+
+program
+  .command("submit")
+  .description("Submit a task file (JSON or YAML: one task, a list of tasks, or a batch {tasks: [...]})")
+  .argument("<file>", "task file")
+  .option("--url <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL ?? "http://127.0.0.1:8787")
+  .option("--batch-id <id>", "batch id (idempotent resubmission)")
+  .option("--queue <name>", "queue")
+  .option("--wait", "wait for every session and print the results", false)
+  .option("--json", "print JSON instead of a table", false)
+  .action(async (file, opts) => (await import("./commands/submit")).runSubmit(file, opts));
+
+program
+  .command("status")
+  .description("Show a batch's status")
+  .argument("<batch_id>", "batch id")
+  .option("--url <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL ?? "http://127.0.0.1:8787")
+  .option("--json", "print JSON", false)
+  .action(async (batchId, opts) => (await import("./commands/status")).runStatus(batchId, opts));
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  if (err instanceof UsageError) {
+    console.error(`polar: ${err.message}`);
+    process.exit(2);
+  }
+  console.error(`polar: ${(err as Error).message}`);
+  process.exit(1);
+}

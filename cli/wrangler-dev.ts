@@ -1,0 +1,129 @@
+/**
+ * Runs the control plane locally: `wrangler dev` on the repository's `wrangler.toml`, as a child
+ * process, with the role tokens injected as variables and state persisted to a folder.
+ *
+ * The same Worker and Durable Object code runs here as in a deployment; only the runtime host
+ * differs (workerd started by wrangler instead of Cloudflare's edge).
+ *
+ * @module
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { execa, type ResultPromise } from "execa";
+import type { RoleTokens } from "./dev-tokens";
+import { freePort, waitForHttp } from "./ports";
+
+/** Repository root (the folder holding `wrangler.toml`). */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+export interface ControlPlaneDevOptions {
+  /** Port to listen on; a free one when omitted. */
+  port?: number;
+  /** Folder for Durable Object state (`--persist-to`); survives restarts. */
+  persistTo: string;
+  tokens: RoleTokens;
+  /** Forward wrangler's output to this process's stdout/stderr (for `polar dev`). */
+  inheritOutput?: boolean;
+  /** How long to wait for `/health` (wrangler bundles the Worker first). */
+  readyTimeoutMs?: number;
+}
+
+export interface ControlPlaneDev {
+  url: string;
+  port: number;
+  /** Resolves when wrangler exits. */
+  exited: Promise<unknown>;
+  /** Collected output when not inherited (for error messages). */
+  output(): string;
+  /** SIGTERM, then SIGKILL after a grace period. */
+  stop(): Promise<void>;
+  /** SIGKILL at once (crash simulation). */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts `wrangler dev` and waits until `GET /health` answers.
+ *
+ * @example
+ * ```ts
+ * const cp = await startControlPlaneDev({ persistTo: ".polar/state", tokens: DEV_TOKENS });
+ * console.log(cp.url); // http://127.0.0.1:PORT
+ * await cp.stop();
+ * ```
+ */
+export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promise<ControlPlaneDev> {
+  const port = opts.port ?? (await freePort());
+  mkdirSync(opts.persistTo, { recursive: true });
+  const args = [
+    "dev",
+    "--config",
+    join(REPO_ROOT, "wrangler.toml"),
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--persist-to",
+    opts.persistTo,
+    "--inspector-port",
+    "0",
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    opts.inheritOutput ? "info" : "warn",
+    "--var",
+    `POLAR_TRAINER_TOKEN:${opts.tokens.trainer}`,
+    "--var",
+    `POLAR_GATEWAY_TOKEN:${opts.tokens.gateway}`,
+    "--var",
+    `POLAR_ADMIN_TOKEN:${opts.tokens.admin}`,
+  ];
+  let captured = "";
+  const child: ResultPromise = execa(join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
+    cwd: REPO_ROOT,
+    stdio: opts.inheritOutput ? "inherit" : "pipe",
+    reject: false,
+    // wrangler would otherwise try to reach the network for metrics and update checks.
+    env: { WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CI: "true", NO_COLOR: "1" },
+    forceKillAfterDelay: 5_000,
+  });
+  if (!opts.inheritOutput) {
+    const collect = (chunk: Buffer) => {
+      captured = (captured + chunk.toString()).slice(-20_000);
+    };
+    child.stdout?.on("data", collect);
+    child.stderr?.on("data", collect);
+  }
+  let alive = true;
+  const exited = child.then(
+    (r) => {
+      alive = false;
+      return r;
+    },
+    (e) => {
+      alive = false;
+      return e;
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/health`, opts.readyTimeoutMs ?? 60_000, () => alive);
+  } catch (err) {
+    child.kill("SIGKILL");
+    await exited;
+    throw new Error(`wrangler dev did not start: ${(err as Error).message}\n${captured}`);
+  }
+  return {
+    url,
+    port,
+    exited,
+    output: () => captured,
+    async stop() {
+      if (alive) child.kill("SIGTERM");
+      await exited;
+    },
+    async kill() {
+      if (alive) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { describe, expect, it } from "vitest";
+import { describeIssues, fieldIssues } from "./errors";
+import { AgentSpec, BatchRequest, TaskSpec } from "./task";
+
+const shell = { harness: "shell", custom_shell: { command: "echo {{INSTRUCTION}}" } } as const;
+
+function issues(result: { success: boolean; error?: unknown }): string {
+  if (result.success) return "";
+  return describeIssues(fieldIssues(result.error as Parameters<typeof fieldIssues>[0]));
+}
+
+describe("TaskSpec", () => {
+  it("applies upstream defaults", () => {
+    const task = TaskSpec.parse({ task_id: "a", instruction: "hi", agent: shell });
+    expect(task).toMatchObject({
+      num_samples: 1,
+      timeout_seconds: 600,
+      builder: { strategy: "per_request", config: {} },
+      metadata: {},
+      dispatch_priority: 0,
+      max_attempts: 3,
+    });
+  });
+
+  it("accepts every upstream TaskRequest key plus max_attempts and queue", () => {
+    const task = TaskSpec.parse({
+      task_id: "a",
+      instruction: "hi",
+      num_samples: 4,
+      timeout_seconds: 1200,
+      runtime: { backend: "docker", image: "img:1", prepare: [{ type: "exec", command: "git init" }] },
+      agent: shell,
+      builder: { strategy: "prefix_merging" },
+      evaluator: { strategy: "test_on_output", config: { test_command: "pytest" }, refresh_runtime: true },
+      callback_url: "https://trainer.example/cb",
+      metadata: { group_id: 3 },
+      dispatch_priority: 50,
+      early_stop_min_usable_sessions: 2,
+      max_attempts: 2,
+      queue: "gpu-a",
+    });
+    expect(task.runtime?.prepare[0]).toEqual({ type: "exec", command: "git init", env: {}, max_attempts: 1 });
+  });
+
+  it("names unknown keys at any depth", () => {
+    const r = TaskSpec.safeParse({
+      task_id: "a",
+      instruction: "hi",
+      agent: { ...shell, modle: "x" },
+      extra: 1,
+    });
+    expect(issues(r)).toContain("agent.modle: unknown key");
+    expect(issues(r)).toContain("extra: unknown key");
+  });
+
+  it("checks cross-field rules", () => {
+    expect(
+      issues(TaskSpec.safeParse({ task_id: "a", instruction: "x", agent: { harness: "shell" } })),
+    ).toContain("agent.custom_shell: required when harness is 'shell'");
+    expect(
+      issues(
+        TaskSpec.safeParse({
+          task_id: "a",
+          instruction: "x",
+          num_samples: 2,
+          early_stop_min_usable_sessions: 3,
+          agent: shell,
+        }),
+      ),
+    ).toContain("early_stop_min_usable_sessions: must be <= num_samples (2)");
+    expect(issues(AgentSpec.safeParse({ harness: "pi", import_path: "m:C" }))).toContain(
+      "harness: exactly one of",
+    );
+  });
+
+  it("rejects ids that cannot be used in URLs", () => {
+    expect(issues(TaskSpec.safeParse({ task_id: "a/b", instruction: "x", agent: shell }))).toContain(
+      "task_id:",
+    );
+  });
+});
+
+describe("BatchRequest", () => {
+  const task = { task_id: "a", instruction: "x", agent: shell };
+
+  it("refuses duplicate task ids and empty batches", () => {
+    expect(issues(BatchRequest.safeParse({ tasks: [task, task] }))).toContain(
+      "tasks[1].task_id: duplicate task_id 'a'",
+    );
+    expect(issues(BatchRequest.safeParse({ tasks: [] }))).toContain("tasks:");
+  });
+
+  it("caps the total number of sessions", () => {
+    const tasks = Array.from({ length: 11 }, (_, i) => ({ ...task, task_id: `t${i}`, num_samples: 1000 }));
+    expect(issues(BatchRequest.safeParse({ tasks }))).toContain(
+      "batch has 11000 sessions; the limit is 10000",
+    );
+  });
+});
