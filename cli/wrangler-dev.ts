@@ -10,7 +10,8 @@
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { execa, type ResultPromise } from "execa";
+import { execa } from "execa";
+import { type SupervisedProcess, supervise } from "./child-process";
 import type { RoleTokens } from "./dev-tokens";
 import { freePort, waitForHttp } from "./ports";
 
@@ -29,17 +30,10 @@ export interface ControlPlaneDevOptions {
   readyTimeoutMs?: number;
 }
 
-export interface ControlPlaneDev {
+/** The running `wrangler dev`: its URL plus process control (`kill()` takes workerd down too). */
+export interface ControlPlaneDev extends SupervisedProcess {
   url: string;
   port: number;
-  /** Resolves when wrangler exits. */
-  exited: Promise<unknown>;
-  /** Collected output when not inherited (for error messages). */
-  output(): string;
-  /** SIGTERM, then SIGKILL after a grace period. */
-  stop(): Promise<void>;
-  /** SIGKILL at once (crash simulation). */
-  kill(): Promise<void>;
 }
 
 /**
@@ -77,53 +71,22 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     "--var",
     `POLAR_ADMIN_TOKEN:${opts.tokens.admin}`,
   ];
-  let captured = "";
-  const child: ResultPromise = execa(join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
+  const child = execa(join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
     cwd: REPO_ROOT,
     stdio: opts.inheritOutput ? "inherit" : "pipe",
     reject: false,
+    // Own process group: killing it also kills workerd, which wrangler starts as its child.
+    detached: true,
     // wrangler would otherwise try to reach the network for metrics and update checks.
     env: { WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CI: "true", NO_COLOR: "1" },
-    forceKillAfterDelay: 5_000,
   });
-  if (!opts.inheritOutput) {
-    const collect = (chunk: Buffer) => {
-      captured = (captured + chunk.toString()).slice(-20_000);
-    };
-    child.stdout?.on("data", collect);
-    child.stderr?.on("data", collect);
-  }
-  let alive = true;
-  const exited = child.then(
-    (r) => {
-      alive = false;
-      return r;
-    },
-    (e) => {
-      alive = false;
-      return e;
-    },
-  );
+  const proc = supervise("wrangler dev", child, { processGroup: true, outputLimit: 20_000 });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitForHttp(`${url}/health`, opts.readyTimeoutMs ?? 60_000, () => alive);
+    await waitForHttp(`${url}/health`, opts.readyTimeoutMs ?? 60_000, proc.alive);
   } catch (err) {
-    child.kill("SIGKILL");
-    await exited;
-    throw new Error(`wrangler dev did not start: ${(err as Error).message}\n${captured}`);
+    await proc.kill();
+    throw new Error(`wrangler dev did not start: ${(err as Error).message}\n${proc.output()}`);
   }
-  return {
-    url,
-    port,
-    exited,
-    output: () => captured,
-    async stop() {
-      if (alive) child.kill("SIGTERM");
-      await exited;
-    },
-    async kill() {
-      if (alive) child.kill("SIGKILL");
-      await exited;
-    },
-  };
+  return { ...proc, url, port };
 }

@@ -22,6 +22,13 @@ console.log(
   "Polar-TS demo: control plane (wrangler dev) + simulated SGLang engine + 1 gateway, all on loopback.",
 );
 const stack = await startLocalStack({ gateways: 1 });
+// wrangler runs in its own process group, so Ctrl-C would not reach it: stop everything ourselves.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping…`);
+    void stack.stop().finally(() => process.exit(130));
+  });
+}
 let ok = false;
 try {
   console.log(
