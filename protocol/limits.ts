@@ -29,4 +29,8 @@ export const LIMITS = {
   maxBatchIdChars: 96,
   /** Largest single task spec once encoded as JSON (bytes): it is stored in one SQLite row (2 MB cap). */
   maxTaskSpecBytes: 1_500_000,
+  /** Trajectories larger than this (bytes of JSON) are uploaded as an artifact instead of sent inline. */
+  inlineTrajectoryBytes: 256 * 1024,
+  /** Largest artifact upload (bytes); the Worker's request body cap on the smallest plans is 100 MB. */
+  maxArtifactBytes: 95 * 1024 * 1024,
 } as const;

@@ -88,19 +88,67 @@ export const ProgressMessage = z.strictObject({
 });
 export type ProgressMessage = z.infer<typeof ProgressMessage>;
 
-export const ResultMessage = z.strictObject({
-  v,
-  type: z.literal("result"),
-  lease_id: z.string().min(1),
-  result: SessionResult,
+/**
+ * Where an uploaded artifact (trajectory or completion records) was stored. The gateway uploads with
+ * `PUT /v1/sessions/:session_id/artifacts/:kind?lease_id=L` and gets this back.
+ */
+export const ArtifactRef = z.strictObject({
+  key: z.string().min(1),
+  bytes: z.number().int().min(0),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
 });
+export type ArtifactRef = z.infer<typeof ArtifactRef>;
+
+/** Kinds of artifact a gateway uploads for a session. */
+export const ArtifactKind = z.enum(["trajectory", "completions"]);
+export type ArtifactKind = z.infer<typeof ArtifactKind>;
+
+/**
+ * The terminal result of a session. Small trajectories travel inline in `result.trajectory`; a
+ * trajectory larger than `LIMITS.inlineTrajectoryBytes` is uploaded first and referenced by
+ * `trajectory_ref`, and then `result.trajectory.traces` is empty (the control plane serves the
+ * uploaded one). `completions_ref` points at the session's completion records when uploaded.
+ */
+export const ResultMessage = z
+  .strictObject({
+    v,
+    type: z.literal("result"),
+    lease_id: z.string().min(1),
+    result: SessionResult,
+    trajectory_ref: ArtifactRef.optional(),
+    completions_ref: ArtifactRef.optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.trajectory_ref && m.result.trajectory.traces.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["result", "trajectory", "traces"],
+        message: "must be empty when trajectory_ref is given",
+      });
+    }
+  });
 export type ResultMessage = z.infer<typeof ResultMessage>;
+
+/** The gateway's answer to an `admin` message (e.g. "paused, 0 calls in flight"). */
+export const AdminAckMessage = z.strictObject({
+  v,
+  type: z.literal("admin_ack"),
+  request_id: z.string().min(1),
+  ok: z.boolean(),
+  /** Inference gate state after the action. */
+  paused: z.boolean(),
+  inflight: z.number().int().min(0),
+  policy_version: z.string().nullable(),
+  error: z.string().optional(),
+});
+export type AdminAckMessage = z.infer<typeof AdminAckMessage>;
 
 export const GatewayMessage = z.discriminatedUnion("type", [
   HelloMessage,
   CreditMessage,
   ProgressMessage,
   ResultMessage,
+  AdminAckMessage,
 ]);
 export type GatewayMessage = z.infer<typeof GatewayMessage>;
 
@@ -165,9 +213,16 @@ export const CancelMessage = z.strictObject({
 });
 export type CancelMessage = z.infer<typeof CancelMessage>;
 
+/**
+ * An operator action for a gateway: `pause` (new model calls wait, in-flight ones drain within
+ * `timeout_seconds`), `resume`, `policy_version` (stamp this version on every later completion),
+ * `drain` (take no new sessions, finish the held ones). The gateway answers with `admin_ack`
+ * carrying the same `request_id`.
+ */
 export const AdminMessage = z.strictObject({
   v,
   type: z.literal("admin"),
+  request_id: z.string().min(1),
   action: z.enum(["pause", "resume", "policy_version", "drain"]),
   policy_version: z.string().optional(),
   timeout_seconds: z.number().positive().optional(),

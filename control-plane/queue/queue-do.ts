@@ -220,7 +220,8 @@ export class QueueDO extends DurableObject<Env> {
     }
     if (message.type === "credit") await this.onCredit(nodeId, message);
     else if (message.type === "progress") await this.onProgress(ws, nodeId, message);
-    else await this.onResult(ws, message);
+    else if (message.type === "result") await this.onResult(ws, message);
+    else console.log(`QueueDO: admin_ack from ${nodeId} for ${message.request_id} (ok=${message.ok})`);
   }
 
   private async onHello(ws: WebSocket, hello: HelloMessage): Promise<void> {
