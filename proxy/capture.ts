@@ -4,11 +4,20 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
+import { appendFile, mkdir } from "node:fs/promises";
+import path from "node:path";
 import type { CompletionRecord, JsonObject } from "../protocol";
 import { ProxyHttpError, SessionStateError } from "./errors";
 
 /** Most completion records kept for one session; a call past it is refused with 429. */
 export const MAX_RECORDS_PER_SESSION = 10_000;
+/**
+ * Most bytes of records (as JSON) kept in memory for one session; a call past it is refused with
+ * 429. Records repeat the whole history, so a long session grows quadratically: this is the bound.
+ */
+export const MAX_SESSION_CAPTURE_BYTES = 512 * 1024 * 1024;
+/** File, inside a session folder, that receives one JSON record per line. */
+export const COMPLETIONS_FILE = "completions.jsonl";
 
 interface SessionEntry {
   sessionId: string;
@@ -17,6 +26,18 @@ interface SessionEntry {
   records: CompletionRecord[];
   /** Calls admitted but not finished: they count against the cap so concurrency cannot overshoot it. */
   inflight: number;
+  /** Bytes of the records kept (JSON length). */
+  bytes: number;
+  /** Folder the records are appended to, or null. */
+  dir: string | null;
+  /** Pending writes, in order. */
+  writes: Promise<void>;
+}
+
+/** Where a session's records go besides memory. */
+export interface SessionOptions {
+  /** Session folder: records are appended to `<dir>/completions.jsonl` as they complete. */
+  dir?: string;
 }
 
 /** A session as seen by a request handler. */
@@ -66,12 +87,27 @@ export class CaptureStore {
   private readonly bySession = new Map<string, SessionEntry>();
   private readonly byKey = new Map<string, SessionEntry>();
 
-  constructor(private readonly maxRecordsPerSession = MAX_RECORDS_PER_SESSION) {}
+  constructor(
+    private readonly maxRecordsPerSession = MAX_RECORDS_PER_SESSION,
+    private readonly maxSessionBytes = MAX_SESSION_CAPTURE_BYTES,
+    private readonly onWriteError: (sessionId: string, error: Error) => void = () => {},
+  ) {}
 
   /** Opens a session and returns its key; opening an id that is already open is a bug of the caller. */
-  open(sessionId: string, meta: JsonObject = {}): { key: string } {
+  open(sessionId: string, meta: JsonObject = {}, opts: SessionOptions = {}): { key: string } {
     if (this.bySession.has(sessionId)) throw new SessionStateError(sessionId, "is already open");
-    const entry: SessionEntry = { sessionId, key: newSessionKey(), meta, records: [], inflight: 0 };
+    const dir = opts.dir ?? null;
+    const entry: SessionEntry = {
+      sessionId,
+      key: newSessionKey(),
+      meta,
+      records: [],
+      inflight: 0,
+      bytes: 0,
+      dir,
+      writes: dir ? mkdir(dir, { recursive: true }).then(() => undefined) : Promise.resolve(),
+    };
+    entry.writes = entry.writes.catch((err: Error) => this.onWriteError(sessionId, err));
     this.bySession.set(sessionId, entry);
     this.byKey.set(entry.key, entry);
     return { key: entry.key };
@@ -88,6 +124,14 @@ export class CaptureStore {
     const entry = this.bySession.get(sessionId);
     if (!entry)
       throw new ProxyHttpError(401, "invalid_request_error", "invalid_api_key", "session is closed");
+    if (entry.bytes >= this.maxSessionBytes) {
+      throw new ProxyHttpError(
+        429,
+        "rate_limit_error",
+        "session_capture_limit",
+        `session '${sessionId}' reached the limit of ${this.maxSessionBytes} bytes of recorded completions`,
+      );
+    }
     if (entry.records.length + entry.inflight >= this.maxRecordsPerSession) {
       throw new ProxyHttpError(
         429,
@@ -105,6 +149,19 @@ export class CaptureStore {
     if (!entry) return;
     entry.inflight = Math.max(0, entry.inflight - 1);
     entry.records.push(record);
+    const line = `${JSON.stringify(record)}\n`;
+    entry.bytes += line.length;
+    if (entry.dir) {
+      const file = path.join(entry.dir, COMPLETIONS_FILE);
+      entry.writes = entry.writes
+        .then(() => appendFile(file, line))
+        .catch((err: Error) => this.onWriteError(sessionId, err));
+    }
+  }
+
+  /** Resolves once every record of the session so far is on disk (at once without a folder). */
+  async flush(sessionId: string): Promise<void> {
+    await this.bySession.get(sessionId)?.writes;
   }
 
   /** Gives back the slot of an admitted call that failed. */
@@ -118,12 +175,23 @@ export class CaptureStore {
     return [...(this.bySession.get(sessionId)?.records ?? [])];
   }
 
-  /** Forgets the session, its key and its records. */
-  close(sessionId: string): void {
+  /** True while the session is open. */
+  hasSession(sessionId: string): boolean {
+    return this.bySession.has(sessionId);
+  }
+
+  /** The session id a key belongs to, or null. */
+  sessionOfKey(key: string): string | null {
+    return this.byKey.get(key)?.sessionId ?? null;
+  }
+
+  /** Forgets the session, its key and its records; resolves once its pending writes are done. */
+  close(sessionId: string): Promise<void> {
     const entry = this.bySession.get(sessionId);
-    if (!entry) return;
+    if (!entry) return Promise.resolve();
     this.bySession.delete(sessionId);
     this.byKey.delete(entry.key);
+    return entry.writes;
   }
 
   /** Number of open sessions. */

@@ -165,9 +165,88 @@ export interface HttpErrorResponse {
   body: string;
 }
 
+/** An error classified for a harness: status, OpenAI-style type/code, message and offending field. */
+export interface ClassifiedError {
+  status: number;
+  type: string;
+  code: string;
+  message: string;
+  param: string | null;
+  /** The engine's own answer, for families that pass it through unchanged (OpenAI Chat). */
+  passthrough: HttpErrorResponse | null;
+}
+
 /**
- * Maps any error thrown while serving a request to the response the harness gets. This is the
- * only place that decides statuses, so the error table lives here and nowhere else.
+ * Engine messages that mean "the prompt does not fit" (SGLang: "…longer than the model's context
+ * length…", vLLM: "This model's maximum context length is…"); LiteLLM-based agents only compact
+ * their history when they see OpenAI's `context_length_exceeded`.
+ */
+const CONTEXT_LENGTH = /context length|maximum context|context window|prompt is too long|too many tokens/i;
+
+function engineMessage(body: string): string {
+  try {
+    const json = JSON.parse(body) as { message?: unknown; error?: { message?: unknown } | string };
+    if (typeof json.message === "string") return json.message;
+    if (typeof json.error === "string") return json.error;
+    if (json.error && typeof json.error.message === "string") return json.error.message;
+  } catch {
+    // Not JSON: the text itself is the message.
+  }
+  return body.slice(0, 2000);
+}
+
+/**
+ * Classifies any error thrown while serving a request. This is the only place that decides
+ * statuses, so the error table lives here and nowhere else; the families only render it.
+ *
+ * @example
+ * ```ts
+ * const e = classifyError(new EngineTimeoutError("http://127.0.0.1:30000", 1000)); // e.status === 504
+ * ```
+ */
+export function classifyError(err: unknown): ClassifiedError {
+  const make = (
+    status: number,
+    type: string,
+    code: string,
+    message: string,
+    param: string | null = null,
+  ) => ({
+    status,
+    type,
+    code,
+    message,
+    param,
+    passthrough: null,
+  });
+  if (err instanceof ProxyHttpError) return make(err.status, err.type, err.code, err.message, err.param);
+  if (err instanceof EngineStatusError) {
+    const message = engineMessage(err.body);
+    if (err.status >= 400 && err.status < 500 && CONTEXT_LENGTH.test(message)) {
+      return make(
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
+        `This model's maximum context length was exceeded: ${message}`,
+        "messages",
+      );
+    }
+    return {
+      ...make(err.status, err.status >= 500 ? "api_error" : "invalid_request_error", "engine_error", message),
+      // Pass the engine's own answer through: its message is the most useful thing the harness can see.
+      passthrough: { status: err.status, contentType: err.contentType ?? "application/json", body: err.body },
+    };
+  }
+  if (err instanceof EngineContractError)
+    return make(502, "api_error", "engine_contract_violation", err.message, err.field);
+  if (err instanceof EngineUnreachableError) return make(502, "api_error", "engine_unreachable", err.message);
+  if (err instanceof EngineTimeoutError) return make(504, "timeout_error", "engine_timeout", err.message);
+  const message = err instanceof Error ? err.message : String(err);
+  return make(500, "api_error", "internal_error", `internal proxy error: ${message}`);
+}
+
+/**
+ * Maps an error to an OpenAI-shaped response (engine answers passed through unchanged).
  *
  * @example
  * ```ts
@@ -176,23 +255,11 @@ export interface HttpErrorResponse {
  * ```
  */
 export function toHttpErrorResponse(err: unknown): HttpErrorResponse {
-  const json = (status: number, body: OpenAiErrorBody): HttpErrorResponse => ({
-    status,
+  const e = classifyError(err);
+  if (e.passthrough) return e.passthrough;
+  return {
+    status: e.status,
     contentType: "application/json",
-    body: JSON.stringify(body),
-  });
-  if (err instanceof ProxyHttpError)
-    return json(err.status, openAiError(err.message, err.type, err.code, err.param));
-  if (err instanceof EngineStatusError) {
-    // Pass the engine's own answer through: its message is the most useful thing the harness can see.
-    return { status: err.status, contentType: err.contentType ?? "application/json", body: err.body };
-  }
-  if (err instanceof EngineContractError)
-    return json(502, openAiError(err.message, "api_error", "engine_contract_violation", err.field));
-  if (err instanceof EngineUnreachableError)
-    return json(502, openAiError(err.message, "api_error", "engine_unreachable"));
-  if (err instanceof EngineTimeoutError)
-    return json(504, openAiError(err.message, "api_error", "engine_timeout"));
-  const message = err instanceof Error ? err.message : String(err);
-  return json(500, openAiError(`internal proxy error: ${message}`, "api_error", "internal_error"));
+    body: JSON.stringify(openAiError(e.message, e.type, e.code, e.param)),
+  };
 }

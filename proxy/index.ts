@@ -1,25 +1,45 @@
 /**
- * The recording proxy: OpenAI-compatible server between harnesses and the inference engine,
- * capture of token-exact completion records, and the trajectory builders that read them.
+ * The recording proxy: a server speaking OpenAI Chat, OpenAI Responses, Anthropic Messages and
+ * Google Gemini between harnesses and the inference engine replicas, capture of token-exact
+ * completion records, weight-update fencing, and the trajectory builders that read the records.
  *
  * @module
  */
 export * from "./builders";
-export { CaptureStore, MAX_RECORDS_PER_SESSION, newCompletionId, newSessionKey } from "./capture";
-export { type EngineAdapter, type EngineName, engineAdapter, type NormalizedCompletion } from "./engines";
+export {
+  CaptureStore,
+  COMPLETIONS_FILE,
+  MAX_RECORDS_PER_SESSION,
+  MAX_SESSION_CAPTURE_BYTES,
+  newCompletionId,
+  newSessionKey,
+  type SessionOptions,
+} from "./capture";
+export {
+  ENGINE_NAMES,
+  type EngineAdapter,
+  type EngineName,
+  engineAdapter,
+  type NormalizedCompletion,
+  VllmStreamAccumulator,
+} from "./engines";
 export {
   buildSglangChatRequest,
   normalizeSglangChatResponse,
   ROUTING_KEY_HEADER,
   validateChatRequest,
 } from "./engines/sglang-openai";
+export { buildVllmChatRequest, normalizeVllmChatResponse } from "./engines/vllm";
 export * from "./errors";
-export { completionToSseEvents, toClientCompletion } from "./openai-chat";
+export { type ApiType, detectFamily, requestKey } from "./families";
+export { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
+export { DEFAULT_HEALTH_INTERVAL_MS, ReplicaSet, type ReplicaStatus } from "./replicas";
 export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   MAX_REQUEST_BODY_BYTES,
   type ProxyLogger,
   type ProxyOptions,
+  type ProxyStatus,
   type RecordingProxy,
   type RecordingProxy as Proxy,
   startProxy,

@@ -1,26 +1,37 @@
 /**
- * The recording proxy: an OpenAI-compatible HTTP server between one host's harnesses and the
- * inference engine. The harness's API key is its session key; every successful call becomes a
- * {@link CompletionRecord} with the exact prompt ids, sampled ids and logprobs the engine saw.
+ * The recording proxy: an HTTP server between one host's harnesses and its inference engine
+ * replicas. It speaks OpenAI Chat, OpenAI Responses, Anthropic Messages and Google Gemini; the
+ * harness's API key is its session key; every successful call becomes a {@link CompletionRecord}
+ * with the exact prompt ids, sampled ids and logprobs the engine saw.
  *
  * @module
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { performance } from "node:perf_hooks";
 import type { CompletionRecord, JsonObject } from "../protocol";
-import { CaptureStore, MAX_RECORDS_PER_SESSION, newCompletionId, type SessionView } from "./capture";
-import { type EngineAdapter, type EngineName, engineAdapter } from "./engines";
-import { validateChatRequest } from "./engines/sglang-openai";
+import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { handleAdmin } from "./admin";
 import {
-  EngineContractError,
-  EngineStatusError,
-  openAiError,
-  ProxyHttpError,
-  toHttpErrorResponse,
-} from "./errors";
-import { completionToSseEvents, toClientCompletion } from "./openai-chat";
-import { postJson } from "./upstream";
+  CaptureStore,
+  MAX_RECORDS_PER_SESSION,
+  MAX_SESSION_CAPTURE_BYTES,
+  type SessionOptions,
+} from "./capture";
+import { type EngineAdapter, type EngineName, engineAdapter } from "./engines";
+import { openAiError, ProxyHttpError } from "./errors";
+import {
+  anthropicToChat,
+  detectFamily,
+  googleModelFromPath,
+  googleToChat,
+  openAiChat,
+  requestKey,
+} from "./families";
+import type { Family } from "./families/types";
+import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
+import { type InferenceDeps, sendFamilyError, serveCall } from "./inference";
+import { isObject } from "./json";
+import { ReplicaSet, type ReplicaStatus } from "./replicas";
 
 /** Largest request body a harness may send (bytes); above it the proxy answers 413. */
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
@@ -42,27 +53,56 @@ export interface ProxyOptions {
   port?: number;
   /** Engine kind. */
   engine: EngineName;
-  /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
-  engineUrl: string;
+  /** Engine base URL, e.g. `http://127.0.0.1:30000` (one replica). */
+  engineUrl?: string;
+  /** Several engine replicas (added to `engineUrl` when both are given). */
+  engineUrls?: string[];
+  /** SGLang router to discover workers from (`GET /workers`). */
+  routerUrl?: string;
+  /** Replica health-check interval (ms); 0 disables it. */
+  healthIntervalMs?: number;
   /** Model name the engine serves; forced on every request. */
   modelServed: string;
   /** Engine request timeout (ms); default {@link DEFAULT_REQUEST_TIMEOUT_MS}. A timeout answers 504. */
   requestTimeoutMs?: number;
   /** Cap on recorded completions per session; default {@link MAX_RECORDS_PER_SESSION}. */
   maxRecordsPerSession?: number;
+  /** Cap on recorded bytes per session; default {@link MAX_SESSION_CAPTURE_BYTES}. */
+  maxSessionBytes?: number;
+  /** Persist each session's records under `<captureDir>/<session id>/completions.jsonl`. */
+  captureDir?: string;
+  /** Enables the standalone session API and `/admin/inference/*` for this bearer token. */
+  adminToken?: string;
+  /** Tokenizer folder for exact `count_tokens` answers (else an estimate of 4 characters per token). */
+  tokenizerPath?: string;
   logger?: ProxyLogger;
+}
+
+/** Everything `status()` reports. */
+export interface ProxyStatus extends FenceStatus {
+  replicas: ReplicaStatus[];
+  sessions: number;
 }
 
 /** A running proxy. */
 export interface RecordingProxy {
-  /** Base URL, e.g. `http://127.0.0.1:PORT` (harnesses use `<url>/v1`). */
+  /** Base URL, e.g. `http://127.0.0.1:PORT` (OpenAI harnesses use `<url>/v1`). */
   url: string;
-  /** Opens a session and returns its secret key (`sk-polar-<32 hex>`), used as `OPENAI_API_KEY`. */
-  openSession(sessionId: string, meta?: JsonObject): { key: string };
+  /** Opens a session and returns its secret key (`sk-polar-<32 hex>`), the harness's API key. */
+  openSession(sessionId: string, meta?: JsonObject, opts?: SessionOptions): { key: string };
   /** The session's records, in completion order. */
   completions(sessionId: string): CompletionRecord[];
-  /** Forgets the session; its key stops working. */
-  closeSession(sessionId: string): void;
+  /** Resolves once the session's records are persisted. */
+  flush(sessionId: string): Promise<void>;
+  /** Forgets the session; its key stops working. Resolves once its records are persisted. */
+  closeSession(sessionId: string): Promise<void>;
+  /** New calls wait, in-flight calls drain (up to `timeoutMs`). */
+  pause(opts: { timeoutMs: number }): Promise<PauseResult>;
+  /** Releases waiting calls. */
+  resume(): void;
+  status(): ProxyStatus;
+  /** Policy version stamped (`metadata.policy_version`) on records of calls admitted from now on. */
+  setPolicyVersion(version: string | null): void;
   /** Stops listening and closes open connections. */
   close(): Promise<void>;
 }
@@ -73,7 +113,15 @@ const consoleLogger: ProxyLogger = {
   error: (m, f) => console.error(`[proxy] ${m}`, f ?? ""),
 };
 
-function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
+/**
+ * Reads a request body up to `limit` bytes (413 above it).
+ *
+ * @example
+ * ```ts
+ * const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
+ * ```
+ */
+export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -98,89 +146,123 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
   });
 }
 
-function bearerKey(req: http.IncomingMessage): string | null {
-  const header = req.headers.authorization;
-  if (!header) return null;
-  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-  return match?.[1]?.trim() ?? null;
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+/**
+ * Sends a JSON body.
+ *
+ * @example
+ * ```ts
+ * sendJson(res, 200, { ok: true });
+ * ```
+ */
+export function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
 }
 
-class ProxyServer {
+/** The proxy's state and HTTP handler. */
+export class ProxyServer {
   readonly store: CaptureStore;
-  private readonly engine: EngineAdapter;
-  private readonly engineUrl: string;
-  private readonly timeoutMs: number;
+  readonly fence = new InferenceFence();
+  readonly replicas: ReplicaSet;
+  readonly engine: EngineAdapter;
+  private readonly deps: InferenceDeps;
+  private tokenizer: Promise<ChatTokenizer> | null = null;
 
   constructor(
-    private readonly opts: ProxyOptions,
-    private readonly log: ProxyLogger,
+    readonly opts: ProxyOptions,
+    readonly log: ProxyLogger,
   ) {
-    this.store = new CaptureStore(opts.maxRecordsPerSession ?? MAX_RECORDS_PER_SESSION);
+    this.store = new CaptureStore(
+      opts.maxRecordsPerSession ?? MAX_RECORDS_PER_SESSION,
+      opts.maxSessionBytes ?? MAX_SESSION_CAPTURE_BYTES,
+      (sessionId, error) =>
+        log.error("could not persist a completion record", { sessionId, error: error.message }),
+    );
     this.engine = engineAdapter(opts.engine);
-    this.engineUrl = opts.engineUrl.replace(/\/+$/, "");
-    this.timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    const urls = [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])];
+    this.replicas = new ReplicaSet(urls, {
+      ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
+      ...(opts.healthIntervalMs !== undefined ? { healthIntervalMs: opts.healthIntervalMs } : {}),
+      onChange: (m, f) => log.warn(m, f),
+    });
+    this.deps = {
+      engine: this.engine,
+      store: this.store,
+      fence: this.fence,
+      replicas: this.replicas,
+      modelServed: opts.modelServed,
+      timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    };
+  }
+
+  status(): ProxyStatus {
+    return { ...this.fence.status(), replicas: this.replicas.status(), sessions: this.store.size };
   }
 
   /** Entry point of every request; nothing thrown here can take the server down. */
   handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
-    this.route(req, res).catch((err: unknown) => {
+    let family: Family = openAiChat;
+    this.route(req, res, (f) => {
+      family = f;
+    }).catch((err: unknown) => {
       // The harness hung up mid-call: there is nobody left to answer.
       if (err instanceof Error && err.name === "AbortError") {
         res.destroy();
         return;
       }
-      if (!(err instanceof ProxyHttpError || err instanceof EngineStatusError)) {
-        this.log.warn("request failed", {
-          url: req.url,
-          error: err instanceof Error ? err.message : String(err),
-        });
+      const e = err instanceof ProxyHttpError ? null : err;
+      if (e && !(e instanceof Error && e.name === "EngineStatusError")) {
+        this.log.warn("request failed", { url: req.url, error: e instanceof Error ? e.message : String(e) });
       }
-      if (res.headersSent) {
+      try {
+        sendFamilyError(res, family, err);
+      } catch {
         res.destroy();
-        return;
       }
-      const out = toHttpErrorResponse(err);
-      res.writeHead(out.status, { "content-type": out.contentType }).end(out.body);
     });
   };
 
-  private async route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? "/", "http://proxy").pathname.replace(/\/+$/, "");
-    if (path === "/v1/chat/completions") {
-      if (req.method !== "POST") {
-        throw new ProxyHttpError(
-          405,
-          "invalid_request_error",
-          "method_not_allowed",
-          `${req.method} ${path}: use POST`,
-        );
-      }
-      return this.chat(req, res);
+  private async route(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    setFamily: (f: Family) => void,
+  ): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://proxy");
+    const path = url.pathname.replace(/\/+$/, "");
+    if (req.method === "GET" && path === "/health") {
+      sendJson(res, 200, { status: "ok", sessions: this.store.size, paused: this.fence.status().paused });
+      return;
     }
-    if (path === "/v1/models" && req.method === "GET") {
+    if (req.method === "GET" && path === "/v1/models") {
       sendJson(res, 200, {
         object: "list",
         data: [{ id: this.opts.modelServed, object: "model", created: 0, owned_by: "polar" }],
       });
       return;
     }
-    if (path === "/health" && req.method === "GET") {
-      sendJson(res, 200, { status: "ok", sessions: this.store.size });
+    if (this.opts.adminToken && (path.startsWith("/sessions") || path.startsWith("/admin/"))) {
+      await handleAdmin(this, req, res, path, url.searchParams);
       return;
     }
-    sendJson(
-      res,
-      404,
-      openAiError(`no route for ${req.method} ${path || "/"}`, "invalid_request_error", "not_found"),
-    );
-  }
-
-  private async chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const key = bearerKey(req);
+    if (req.method !== "POST") {
+      sendJson(
+        res,
+        404,
+        openAiError(`no route for ${req.method} ${path || "/"}`, "invalid_request_error", "not_found"),
+      );
+      return;
+    }
+    // Family by path and headers first, so even a body that is not JSON gets a native error.
+    setFamily(detectFamily(path, req.headers, null));
+    const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new ProxyHttpError(400, "invalid_request_error", "invalid_json", "(body): not valid JSON");
+    }
+    const family = detectFamily(path, req.headers, body);
+    setFamily(family);
+    const key = requestKey(req.headers, url.searchParams);
     const session = key ? this.store.resolveKey(key) : null;
     if (!session) {
       // Refused, not captured: an unknown key means a misconfigured harness, not a new session.
@@ -190,113 +272,44 @@ class ProxyServer {
         "invalid_api_key",
         key
           ? "Incorrect API key provided: not a session key of this proxy"
-          : "Missing API key: send Authorization: Bearer <session key>",
+          : "Missing API key: send the session key as Authorization: Bearer, x-api-key, x-goog-api-key or ?key=",
       );
     }
-    const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new ProxyHttpError(400, "invalid_request_error", "invalid_json", "(body): not valid JSON");
-    }
-    validateChatRequest(body);
-    this.store.reserve(session.sessionId);
-    let committed = false;
-    try {
-      const outcome = await this.serve(session, body, res);
-      this.store.commit(session.sessionId, outcome.record);
-      committed = true;
-      this.reply(res, body, outcome.client);
-    } finally {
-      if (!committed) this.store.release(session.sessionId);
-    }
-  }
-
-  /** Calls the engine and builds the record; throws the typed error of whatever went wrong. */
-  private async serve(
-    session: SessionView,
-    original: JsonObject,
-    res: http.ServerResponse,
-  ): Promise<{ record: CompletionRecord; client: JsonObject }> {
-    const served = this.engine.buildChatRequest(original, {
-      modelServed: this.opts.modelServed,
-      sessionId: session.sessionId,
-    });
-    // The harness gave up: stop the engine call and record nothing, the agent never saw the answer.
-    const clientGone = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) clientGone.abort();
-    };
-    res.on("close", onClose);
-    const started = performance.now();
-    const upstream = await postJson(`${this.engineUrl}${this.engine.chatPath}`, served.body, served.headers, {
-      timeoutMs: this.timeoutMs,
-      signal: clientGone.signal,
-    }).finally(() => res.off("close", onClose));
-    const latency_ms = performance.now() - started;
-    if (upstream.status < 200 || upstream.status >= 300) {
-      throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
-    }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(upstream.body);
-    } catch {
-      throw new EngineContractError("(body)", "is not valid JSON");
-    }
-    const n = this.engine.normalizeChatResponse(raw);
-    const engineJson = raw as JsonObject;
-    const requested = typeof original.model === "string" ? original.model : null;
-    const record: CompletionRecord = {
-      completion_id: newCompletionId(),
-      session_id: session.sessionId,
-      timestamp: new Date().toISOString(),
-      api_type: "openai_chat",
-      engine: this.engine.name,
-      model_requested: requested,
-      model_used: this.opts.modelServed,
-      original_request: original,
-      request: served.body,
-      response: this.engine.recordableResponse(engineJson),
-      prompt_ids: n.prompt_ids,
-      response_ids: n.response_ids,
-      response_logprobs: n.response_logprobs,
-      finish_reason: n.finish_reason,
-      weight_version: n.weight_version,
-      cached_tokens: n.cached_tokens,
-      latency_ms,
-      replica: this.engineUrl,
-      metadata: { engine_response_id: engineJson.id ?? null, session_meta: session.meta },
-    };
-    const client = toClientCompletion(engineJson, {
-      requestedModel: requested ?? this.opts.modelServed,
-      wantLogprobs: original.logprobs === true,
-    });
-    return { record, client };
-  }
-
-  private reply(res: http.ServerResponse, original: JsonObject, client: JsonObject): void {
-    if (original.stream !== true) {
-      sendJson(res, 200, client);
+    if (path.endsWith("/messages/count_tokens")) {
+      sendJson(res, 200, { input_tokens: await this.countTokens(anthropicToChat(body)) });
       return;
     }
-    const streamOptions = original.stream_options;
-    const includeUsage =
-      typeof streamOptions === "object" &&
-      streamOptions !== null &&
-      (streamOptions as JsonObject).include_usage === true;
-    res.writeHead(200, {
-      "content-type": "text/event-stream",
-      "cache-control": "no-cache",
-      connection: "keep-alive",
-    });
-    for (const data of completionToSseEvents(client, {
-      includeUsage,
-      wantLogprobs: original.logprobs === true,
-    })) {
-      res.write(`data: ${data}\n\n`);
+    if (path.includes(":countTokens")) {
+      const inner =
+        isObject(body) && isObject(body.generateContentRequest) ? body.generateContentRequest : body;
+      sendJson(res, 200, {
+        totalTokens: await this.countTokens(googleToChat(inner, googleModelFromPath(path))),
+      });
+      return;
     }
-    res.end();
+    if (!isObject(body))
+      throw new ProxyHttpError(
+        400,
+        "invalid_request_error",
+        "invalid_request",
+        "(body): must be a JSON object",
+      );
+    const parsed = family.parse(body, { path, query: url.searchParams, headers: req.headers });
+    await serveCall(this.deps, { family, session, original: body, parsed, path, res });
+  }
+
+  /** Prompt tokens of a chat request: exact with a tokenizer, else about 4 characters per token. */
+  private async countTokens(chat: JsonObject): Promise<number> {
+    if (!this.opts.tokenizerPath) return Math.ceil(JSON.stringify(chat.messages ?? []).length / 4);
+    if (!this.tokenizer) {
+      const { loadChatTokenizer } = await import("../tokenizer/chat-tokenizer");
+      this.tokenizer = loadChatTokenizer(this.opts.tokenizerPath);
+    }
+    const tok = await this.tokenizer;
+    const tools = Array.isArray(chat.tools) ? chat.tools : undefined;
+    return tok.encode(
+      tok.render(chat.messages as JsonObject[], { ...(tools ? { tools } : {}), addGenerationPrompt: true }),
+    ).length;
   }
 }
 
@@ -307,14 +320,16 @@ class ProxyServer {
  * ```ts
  * const proxy = await startProxy({ engine: "sglang-openai", engineUrl: "http://127.0.0.1:30000", modelServed: "Qwen/Qwen3-8B" });
  * const { key } = proxy.openSession("sess-1", { task_id: "t1" });
- * // harness: OPENAI_BASE_URL=`${proxy.url}/v1` OPENAI_API_KEY=key
+ * // harness: OPENAI_BASE_URL=`${proxy.url}/v1` OPENAI_API_KEY=key (or ANTHROPIC_BASE_URL=proxy.url, …)
  * const records = proxy.completions("sess-1");
- * proxy.closeSession("sess-1");
+ * await proxy.closeSession("sess-1");
  * await proxy.close();
  * ```
  */
 export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
-  const server = new ProxyServer(opts, opts.logger ?? consoleLogger);
+  const log = opts.logger ?? consoleLogger;
+  const server = new ProxyServer(opts, log);
+  await server.replicas.start();
   const httpServer = http.createServer(server.handle);
   // Generations can take minutes; the engine timeout is the one that counts, not Node's defaults.
   httpServer.requestTimeout = 0;
@@ -329,13 +344,28 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
   });
   const { port } = httpServer.address() as AddressInfo;
   const urlHost = host.includes(":") ? `[${host}]` : host;
+  const sessionDir = (id: string) =>
+    opts.captureDir ? `${opts.captureDir.replace(/\/+$/, "")}/${id}` : undefined;
   return {
     url: `http://${urlHost}:${port}`,
-    openSession: (sessionId, meta) => server.store.open(sessionId, meta ?? {}),
+    openSession: (sessionId, meta, sessionOpts) => {
+      const dir = sessionOpts?.dir ?? sessionDir(sessionId);
+      return server.store.open(sessionId, meta ?? {}, dir ? { dir } : {});
+    },
     completions: (sessionId) => server.store.records(sessionId),
-    closeSession: (sessionId) => server.store.close(sessionId),
+    flush: (sessionId) => server.store.flush(sessionId),
+    closeSession: (sessionId) => {
+      server.replicas.forget(sessionId);
+      return server.store.close(sessionId);
+    },
+    pause: (o) => server.fence.pause(o),
+    resume: () => server.fence.resume(),
+    status: () => server.status(),
+    setPolicyVersion: (v) => server.fence.setPolicyVersion(v),
     close: () =>
       new Promise<void>((resolve) => {
+        server.replicas.stop();
+        server.fence.resume();
         httpServer.close(() => resolve());
         httpServer.closeAllConnections();
       }),

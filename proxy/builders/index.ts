@@ -1,20 +1,32 @@
 /**
- * Registry of trajectory builders: strategy name → builder.
+ * Registry of trajectory builders: strategy name → builder. Built-ins are `per_request` and
+ * `prefix_merging`; custom builders are registered in code ({@link registerBuilder}) or loaded by
+ * module path (`path/to/module.js:exportName`, upstream's `module:Class` convention) with
+ * {@link loadBuilder}.
  *
  * @module
  */
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import type { JsonObject } from "../../protocol";
 import { UnknownBuilderError } from "../errors";
-import { buildPerRequest, type TrajectoryBuilder } from "./per-request";
+import { type BuildContext, buildPerRequest, type TrajectoryBuilder } from "./per-request";
+import { buildPrefixMerging } from "./prefix-merging";
 
 export { type BuildContext, buildPerRequest, type TrajectoryBuilder, traceFromRecord } from "./per-request";
+export { buildPrefixMerging, detectEndOfTurn, groupChains } from "./prefix-merging";
 
-const BUILDERS: ReadonlyMap<string, TrajectoryBuilder> = new Map([["per_request", buildPerRequest]]);
+const BUILDERS = new Map<string, TrajectoryBuilder>([
+  ["per_request", buildPerRequest],
+  ["prefix_merging", buildPrefixMerging],
+]);
 
-/** Names of the registered builders. */
+/** Names of the built-in builders. */
 export const BUILDER_NAMES: readonly string[] = [...BUILDERS.keys()];
 
 /**
- * The builder of a strategy; throws {@link UnknownBuilderError} for an unknown name.
+ * The builder of a strategy (built-in, registered or loaded before); throws
+ * {@link UnknownBuilderError} for an unknown name.
  *
  * @example
  * ```ts
@@ -24,6 +36,63 @@ export const BUILDER_NAMES: readonly string[] = [...BUILDERS.keys()];
  */
 export function getBuilder(strategy: string): TrajectoryBuilder {
   const builder = BUILDERS.get(strategy);
-  if (!builder) throw new UnknownBuilderError(strategy, BUILDER_NAMES);
+  if (!builder) throw new UnknownBuilderError(strategy, [...BUILDERS.keys()]);
+  return builder;
+}
+
+/**
+ * Registers a custom builder under a name.
+ *
+ * @example
+ * ```ts
+ * registerBuilder("last_only", (records, ctx) => buildPerRequest(records.slice(-1), ctx));
+ * ```
+ */
+export function registerBuilder(name: string, builder: TrajectoryBuilder): void {
+  BUILDERS.set(name, builder);
+}
+
+/** A class-style builder, as upstream's: constructed with the config, then `build(records, ctx)`. */
+type BuilderClass = new (config: JsonObject) => { build: TrajectoryBuilder };
+
+/**
+ * The builder of a strategy, loading `module:export` specs on first use (relative module paths are
+ * resolved from the working directory). The export is a builder function, an object with a
+ * `build` method, or a class constructed with the task's config that has one.
+ *
+ * @example
+ * ```ts
+ * const build = await loadBuilder("./my-builders.ts:lastTurnOnly");
+ * ```
+ */
+export async function loadBuilder(strategy: string): Promise<TrajectoryBuilder> {
+  const known = BUILDERS.get(strategy);
+  if (known) return known;
+  const at = strategy.lastIndexOf(":");
+  if (at <= 0) throw new UnknownBuilderError(strategy, [...BUILDERS.keys()]);
+  const modulePath = strategy.slice(0, at);
+  const exportName = strategy.slice(at + 1) || "default";
+  const specifier =
+    modulePath.startsWith(".") || path.isAbsolute(modulePath)
+      ? pathToFileURL(path.resolve(modulePath)).href
+      : modulePath;
+  const mod = (await import(specifier)) as Record<string, unknown>;
+  const exported = mod[exportName];
+  let builder: TrajectoryBuilder;
+  if (
+    typeof exported === "function" &&
+    typeof (exported as { prototype?: { build?: unknown } }).prototype?.build === "function"
+  ) {
+    const Cls = exported as BuilderClass;
+    builder = (records, ctx: BuildContext) => new Cls(ctx.config).build(records, ctx);
+  } else if (typeof exported === "function") {
+    builder = exported as TrajectoryBuilder;
+  } else if (exported && typeof (exported as { build?: unknown }).build === "function") {
+    const obj = exported as { build: TrajectoryBuilder };
+    builder = (records, ctx) => obj.build(records, ctx);
+  } else {
+    throw new UnknownBuilderError(strategy, [...BUILDERS.keys()]);
+  }
+  BUILDERS.set(strategy, builder);
   return builder;
 }

@@ -1,0 +1,140 @@
+/**
+ * Pieces shared by the families: system/developer merging, the deltas of a complete answer, and
+ * the SSE frame format.
+ *
+ * @module
+ */
+import type { JsonObject } from "../../protocol";
+import { isObject, objects, textOf } from "../json";
+import type { DeltaEvent } from "./types";
+
+/**
+ * Merges the leading `system`/`developer` messages into one leading `system` message and turns any
+ * later `developer` message into `system` (chat templates know no `developer` role).
+ *
+ * @example
+ * ```ts
+ * mergeSystem([{ role: "developer", content: "a" }, { role: "system", content: "b" }, { role: "user", content: "q" }]);
+ * // [{ role: "system", content: "a\n\nb" }, { role: "user", content: "q" }]
+ * ```
+ */
+export function mergeSystem(messages: JsonObject[]): JsonObject[] {
+  const isSys = (m: JsonObject) => m.role === "system" || m.role === "developer";
+  let i = 0;
+  const lead: string[] = [];
+  while (i < messages.length && isSys(messages[i]!)) lead.push(textOf(messages[i++]!.content));
+  const rest = messages.slice(i).map((m) => (m.role === "developer" ? { ...m, role: "system" } : m));
+  if (lead.length === 0) return rest;
+  if (lead.length === 1 && messages[0]!.role === "system") return [messages[0]!, ...rest];
+  return [{ role: "system", content: lead.join("\n\n") }, ...rest];
+}
+
+/**
+ * The assistant message of an internal completion (or an empty one).
+ *
+ * @example
+ * ```ts
+ * const m = messageOf(completion); m.content; m.tool_calls;
+ * ```
+ */
+export function messageOf(completion: JsonObject): JsonObject {
+  const choice = objects(completion.choices)[0];
+  return choice && isObject(choice.message) ? choice.message : {};
+}
+
+/**
+ * The first choice of an internal completion (or an empty object).
+ *
+ * @example
+ * ```ts
+ * choiceOf(completion).finish_reason; // "stop"
+ * ```
+ */
+export function choiceOf(completion: JsonObject): JsonObject {
+  return objects(completion.choices)[0] ?? {};
+}
+
+/** A tool call of an internal completion, flattened. */
+export interface FlatToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * The tool calls of an assistant message, flattened to `{id, name, arguments}`.
+ *
+ * @example
+ * ```ts
+ * toolCallsOf(messageOf(completion)); // [{ id: "call_1", name: "bash", arguments: "{}" }]
+ * ```
+ */
+export function toolCallsOf(message: JsonObject): FlatToolCall[] {
+  return objects(message.tool_calls).map((c, i) => {
+    const fn = isObject(c.function) ? c.function : {};
+    const args = fn.arguments;
+    return {
+      id: typeof c.id === "string" ? c.id : `call_${i}`,
+      name: typeof fn.name === "string" ? fn.name : "",
+      arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}),
+    };
+  });
+}
+
+/**
+ * The deltas that replay a complete answer: reasoning, text, then each tool call.
+ *
+ * @example
+ * ```ts
+ * for (const ev of completionDeltas(completion, false)) frames += writer.delta(ev);
+ * ```
+ */
+export function completionDeltas(completion: JsonObject, wantLogprobs: boolean): DeltaEvent[] {
+  const choice = choiceOf(completion);
+  const message = messageOf(completion);
+  const out: DeltaEvent[] = [];
+  if (typeof message.reasoning_content === "string" && message.reasoning_content.length > 0) {
+    out.push({ kind: "reasoning", text: message.reasoning_content });
+  }
+  if (typeof message.content === "string" && message.content.length > 0) {
+    out.push({
+      kind: "text",
+      text: message.content,
+      ...(wantLogprobs && choice.logprobs !== undefined ? { logprobs: choice.logprobs } : {}),
+    });
+  }
+  for (const call of toolCallsOf(message)) out.push({ kind: "tool_call", ...call });
+  return out;
+}
+
+/**
+ * One SSE frame; with `event` for families that name their events (Anthropic, Responses).
+ *
+ * @example
+ * ```ts
+ * sse({ type: "ping" }, "ping"); // 'event: ping\ndata: {"type":"ping"}\n\n'
+ * ```
+ */
+export function sse(data: unknown, event?: string): string {
+  const payload = typeof data === "string" ? data : JSON.stringify(data);
+  return `${event ? `event: ${event}\n` : ""}data: ${payload}\n\n`;
+}
+
+/**
+ * Usage numbers of an internal completion.
+ *
+ * @example
+ * ```ts
+ * usageOf(completion); // { prompt: 12, completion: 5, cached: 0 }
+ * ```
+ */
+export function usageOf(completion: JsonObject): { prompt: number; completion: number; cached: number } {
+  const u = isObject(completion.usage) ? completion.usage : {};
+  const details = isObject(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+  return {
+    prompt: num(u.prompt_tokens),
+    completion: num(u.completion_tokens),
+    cached: num(details.cached_tokens),
+  };
+}

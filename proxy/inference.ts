@@ -1,0 +1,294 @@
+/**
+ * One harness call, end to end: family transform → fence → replica → engine → record → native
+ * reply (JSON, synthesised stream, or real stream when the engine streams with token ids).
+ *
+ * @module
+ */
+import type http from "node:http";
+import { performance } from "node:perf_hooks";
+import type { CompletionRecord, JsonObject } from "../protocol";
+import { type CaptureStore, newCompletionId, type SessionView } from "./capture";
+import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
+import { validateChatRequest } from "./engines/sglang-openai";
+import { classifyError, EngineContractError, EngineStatusError, EngineUnreachableError } from "./errors";
+import { completionDeltas, openAiChat } from "./families";
+import type { Family, ParsedRequest } from "./families/types";
+import type { InferenceFence } from "./fence";
+import { isObject, randomId } from "./json";
+import type { ReplicaSet } from "./replicas";
+import { postJson, postStream } from "./upstream";
+
+/** What a call needs from the proxy around it. */
+export interface InferenceDeps {
+  engine: EngineAdapter;
+  store: CaptureStore;
+  fence: InferenceFence;
+  replicas: ReplicaSet;
+  modelServed: string;
+  timeoutMs: number;
+}
+
+/** The call as the proxy handles it. */
+export interface InferenceCall {
+  family: Family;
+  session: SessionView;
+  /** The body the harness sent, as parsed JSON. */
+  original: JsonObject;
+  parsed: ParsedRequest;
+  path: string;
+  res: http.ServerResponse;
+}
+
+function headersOf(contentType: string): Record<string, string> {
+  return { "content-type": contentType, "cache-control": "no-cache", connection: "keep-alive" };
+}
+
+/**
+ * Writes an error in the family's native shape. OpenAI Chat harnesses get the engine's own error
+ * body unchanged (it is already OpenAI-shaped); the other families get it wrapped in theirs.
+ *
+ * @example
+ * ```ts
+ * sendFamilyError(res, anthropic, new ProxyHttpError(401, "invalid_request_error", "invalid_api_key", "…"));
+ * ```
+ */
+export function sendFamilyError(res: http.ServerResponse, family: Family, err: unknown): void {
+  const e = classifyError(err);
+  if (res.headersSent) {
+    res.end(
+      family
+        .stream({ chat: {}, stream: true, requestedModel: null, reply: {} }, { id: "error", created: 0 })
+        .error(e),
+    );
+    return;
+  }
+  if (e.passthrough && family === openAiChat) {
+    res
+      .writeHead(e.passthrough.status, { "content-type": e.passthrough.contentType })
+      .end(e.passthrough.body);
+    return;
+  }
+  res.writeHead(e.status, { "content-type": "application/json" }).end(JSON.stringify(family.errorBody(e)));
+}
+
+/**
+ * Serves one admitted call. The session slot is reserved and the fence entered here; both are
+ * released whatever happens. Throws typed errors only before anything was written to the harness.
+ *
+ * @example
+ * ```ts
+ * await serveCall(deps, { family, session, original, parsed, path, res });
+ * ```
+ */
+export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promise<void> {
+  validateChatRequest(call.parsed.chat);
+  const clientGone = new AbortController();
+  const onClose = () => {
+    if (!call.res.writableFinished) clientGone.abort();
+  };
+  call.res.on("close", onClose);
+  deps.store.reserve(call.session.sessionId);
+  let committed = false;
+  let admitted = false;
+  try {
+    const policyVersion = await deps.fence.enter(clientGone.signal);
+    admitted = true;
+    const record =
+      call.parsed.stream && deps.engine.streamsWithIds
+        ? await streamReal(deps, call, policyVersion, clientGone.signal)
+        : await serveWhole(deps, call, policyVersion, clientGone.signal);
+    if (record) {
+      deps.store.commit(call.session.sessionId, record);
+      committed = true;
+    }
+  } finally {
+    call.res.off("close", onClose);
+    if (admitted) deps.fence.leave();
+    if (!committed) deps.store.release(call.session.sessionId);
+  }
+}
+
+/** Tries replicas in turn; a transport failure moves on to the next one (nothing was sent yet). */
+async function withReplica<T>(
+  deps: InferenceDeps,
+  sessionId: string,
+  attempt: (url: string) => Promise<T>,
+): Promise<{ value: T; url: string }> {
+  const tried = new Set<string>();
+  for (;;) {
+    const url = deps.replicas.pick(sessionId, tried);
+    if (url === null) throw new EngineUnreachableError("(no replica)", "no engine replica is configured");
+    tried.add(url);
+    const end = deps.replicas.begin(url);
+    try {
+      const value = await attempt(url);
+      end({ ok: true });
+      return { value, url };
+    } catch (err) {
+      const transport = err instanceof EngineUnreachableError;
+      end({ ok: false, error: err instanceof Error ? err.message : String(err), transport });
+      if (!transport || tried.size >= deps.replicas.size) throw err;
+    }
+  }
+}
+
+function buildRecord(
+  deps: InferenceDeps,
+  call: InferenceCall,
+  served: JsonObject,
+  raw: JsonObject,
+  extra: { latency_ms: number; replica: string; policyVersion: string | null; streamed: boolean },
+): CompletionRecord {
+  const n = deps.engine.normalizeChatResponse(raw);
+  return {
+    completion_id: newCompletionId(),
+    session_id: call.session.sessionId,
+    timestamp: new Date().toISOString(),
+    api_type: call.family.api,
+    engine: deps.engine.name,
+    model_requested: call.parsed.requestedModel,
+    model_used: deps.modelServed,
+    original_request: call.original,
+    request: served,
+    response: deps.engine.recordableResponse(raw),
+    prompt_ids: n.prompt_ids,
+    response_ids: n.response_ids,
+    response_logprobs: n.response_logprobs,
+    finish_reason: n.finish_reason,
+    weight_version: n.weight_version,
+    cached_tokens: n.cached_tokens,
+    latency_ms: extra.latency_ms,
+    replica: extra.replica,
+    metadata: {
+      engine_response_id: raw.id ?? null,
+      session_meta: call.session.meta,
+      policy_version: extra.policyVersion,
+      path: call.path,
+      client_stream: call.parsed.stream,
+      engine_stream: extra.streamed,
+    },
+  };
+}
+
+/** Non-streaming engine call; the reply is JSON or a stream synthesised from the whole answer. */
+async function serveWhole(
+  deps: InferenceDeps,
+  call: InferenceCall,
+  policyVersion: string | null,
+  signal: AbortSignal,
+): Promise<CompletionRecord> {
+  const served = deps.engine.buildChatRequest(call.parsed.chat, {
+    modelServed: deps.modelServed,
+    sessionId: call.session.sessionId,
+  });
+  const started = performance.now();
+  const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
+    postJson(`${base}${deps.engine.chatPath}`, served.body, served.headers, {
+      timeoutMs: deps.timeoutMs,
+      signal,
+    }),
+  );
+  const latency_ms = performance.now() - started;
+  if (upstream.status < 200 || upstream.status >= 300) {
+    throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(upstream.body);
+  } catch {
+    throw new EngineContractError("(body)", "is not valid JSON");
+  }
+  if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
+  const record = buildRecord(deps, call, served.body, raw, {
+    latency_ms,
+    replica: url,
+    policyVersion,
+    streamed: false,
+  });
+  const completion = deps.engine.clientCompletion(raw);
+  const { res, family, parsed } = call;
+  if (!parsed.stream) {
+    const text = JSON.stringify(family.respond(completion, parsed));
+    res
+      .writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })
+      .end(text);
+    return record;
+  }
+  const writer = family.stream(parsed, {
+    id: String(completion.id ?? randomId("")),
+    created: typeof completion.created === "number" ? completion.created : Math.floor(Date.now() / 1000),
+  });
+  let out = writer.start();
+  for (const ev of completionDeltas(completion, parsed.reply.wantLogprobs === true)) out += writer.delta(ev);
+  out += writer.finish(completion);
+  res.writeHead(200, headersOf(writer.contentType)).end(out);
+  return record;
+}
+
+/**
+ * Streams the engine's answer through as it is generated (engines that stream token ids), and
+ * records the accumulated answer. Once the first byte went out, failures end the stream with the
+ * family's error event and nothing is recorded.
+ */
+async function streamReal(
+  deps: InferenceDeps,
+  call: InferenceCall,
+  policyVersion: string | null,
+  signal: AbortSignal,
+): Promise<CompletionRecord | null> {
+  const served = deps.engine.buildChatRequest(call.parsed.chat, {
+    modelServed: deps.modelServed,
+    sessionId: call.session.sessionId,
+    stream: true,
+  });
+  const started = performance.now();
+  const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
+    postStream(`${base}${deps.engine.chatPath}`, served.body, served.headers, {
+      timeoutMs: deps.timeoutMs,
+      signal,
+    }),
+  );
+  if (!upstream.ok) throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
+  const { res, family, parsed } = call;
+  const writer = family.stream(parsed, { id: randomId(""), created: Math.floor(Date.now() / 1000) });
+  res.writeHead(200, headersOf(writer.contentType));
+  res.write(writer.start());
+  const acc = new VllmStreamAccumulator();
+  try {
+    for await (const data of upstream.events) {
+      if (data === "[DONE]") break;
+      let chunk: unknown;
+      try {
+        chunk = JSON.parse(data);
+      } catch {
+        throw new EngineContractError("(stream chunk)", "is not valid JSON");
+      }
+      if (!isObject(chunk)) throw new EngineContractError("(stream chunk)", "is not a JSON object");
+      if (chunk.error !== undefined) {
+        throw new EngineStatusError(500, JSON.stringify({ error: chunk.error }), "application/json");
+      }
+      let out = "";
+      for (const ev of acc.push(chunk)) out += writer.delta(ev);
+      if (out) res.write(out);
+    }
+    const raw = acc.result();
+    const record = buildRecord(deps, call, served.body, raw, {
+      latency_ms: performance.now() - started,
+      replica: url,
+      policyVersion,
+      streamed: true,
+    });
+    let out = "";
+    for (const c of acc.toolCalls()) out += writer.delta({ kind: "tool_call", ...c });
+    res.end(out + writer.finish(deps.engine.clientCompletion(raw)));
+    return record;
+  } catch (err) {
+    upstream.cancel();
+    if (err instanceof Error && err.name === "AbortError") {
+      res.destroy();
+      return null;
+    }
+    if (!res.writableEnded) res.end(writer.error(classifyError(err)));
+    return null;
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Small JSON helpers shared by the family transforms and engine adapters.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import type { JsonObject } from "../protocol";
+import { ProxyHttpError } from "./errors";
+
+/**
+ * True for a plain JSON object (not an array, not null).
+ *
+ * @example
+ * ```ts
+ * isObject({}); // true
+ * isObject([]); // false
+ * ```
+ */
+export const isObject = (v: unknown): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The objects of a list (anything else in it is skipped); `[]` for a non-list.
+ *
+ * @example
+ * ```ts
+ * objects([{ a: 1 }, 2]); // [{ a: 1 }]
+ * ```
+ */
+export const objects = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
+
+/**
+ * A 400 in the family's error mapping that names the offending field.
+ *
+ * @example
+ * ```ts
+ * throw badField("messages[0].role", "required string");
+ * ```
+ */
+export function badField(param: string, message: string): ProxyHttpError {
+  return new ProxyHttpError(400, "invalid_request_error", "invalid_request", `${param}: ${message}`, param);
+}
+
+/**
+ * A short random id with a prefix, e.g. `msg_3f9c…` (24 hex chars).
+ *
+ * @example
+ * ```ts
+ * randomId("resp_"); // "resp_0a1b2c…"
+ * ```
+ */
+export function randomId(prefix: string): string {
+  return `${prefix}${randomBytes(12).toString("hex")}`;
+}
+
+/**
+ * Parses tool-call arguments into an object. Engines return them as a JSON string; a string that is
+ * not a JSON object is kept under `_raw` so nothing the model produced is lost.
+ *
+ * @example
+ * ```ts
+ * parseArguments('{"a":1}'); // { a: 1 }
+ * ```
+ */
+export function parseArguments(args: unknown): JsonObject {
+  if (isObject(args)) return args;
+  if (typeof args !== "string" || args.trim() === "") return {};
+  try {
+    const parsed = JSON.parse(args) as unknown;
+    return isObject(parsed) ? parsed : { _raw: args };
+  } catch {
+    return { _raw: args };
+  }
+}
+
+/**
+ * Reasoning text carried in an opaque, client-held field (Anthropic `signature`, Responses
+ * `encrypted_content`, Google `thoughtSignature`): the client sends it back unchanged on the next
+ * turn, so the reasoning survives even when the client drops the visible text.
+ *
+ * @example
+ * ```ts
+ * decodeReasoning(encodeReasoning("let me think")); // "let me think"
+ * ```
+ */
+export function encodeReasoning(text: string): string {
+  return `polar1.${Buffer.from(text, "utf8").toString("base64url")}`;
+}
+
+/**
+ * Inverse of {@link encodeReasoning}; null for a token this proxy did not mint.
+ *
+ * @example
+ * ```ts
+ * decodeReasoning("opaque-from-elsewhere"); // null
+ * ```
+ */
+export function decodeReasoning(token: unknown): string | null {
+  if (typeof token !== "string" || !token.startsWith("polar1.")) return null;
+  return Buffer.from(token.slice("polar1.".length), "base64url").toString("utf8");
+}
+
+/**
+ * Joins the text of OpenAI-style content parts (string content is returned as is).
+ *
+ * @example
+ * ```ts
+ * textOf([{ type: "text", text: "a" }, { type: "text", text: "b" }]); // "ab"
+ * ```
+ */
+export function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  return objects(content)
+    .map((p) => (typeof p.text === "string" ? p.text : ""))
+    .join("");
+}

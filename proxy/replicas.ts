@@ -1,0 +1,210 @@
+/**
+ * The engine replicas of one node: round-robin with session affinity (a session stays on its
+ * replica so its prefix cache is reused), health checks, dead replicas skipped, and SGLang router
+ * support — the router's `GET /workers` lists its workers; when all are `regular` the proxy calls
+ * them directly (a router's typed chat path drops SGLang's token extensions), otherwise it calls
+ * the router, whose `X-SMG-Routing-Key` header keeps the session's affinity.
+ *
+ * @module
+ */
+import { isObject } from "./json";
+
+/** Default interval between health checks (ms). */
+export const DEFAULT_HEALTH_INTERVAL_MS = 5_000;
+/** Timeout of one health check or discovery call (ms). */
+export const HEALTH_TIMEOUT_MS = 2_000;
+/** Most session → replica pins kept; the oldest pin is forgotten past it. */
+export const MAX_AFFINITY_ENTRIES = 100_000;
+
+/** One replica as reported by `status()`. */
+export interface ReplicaStatus {
+  url: string;
+  healthy: boolean;
+  inflight: number;
+  completions: number;
+  failures: number;
+  last_error: string | null;
+  /** `static` (given), `worker` (found through the router) or `router` (the router itself). */
+  source: "static" | "worker" | "router";
+}
+
+interface Replica extends ReplicaStatus {}
+
+/** Options of {@link ReplicaSet}. */
+export interface ReplicaSetOptions {
+  /** SGLang router (model gateway) to discover workers from. */
+  routerUrl?: string;
+  /** Health-check interval (ms); 0 disables periodic checks. Default {@link DEFAULT_HEALTH_INTERVAL_MS}. */
+  healthIntervalMs?: number;
+  onChange?: (message: string, fields: object) => void;
+}
+
+const trim = (url: string) => url.replace(/\/+$/, "");
+
+async function probe(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    await res.arrayBuffer();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Worker URLs from a router's `GET /workers` answer (`{workers: [{url, worker_type}]}`, older
+ * `{urls: [...]}`), or null when the router cannot be called directly around (a prefill/decode split).
+ *
+ * @example
+ * ```ts
+ * workersFrom({ workers: [{ url: "http://w1:8000", worker_type: "regular" }] }); // ["http://w1:8000"]
+ * ```
+ */
+export function workersFrom(body: unknown): string[] | null {
+  const list = isObject(body) ? (Array.isArray(body.workers) ? body.workers : body.urls) : body;
+  if (!Array.isArray(list)) return null;
+  const urls: string[] = [];
+  for (const w of list) {
+    if (typeof w === "string") urls.push(trim(w));
+    else if (isObject(w) && typeof w.url === "string") {
+      const type = w.worker_type ?? w.type ?? "regular";
+      if (type !== "regular") return null;
+      urls.push(trim(w.url));
+    }
+  }
+  return urls.length > 0 ? urls : null;
+}
+
+/**
+ * Chooses the replica of each call.
+ *
+ * @example
+ * ```ts
+ * const set = new ReplicaSet(["http://127.0.0.1:30000", "http://127.0.0.1:30001"]);
+ * await set.start();
+ * const url = set.pick("sess-1", new Set()); // the same url for every call of sess-1
+ * set.stop();
+ * ```
+ */
+export class ReplicaSet {
+  private replicas: Replica[];
+  private readonly affinity = new Map<string, string>();
+  private next = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly routerUrl: string | null;
+
+  constructor(
+    urls: readonly string[],
+    private readonly opts: ReplicaSetOptions = {},
+  ) {
+    this.routerUrl = opts.routerUrl ? trim(opts.routerUrl) : null;
+    this.replicas = urls.map((u) => this.fresh(trim(u), "static"));
+    if (this.replicas.length === 0 && !this.routerUrl)
+      throw new Error("engineUrls: at least one engine URL is required");
+  }
+
+  private fresh(url: string, source: ReplicaStatus["source"]): Replica {
+    return { url, healthy: true, inflight: 0, completions: 0, failures: 0, last_error: null, source };
+  }
+
+  /** Discovers router workers (if any) and starts periodic health checks. */
+  async start(): Promise<void> {
+    if (this.routerUrl) await this.discover();
+    const every = this.opts.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS;
+    if (every > 0) {
+      this.timer = setInterval(() => void this.refresh(), every);
+      // Health checks must never keep a process alive on their own.
+      this.timer.unref();
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Re-reads the router's workers and probes every replica once. */
+  async refresh(): Promise<void> {
+    if (this.routerUrl) await this.discover();
+    await Promise.all(
+      this.replicas.map(async (r) => {
+        const ok = await probe(r.url);
+        if (ok !== r.healthy)
+          this.opts.onChange?.(ok ? "replica healthy" : "replica unhealthy", { url: r.url });
+        r.healthy = ok;
+        if (!ok) r.last_error = "health check failed";
+      }),
+    );
+  }
+
+  private async discover(): Promise<void> {
+    const router = this.routerUrl!;
+    let urls: string[] | null = null;
+    try {
+      const res = await fetch(`${router}/workers`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+      urls = res.ok ? workersFrom(await res.json()) : null;
+    } catch {
+      urls = null;
+    }
+    const known = new Map(this.replicas.map((r) => [r.url, r]));
+    const statics = this.replicas.filter((r) => r.source === "static");
+    const found = urls
+      ? urls.map((u) => known.get(u) ?? this.fresh(u, "worker"))
+      : [known.get(router) ?? this.fresh(router, "router")];
+    this.replicas = [...statics, ...found.filter((r) => r.source !== "static")];
+  }
+
+  /**
+   * The replica for a call of `sessionId`, skipping `exclude` (replicas that already failed this
+   * call) and unhealthy ones while a healthy one is left.
+   */
+  pick(sessionId: string, exclude: ReadonlySet<string>): string | null {
+    const candidates = this.replicas.filter((r) => !exclude.has(r.url));
+    if (candidates.length === 0) return null;
+    const pinned = this.affinity.get(sessionId);
+    const pin = candidates.find((r) => r.url === pinned && r.healthy);
+    if (pin) return pin.url;
+    const healthy = candidates.filter((r) => r.healthy);
+    const pool = healthy.length > 0 ? healthy : candidates;
+    const chosen = pool[this.next++ % pool.length]!;
+    this.affinity.delete(sessionId);
+    this.affinity.set(sessionId, chosen.url);
+    if (this.affinity.size > MAX_AFFINITY_ENTRIES) this.affinity.delete(this.affinity.keys().next().value!);
+    return chosen.url;
+  }
+
+  /** Counts a call on a replica; returns the function that ends it. */
+  begin(url: string): (outcome: { ok: boolean; error?: string; transport?: boolean }) => void {
+    const r = this.replicas.find((x) => x.url === url);
+    if (r) r.inflight++;
+    return ({ ok, error, transport }) => {
+      if (!r) return;
+      r.inflight = Math.max(0, r.inflight - 1);
+      if (ok) {
+        r.completions++;
+        return;
+      }
+      r.failures++;
+      r.last_error = error ?? null;
+      // A refused connection means the replica is gone; the health check brings it back.
+      if (transport) {
+        if (r.healthy) this.opts.onChange?.("replica unhealthy", { url, error });
+        r.healthy = false;
+      }
+    };
+  }
+
+  /** Forgets a session's pin. */
+  forget(sessionId: string): void {
+    this.affinity.delete(sessionId);
+  }
+
+  /** Number of replicas a call may be tried on. */
+  get size(): number {
+    return this.replicas.length;
+  }
+
+  status(): ReplicaStatus[] {
+    return this.replicas.map((r) => ({ ...r }));
+  }
+}
