@@ -5,8 +5,10 @@
  */
 import { Hono } from "hono";
 import { ApiError, errorBody } from "./errors";
+import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
+import { sessionRoutes } from "./routes/sessions";
 
 /**
  * The Hono app. Call it directly with a custom env in tests.
@@ -21,6 +23,8 @@ export const app = new Hono<{ Bindings: Env }>();
 app.get("/health", (c) => c.json({ status: "ok" }));
 app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
+app.route("/v1/sessions", sessionRoutes);
+app.route("/v1/admin", adminRoutes);
 
 app.notFound((c) =>
   c.json(errorBody("not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`), 404),

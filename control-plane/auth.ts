@@ -1,33 +1,72 @@
 /**
- * Bearer-token auth for the two machine roles. Tokens come from secrets; comparison is constant
- * time (both sides hashed with SHA-256, then `crypto.subtle.timingSafeEqual`, which needs equal
- * lengths). The admin token may act as either role.
+ * Bearer-token auth for the three roles: trainer, gateway, admin.
+ *
+ * - Shared role tokens come from secrets (`POLAR_TRAINER_TOKEN`, `POLAR_GATEWAY_TOKEN`,
+ *   `POLAR_ADMIN_TOKEN`). The admin token may act as any role.
+ * - Per-gateway tokens `gw_<node>.<secret>` are stored only as SHA-256 hashes in the registry
+ *   (created by `polar token create --role gateway --node-id ID`); they authenticate one node,
+ *   whose hello must name the same node id.
+ *
+ * Comparison is constant time: both sides are hashed with SHA-256, then compared with
+ * `crypto.subtle.timingSafeEqual` (which needs equal lengths, hence the hashing).
  *
  * @module
  */
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "./errors";
+import { REGISTRY_NAME } from "./registry/registry-do";
 
 /** Roles a route may require. */
-export type Role = "trainer" | "gateway";
+export type Role = "trainer" | "gateway" | "admin";
 
 /**
- * Secret holding each role's token.
+ * Secret holding each role's shared token.
  *
  * @example
  * ```ts
  * env[ROLE_SECRET.trainer]; // the trainer token
  * ```
  */
-export const ROLE_SECRET: Record<Role, "POLAR_TRAINER_TOKEN" | "POLAR_GATEWAY_TOKEN"> = {
-  trainer: "POLAR_TRAINER_TOKEN",
-  gateway: "POLAR_GATEWAY_TOKEN",
-};
+export const ROLE_SECRET: Record<Role, "POLAR_TRAINER_TOKEN" | "POLAR_GATEWAY_TOKEN" | "POLAR_ADMIN_TOKEN"> =
+  {
+    trainer: "POLAR_TRAINER_TOKEN",
+    gateway: "POLAR_GATEWAY_TOKEN",
+    admin: "POLAR_ADMIN_TOKEN",
+  };
+
+/** Who a request authenticated as. `nodeId` is set for a per-gateway token. */
+export interface Principal {
+  role: Role;
+  nodeId: string | null;
+}
 
 const encoder = new TextEncoder();
 
 async function digest(value: string): Promise<ArrayBuffer> {
   return crypto.subtle.digest("SHA-256", encoder.encode(value));
+}
+
+function hex(buffer: ArrayBuffer): string {
+  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function fromHex(text: string): ArrayBuffer {
+  const out = new Uint8Array(text.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(text.slice(i * 2, i * 2 + 2), 16);
+  return out.buffer;
+}
+
+/**
+ * SHA-256 hex of a token: what the registry stores for per-gateway tokens.
+ *
+ * @example
+ * ```ts
+ * await tokenHash("gw_node-a.s3cr3t"); // "9f86…"
+ * ```
+ */
+export async function tokenHash(token: string): Promise<string> {
+  return hex(await digest(token));
 }
 
 /**
@@ -57,37 +96,69 @@ export function bearerToken(header: string | undefined | null): string | null {
 }
 
 /**
- * Checks a request's token for `role`: 503 `not_configured` when the role's secret is unset,
- * 401 `unauthorized` when the token is missing or matches neither the role's nor the admin token.
+ * The node id of a per-gateway token `gw_<node>.<secret>`, or null when the token has another form.
  *
  * @example
  * ```ts
- * await authorize("trainer", c.req.header("Authorization"), c.env);
+ * gatewayTokenNode("gw_node-a.AbC"); // "node-a"
+ * ```
+ */
+export function gatewayTokenNode(token: string): string | null {
+  const match = /^gw_([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})\.([A-Za-z0-9_-]{16,})$/.exec(token);
+  return match ? match[1]! : null;
+}
+
+async function matchesAny(token: string, candidates: (string | undefined)[]): Promise<boolean> {
+  // Compare against every candidate without short-circuiting, so timing does not tell which matched.
+  const present = candidates.filter((t): t is string => Boolean(t));
+  const matches = await Promise.all(present.map((candidate) => tokensEqual(token, candidate)));
+  return matches.includes(true);
+}
+
+/**
+ * Checks a request's token for `role` and returns who it is: 503 `not_configured` when the
+ * role's secret is unset (and no per-gateway token applies), 401 `unauthorized` when the token is
+ * missing or wrong, 403 `forbidden` when it is valid for another role.
+ *
+ * @example
+ * ```ts
+ * const who = await authorize("trainer", c.req.header("Authorization"), c.env);
  * ```
  */
 export async function authorize(
   role: Role,
   authorization: string | undefined | null,
   env: Env,
-): Promise<void> {
+): Promise<Principal> {
   const secretName = ROLE_SECRET[role];
-  const roleToken = env[secretName];
-  if (!roleToken) {
+  const token = bearerToken(authorization);
+  const node = token ? gatewayTokenNode(token) : null;
+  if (token && node) {
+    const hashes = await env.REGISTRY.getByName(REGISTRY_NAME).gatewayTokenHashes(node);
+    const presented = await digest(token);
+    let ok = false;
+    for (const h of hashes) ok = crypto.subtle.timingSafeEqual(presented, fromHex(h)) || ok;
+    if (!ok) throw ApiError.unauthorized(`invalid or revoked gateway token for node '${node}'`);
+    if (role !== "gateway") throw ApiError.forbidden(`a gateway token cannot use ${role} routes`);
+    return { role: "gateway", nodeId: node };
+  }
+  if (!env[secretName]) {
     throw ApiError.notConfigured(
       `the control plane has no ${role} token: set the ${secretName} secret (wrangler secret put ${secretName})`,
     );
   }
-  const token = bearerToken(authorization);
   if (!token)
     throw ApiError.unauthorized(`missing bearer token: send 'Authorization: Bearer <${secretName}>'`);
-  // Compare against every candidate without short-circuiting, so timing does not tell which matched.
-  const candidates = [roleToken, env.POLAR_ADMIN_TOKEN].filter((t): t is string => Boolean(t));
-  const matches = await Promise.all(candidates.map((candidate) => tokensEqual(token, candidate)));
-  if (!matches.includes(true)) throw ApiError.unauthorized(`invalid ${role} token`);
+  if (await matchesAny(token, [env[secretName], env.POLAR_ADMIN_TOKEN])) return { role, nodeId: null };
+  const others = (Object.keys(ROLE_SECRET) as Role[])
+    .filter((r) => r !== role)
+    .map((r) => env[ROLE_SECRET[r]]);
+  if (await matchesAny(token, others)) throw ApiError.forbidden(`this token may not use ${role} routes`);
+  throw ApiError.unauthorized(`invalid ${role} token`);
 }
 
 /**
- * Hono middleware requiring `role`.
+ * Hono middleware requiring `role`; the principal is available as `c.get("principal")`.
  *
  * @example
  * ```ts
@@ -95,8 +166,13 @@ export async function authorize(
  * ```
  */
 export function requireRole(role: Role) {
-  return createMiddleware<{ Bindings: Env }>(async (c, next) => {
-    await authorize(role, c.req.header("Authorization"), c.env);
+  return createMiddleware<{ Bindings: Env; Variables: { principal: Principal } }>(async (c, next) => {
+    c.set("principal", await authorize(role, c.req.header("Authorization"), c.env));
     await next();
   });
+}
+
+/** The principal set by `requireRole`. */
+export function principalOf(c: Context): Principal | undefined {
+  return c.get("principal") as Principal | undefined;
 }

@@ -6,13 +6,22 @@ declare namespace Cloudflare {
   interface Env {
     BATCH: DurableObjectNamespace<import("./batch/batch-do").BatchDO>;
     QUEUE: DurableObjectNamespace<import("./queue/queue-do").QueueDO>;
+    REGISTRY: DurableObjectNamespace<import("./registry/registry-do").RegistryDO>;
+    /** Uploaded trajectories and completion records. */
+    TRAJECTORIES: R2Bucket;
+    /** "1" under `polar dev` only: allows callbacks to loopback/private hosts. */
+    POLAR_DEV_MODE?: string;
+    /** Seconds a disconnected gateway has to reclaim its leases (default LIMITS.leaseGraceSeconds). */
+    POLAR_LEASE_GRACE_SECONDS?: string;
+    /** Seconds after a session's budget before it ends as TIMEOUT (default LIMITS.deadlineGraceSeconds). */
+    POLAR_DEADLINE_GRACE_SECONDS?: string;
     POLAR_TRAINER_TOKEN?: string;
     POLAR_GATEWAY_TOKEN?: string;
     POLAR_ADMIN_TOKEN?: string;
   }
   interface GlobalProps {
     mainModule: typeof import("./index");
-    durableNamespaces: "BatchDO" | "QueueDO";
+    durableNamespaces: "BatchDO" | "QueueDO" | "RegistryDO";
   }
 }
 

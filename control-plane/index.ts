@@ -8,5 +8,6 @@ import { app } from "./app";
 
 export { BatchDO } from "./batch/batch-do";
 export { QueueDO } from "./queue/queue-do";
+export { RegistryDO } from "./registry/registry-do";
 
 export default app;

@@ -45,6 +45,8 @@ export const BatchStatusBody = z.strictObject({
   completed_sessions: z.number().int(),
   counts: z.record(SessionStatus, z.number().int()),
   tasks: z.array(TaskProgress),
+  /** When the batch was cancelled (`DELETE /v1/batches/:id`), else null. */
+  cancelled_at: z.number().nullable().optional(),
 });
 export type BatchStatusBody = z.infer<typeof BatchStatusBody>;
 

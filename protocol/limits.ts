@@ -33,4 +33,18 @@ export const LIMITS = {
   inlineTrajectoryBytes: 256 * 1024,
   /** Largest artifact upload (bytes); the Worker's request body cap on the smallest plans is 100 MB. */
   maxArtifactBytes: 95 * 1024 * 1024,
+  /** Sessions waiting in one queue; a batch that would exceed it gets 429 with Retry-After. */
+  maxQueueDepth: 100_000,
+  /** Bytes of result JSON in one results page or SSE burst (uploaded trajectories included). */
+  maxResultsPageBytes: 16 * 1024 * 1024,
+  /** Longest `wait=` of a results long-poll (seconds). */
+  maxResultsWaitSeconds: 60,
+  /** Default grace after a session's time budget before the ledger ends it as TIMEOUT (seconds). */
+  deadlineGraceSeconds: 120,
+  /** Default grace a disconnected gateway has to reclaim its leases before they are requeued (seconds). */
+  leaseGraceSeconds: 30,
+  /** Deliveries of one task callback before giving up. */
+  maxCallbackAttempts: 8,
+  /** Batches listed by one `GET /v1/batches` page. */
+  maxBatchesPerPage: 200,
 } as const;

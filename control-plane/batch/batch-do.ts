@@ -6,19 +6,34 @@
  * @module
  */
 import { DurableObject } from "cloudflare:workers";
+import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
-import type { BatchRequest, GatewayStage, SessionAssignment, SessionResult } from "../../protocol";
+import {
+  type ArtifactRef,
+  type BatchRequest,
+  type GatewayStage,
+  LIMITS,
+  type SessionAssignment,
+  type SessionResult,
+} from "../../protocol";
+import { resultJson } from "../artifacts";
+import { isDevMode } from "../callback-url";
+import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
 import type {
   AssignOutcome,
   BatchCounters,
+  CancelOutcome,
   CreateOutcome,
+  LeaseLostOutcome,
   ProgressOutcome,
   RawResultsPage,
+  SessionView,
   StatusOutcome,
   SubmitOutcome,
 } from "./dto";
+import * as lifecycle from "./lifecycle";
 import * as outbox from "./outbox-store";
 import * as schema from "./schema";
 import * as store from "./store";
@@ -27,8 +42,8 @@ import * as store from "./store";
 const MAX_ENQUEUE_CHARS = 4 * 1024 * 1024;
 /** Sessions per `QueueDO.enqueue` call, so one call's inserts stay short. */
 const MAX_ENQUEUE_SESSIONS = 500;
-/** Characters of result JSON per results page (the RPC reply cap is 32 MiB). */
-const MAX_PAGE_CHARS = 8 * 1024 * 1024;
+/** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */
+const MAX_HELD_WAIT_MS = 30_000;
 
 /**
  * Thrown when a request reaches the BatchDO of another batch id (a routing bug, never user input).
@@ -40,6 +55,12 @@ const MAX_PAGE_CHARS = 8 * 1024 * 1024;
  */
 export class BatchRoutingError extends Error {
   override name = "BatchRoutingError";
+}
+
+/** Seconds from an env variable, or the default. */
+function seconds(raw: string | undefined, fallback: number): number {
+  const value = raw === undefined ? Number.NaN : Number(raw);
+  return Number.isFinite(value) && value >= 0 ? value : fallback;
 }
 
 /**
@@ -56,6 +77,10 @@ export class BatchDO extends DurableObject<Env> {
   /** Single-flight guard for outbox draining (RPC awaits open the input gate). */
   private draining = false;
   private drainAgain = false;
+  /** Long-polls waiting for the next accepted result (in memory: a restart ends them early). */
+  private readonly waiters = new Set<() => void>();
+  /** The fetch used for callbacks (replaceable in tests to observe retries). */
+  callbackFetch: typeof fetch = (input, init) => fetch(input, init);
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -65,9 +90,14 @@ export class BatchDO extends DurableObject<Env> {
     });
   }
 
+  private get graceMs(): number {
+    return seconds(this.env.POLAR_DEADLINE_GRACE_SECONDS, LIMITS.deadlineGraceSeconds) * 1000;
+  }
+
   /**
    * Creates the batch (tasks, sessions, outbox) in one transaction, then tries to deliver the
-   * outbox right away. Replaying the same request hash answers `exists`; another hash `conflict`.
+   * outbox right away. Replaying the same request hash answers `exists`; another hash, or a
+   * cancelled id, `conflict`; a queue over `LIMITS.maxQueueDepth` `queue_full`.
    */
   async create(request: BatchRequest & { batch_id: string }, requestHash: string): Promise<CreateOutcome> {
     const name = this.ctx.id.name;
@@ -75,9 +105,19 @@ export class BatchDO extends DurableObject<Env> {
       throw new BatchRoutingError(`batch ${request.batch_id} was routed to the ledger of ${name}`);
     }
     const queue = request.queue ?? "default";
+    if (!store.readBatch(this.db)) {
+      const full = await this.queueOverLimit(request, queue);
+      if (full) return full;
+    }
     const outcome = this.ctx.storage.transactionSync((): CreateOutcome => {
       const existing = store.readBatch(this.db);
       if (existing) {
+        if (existing.cancelledAt !== null) {
+          return {
+            kind: "conflict",
+            message: `batch '${request.batch_id}' was cancelled; a cancelled batch id cannot be resubmitted`,
+          };
+        }
         if (existing.requestHash !== requestHash) {
           return {
             kind: "conflict",
@@ -96,25 +136,86 @@ export class BatchDO extends DurableObject<Env> {
           },
         };
       }
-      const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now());
+      const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now(), this.graceMs);
       return { kind: "created", body: { batch_id: request.batch_id, queue, ...counts, created: true } };
     });
     if (outcome.kind === "created") await this.drainOutbox();
     return outcome;
   }
 
-  /** Status with per-task counts, or null when no batch is stored here. */
-  async status(): Promise<StatusOutcome> {
-    return store.batchStatus(this.db);
+  /** I5: a trainer over the queue limit gets 429 with Retry-After, before anything is stored. */
+  private async queueOverLimit(
+    request: BatchRequest,
+    batchQueue: string,
+  ): Promise<Extract<CreateOutcome, { kind: "queue_full" }> | null> {
+    const perQueue = new Map<string, number>();
+    for (const task of request.tasks) {
+      const q = task.queue ?? batchQueue;
+      perQueue.set(q, (perQueue.get(q) ?? 0) + task.num_samples);
+    }
+    for (const [q, adding] of perQueue) {
+      let depth: number;
+      try {
+        depth = await this.env.QUEUE.getByName(q).depth();
+      } catch (error) {
+        // The outbox delivers once the queue is back; an unreachable queue must not block intake.
+        console.warn(`BatchDO: depth of queue '${q}' unknown:`, error);
+        continue;
+      }
+      if (depth + adding > LIMITS.maxQueueDepth) {
+        return {
+          kind: "queue_full",
+          message: `queue '${q}' holds ${depth} waiting sessions; adding ${adding} would exceed the limit of ${LIMITS.maxQueueDepth} (LIMITS.maxQueueDepth)`,
+          retryAfterSeconds: 30,
+        };
+      }
+    }
+    return null;
   }
 
-  /** Results after cursor `after` (at most `limit`), or null when no batch is stored here. */
-  async results(after: number, limit: number): Promise<RawResultsPage> {
-    if (!store.readBatch(this.db)) return null;
+  /** Status with per-task counts, or null when no batch is stored here. */
+  async status(): Promise<StatusOutcome> {
+    const status = store.batchStatus(this.db);
+    if (!status) return null;
+    return { ...status, cancelled_at: store.readBatch(this.db)?.cancelledAt ?? null };
+  }
+
+  /**
+   * Results after cursor `after` (at most `limit`, bounded by bytes), or null when no batch is
+   * stored here. With `waitMs` > 0 and nothing new, waits up to that long for the next result.
+   */
+  async results(after: number, limit: number, waitMs = 0): Promise<RawResultsPage> {
+    const batch = store.readBatch(this.db);
+    if (!batch || batch.requestHash === TOMBSTONE) return null;
+    let page = this.page(after, limit);
+    if (page.results.length === 0 && !page.done && waitMs > 0) {
+      await this.waitForResult(Math.min(waitMs, MAX_HELD_WAIT_MS));
+      page = this.page(after, limit);
+    }
+    return page;
+  }
+
+  private page(after: number, limit: number): NonNullable<RawResultsPage> {
     const finished = store.allSessionsFinished(this.db);
-    const results = store.resultsAfter(this.db, after, limit, MAX_PAGE_CHARS);
+    const results = store.resultsAfter(this.db, after, limit, LIMITS.maxResultsPageBytes);
     const next = results.length > 0 ? results[results.length - 1]!.seq : after;
     return { results, next, done: finished && next >= store.lastResultSeq(this.db) };
+  }
+
+  private waitForResult(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.waiters.add(done);
+    });
+  }
+
+  private notifyWaiters(): void {
+    for (const waiter of [...this.waiters]) waiter();
   }
 
   /** Records an assignment made by the dispatcher (the new lease supersedes older ones). */
@@ -131,16 +232,145 @@ export class BatchDO extends DurableObject<Env> {
 
   /** Records a stage change; a lease other than the current one is refused and counted. */
   async markProgress(sessionId: string, leaseId: string, status: GatewayStage): Promise<ProgressOutcome> {
-    return this.ctx.storage.transactionSync(() =>
-      store.markProgress(this.db, sessionId, leaseId, status, Date.now()),
+    const outcome = this.ctx.storage.transactionSync(() =>
+      store.markProgress(this.db, sessionId, leaseId, status, Date.now(), this.graceMs),
     );
+    if (outcome === "ok") await this.armAlarm();
+    return outcome;
   }
 
-  /** Accepts the session's one result, or answers duplicate/stale (counted). */
-  async submitResult(sessionId: string, leaseId: string, result: SessionResult): Promise<SubmitOutcome> {
-    return this.ctx.storage.transactionSync(() =>
-      store.submitResult(this.db, sessionId, leaseId, result, Date.now()),
-    );
+  /**
+   * Accepts the session's one result, or answers duplicate/stale (counted). An `infra` error with
+   * attempts left is not final: the session is requeued as attempt + 1 (I4) and the gateway is
+   * told "accepted" so it stops resending.
+   */
+  async submitResult(
+    sessionId: string,
+    leaseId: string,
+    result: SessionResult,
+    refs: { trajectory?: ArtifactRef; completions?: ArtifactRef } = {},
+  ): Promise<SubmitOutcome> {
+    const batchId = store.readBatch(this.db)?.batchId ?? result.batch_id;
+    const outcome = this.ctx.storage.transactionSync((): SubmitOutcome => {
+      const check = store.checkResult(this.db, sessionId, leaseId);
+      if (check.kind !== "open") return check.kind;
+      const now = Date.now();
+      if (result.status === "ERROR" && result.error?.kind === "infra") {
+        const lost = lifecycle.leaseLost(
+          this.db,
+          batchId,
+          sessionId,
+          leaseId,
+          `infra failure on ${result.node_id ?? "the gateway"}: ${result.error.message}`,
+          this.graceMs,
+          now,
+        );
+        if (lost.outcome === "requeued") {
+          outbox.addOutbox(this.db, "enqueue", lost.queue!, lost.taskIndex!, null, now);
+          return "accepted";
+        }
+        if (lost.outcome === "failed") return "accepted";
+      }
+      lifecycle.recordResult(this.db, check.session, leaseId, result, refs, now);
+      outbox.addWithdrawals(this.db, lifecycle.afterTerminal(this.db, check.session.taskIndex, now), now);
+      return "accepted";
+    });
+    if (outcome === "accepted") await this.afterChange();
+    return outcome;
+  }
+
+  /**
+   * The gateway holding `leaseId` is gone (grace expired, or it restarted without the session):
+   * requeue as attempt + 1, or end as ERROR kind `infra` after `max_attempts`.
+   */
+  async leaseLost(sessionId: string, leaseId: string, reason: string): Promise<LeaseLostOutcome> {
+    const batch = store.readBatch(this.db);
+    if (!batch) return "stale";
+    const outcome = this.ctx.storage.transactionSync(() => {
+      const now = Date.now();
+      const lost = lifecycle.leaseLost(this.db, batch.batchId, sessionId, leaseId, reason, this.graceMs, now);
+      if (lost.outcome === "requeued")
+        outbox.addOutbox(this.db, "enqueue", lost.queue!, lost.taskIndex!, null, now);
+      return lost.outcome;
+    });
+    if (outcome !== "stale") await this.afterChange();
+    return outcome;
+  }
+
+  /**
+   * Cancels the batch (`taskId` null) or one task: every open session ends CANCELLED and the
+   * queues withdraw them. Idempotent. Cancelling an unknown batch leaves a tombstone, so the id
+   * cannot be submitted later (upstream's `register_if_missing`).
+   */
+  async cancel(batchId: string, taskId: string | null): Promise<CancelOutcome> {
+    const outcome = this.ctx.storage.transactionSync((): CancelOutcome => {
+      const now = Date.now();
+      const batch = store.readBatch(this.db);
+      if (!batch) {
+        if (taskId !== null) return { kind: "not_found", message: `batch '${batchId}' does not exist` };
+        this.db
+          .insert(schema.batch)
+          .values({ batchId, requestHash: TOMBSTONE, queue: "default", createdAt: now, cancelledAt: now })
+          .run();
+        return { kind: "cancelled", ended: 0 };
+      }
+      let taskIndex: number | null = null;
+      if (taskId !== null) {
+        const task = this.db.select().from(schema.tasks).where(eq(schema.tasks.taskId, taskId)).get();
+        if (!task) return { kind: "not_found", message: `task '${taskId}' is not in batch '${batchId}'` };
+        taskIndex = task.taskIndex;
+      }
+      const withdrawn = lifecycle.cancelSessions(this.db, batch.batchId, taskIndex, now);
+      outbox.addWithdrawals(this.db, withdrawn, now);
+      return { kind: "cancelled", ended: withdrawn.length };
+    });
+    if (outcome.kind === "cancelled" && outcome.ended > 0) await this.afterChange();
+    return outcome;
+  }
+
+  /**
+   * The session's current lease and batch, for artifact uploads; counts an upload under any other
+   * lease as stale.
+   */
+  async checkUploadLease(sessionId: string, leaseId: string): Promise<"current" | "stale" | "unknown"> {
+    const session = store.readSession(this.db, sessionId);
+    if (!session) return "unknown";
+    if (
+      session.leaseId === leaseId &&
+      !["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"].includes(session.status)
+    )
+      return "current";
+    store.bumpCounter(this.db, "stale_uploads");
+    return "stale";
+  }
+
+  /** One session with its accepted result (trajectory not spliced), or null. */
+  async session(sessionId: string): Promise<SessionView | null> {
+    const batch = store.readBatch(this.db);
+    const session = store.readSession(this.db, sessionId);
+    if (!batch || !session) return null;
+    const task = this.db
+      .select()
+      .from(schema.tasks)
+      .where(eq(schema.tasks.taskIndex, session.taskIndex))
+      .get();
+    const result = this.db.select().from(schema.results).where(eq(schema.results.sessionId, sessionId)).get();
+    return {
+      session_id: session.sessionId,
+      batch_id: batch.batchId,
+      task_id: task?.taskId ?? "",
+      status: session.status,
+      attempt: session.attempt,
+      lease_id: session.leaseId,
+      node_id: session.nodeId,
+      created_at: session.createdAt,
+      started_at: session.startedAt,
+      finished_at: session.finishedAt,
+      deadline_at: session.deadlineAt,
+      result_json: result ? (store.resultBySeq(this.db, result.seq)?.json ?? null) : null,
+      trajectory_key: result?.trajectoryKey ?? null,
+      completions_key: result?.completionsKey ?? null,
+    };
   }
 
   /** Stale/duplicate counters (observability and tests). */
@@ -153,9 +383,85 @@ export class BatchDO extends DurableObject<Env> {
     return this.db.select().from(schema.outbox).all().length;
   }
 
-  /** Alarm: drain what is due in the outbox; re-arms itself while rows remain. */
+  /** Callback rows (tests and observability). */
+  async callbackState(): Promise<
+    { task_index: number; attempts: number; delivered: boolean; last_error: string | null }[]
+  > {
+    return this.db
+      .select()
+      .from(schema.callbacks)
+      .all()
+      .map((c) => ({
+        task_index: c.taskIndex,
+        attempts: c.attempts,
+        delivered: c.deliveredAt !== null,
+        last_error: c.lastError,
+      }));
+  }
+
+  /**
+   * Alarm, multiplexed over the ledger's timers: session deadlines (I3), outbox retries and
+   * callback deliveries. Each part re-derives its work from state, so a repeated alarm is harmless.
+   */
   override async alarm(): Promise<void> {
+    const batch = store.readBatch(this.db);
+    if (batch) {
+      const expired = this.ctx.storage.transactionSync(() => {
+        const now = Date.now();
+        const withdrawn = lifecycle.expireDeadlines(this.db, batch.batchId, now);
+        outbox.addWithdrawals(this.db, withdrawn, now);
+        return withdrawn.length;
+      });
+      if (expired > 0) this.notifyWaiters();
+    }
     await this.drainOutbox();
+    await this.deliverCallbacks();
+    await this.armAlarm();
+  }
+
+  /** After results were recorded: wake long-polls, push the outbox, deliver callbacks. */
+  private async afterChange(): Promise<void> {
+    this.notifyWaiters();
+    await this.armAlarm();
+    this.ctx.waitUntil(
+      (async () => {
+        await this.drainOutbox();
+        await this.deliverCallbacks();
+      })(),
+    );
+  }
+
+  /** POSTs every due callback once; failures are rescheduled with backoff. Never throws. */
+  async deliverCallbacks(): Promise<void> {
+    const batch = store.readBatch(this.db);
+    if (!batch) return;
+    for (const due of callbacks.dueCallbacks(this.db, Date.now())) {
+      let error: string | null;
+      try {
+        const seqs = callbacks.taskResultSeqs(this.db, due.taskIndex);
+        const results = await Promise.all(
+          seqs.map((seq) => resultJson(this.env.TRAJECTORIES, store.resultBySeq(this.db, seq)!)),
+        );
+        const task = this.db
+          .select()
+          .from(schema.tasks)
+          .where(eq(schema.tasks.taskIndex, due.taskIndex))
+          .get();
+        const status = task?.cancelledAt !== null ? "cancelled" : "completed";
+        const body = `{"task_id":${JSON.stringify(due.taskId)},"batch_id":${JSON.stringify(batch.batchId)},"status":"${status}","results":[${results.join(",")}],"result_paths":[]}`;
+        error = await callbacks.postCallback(
+          this.callbackFetch,
+          due.url,
+          body,
+          `${batch.batchId}:${due.taskId}`,
+          isDevMode(this.env),
+        );
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
+      }
+      callbacks.recordAttempt(this.db, due.taskIndex, error, Date.now());
+    }
+    await this.armAlarm();
   }
 
   /**
@@ -203,6 +509,14 @@ export class BatchDO extends DurableObject<Env> {
           coveredRows = [];
         };
         for (const row of rows) {
+          if (row.kind === "cancel") {
+            await flush();
+            const items = JSON.parse(row.payload ?? "[]") as lifecycle.Withdrawal[];
+            await this.env.QUEUE.getByName(queue).withdraw(items, "the session ended on the control plane");
+            outbox.deleteOutbox(this.db, [row.id]);
+            unsent.delete(row.id);
+            continue;
+          }
           // Re-read per row: sessions may have moved on while an earlier enqueue was awaited.
           for (const item of outbox.queuedAssignments(this.db, batch.batchId, row.taskIndex)) {
             const size = JSON.stringify(item).length;
@@ -226,10 +540,14 @@ export class BatchDO extends DurableObject<Env> {
     }
   }
 
+  /** Arms the one alarm at the earliest timer (outbox, deadline, callback), or clears it. */
   private async armAlarm(): Promise<void> {
-    const next = outbox.nextOutboxAt(this.db);
+    const next = lifecycle.nextTimerAt(this.db);
     if (next === null) return;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || current > next) await this.ctx.storage.setAlarm(Math.max(next, Date.now()));
   }
 }
+
+/** `request_hash` of a tombstone: a batch id cancelled before it was ever submitted. */
+const TOMBSTONE = "tombstone";

@@ -6,10 +6,11 @@
  */
 import type { BatchCreated, BatchStatusBody, SessionAssignment } from "../../protocol";
 
-/** Outcome of `BatchDO.create`: created, replayed with the same body, or a different body. */
+/** Outcome of `BatchDO.create`: created, replayed with the same body, a different body, or queue full. */
 export type CreateOutcome =
   | { kind: "created" | "exists"; body: BatchCreated }
-  | { kind: "conflict"; message: string };
+  | { kind: "conflict"; message: string }
+  | { kind: "queue_full"; message: string; retryAfterSeconds: number };
 
 /** Outcome of `BatchDO.status`: the body, or null when no batch is stored under this id. */
 export type StatusOutcome = BatchStatusBody | null;
@@ -18,6 +19,8 @@ export type StatusOutcome = BatchStatusBody | null;
 export interface RawResult {
   seq: number;
   json: string;
+  /** R2 key of an uploaded trajectory to splice into `json` before serving; null when inline. */
+  trajectory_key: string | null;
 }
 
 /** Outcome of `BatchDO.results`: null when no batch is stored under this id. */
@@ -37,6 +40,33 @@ export interface BatchCounters {
   stale_results: number;
   duplicate_results: number;
   stale_progress: number;
+  requeued_sessions: number;
+  stale_uploads: number;
+}
+
+/** Outcome of `BatchDO.leaseLost`. */
+export type LeaseLostOutcome = "requeued" | "failed" | "stale";
+
+/** Outcome of `BatchDO.cancel`: how many sessions it ended (0 on a repeat), or no such batch/task. */
+export type CancelOutcome = { kind: "cancelled"; ended: number } | { kind: "not_found"; message: string };
+
+/** A session as `GET /v1/sessions/:id` shows it. */
+export interface SessionView {
+  session_id: string;
+  batch_id: string;
+  task_id: string;
+  status: string;
+  attempt: number;
+  lease_id: string | null;
+  node_id: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  deadline_at: number | null;
+  /** The accepted result's JSON (trajectory not yet spliced), when the session ended. */
+  result_json: string | null;
+  trajectory_key: string | null;
+  completions_key: string | null;
 }
 
 /** What the outbox hands to `QueueDO.enqueue`. */

@@ -121,3 +121,55 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
     dispatch_priority: spec.dispatch_priority,
   }));
 }
+
+/**
+ * Adds an outbox row: `enqueue` delivers task `taskIndex`'s QUEUED sessions to `queue`; `cancel`
+ * withdraws the sessions in `withdrawals` (JSON) from it.
+ *
+ * @example
+ * ```ts
+ * addOutbox(db, "enqueue", "default", 0, null, Date.now());
+ * ```
+ */
+export function addOutbox(
+  db: BatchDb,
+  kind: "enqueue" | "cancel",
+  queue: string,
+  taskIndex: number,
+  payload: string | null,
+  now: number,
+): void {
+  db.insert(schema.outbox)
+    .values({ kind, queue, taskIndex, payload, nextAttemptAt: now, createdAt: now })
+    .run();
+}
+
+/**
+ * Outbox `cancel` rows for `withdrawals`, one per queue (the queue of each session's task).
+ *
+ * @example
+ * ```ts
+ * addWithdrawals(db, [{ session_id: "b.0.0", lease_id: "l_…" }], Date.now());
+ * ```
+ */
+export function addWithdrawals(
+  db: BatchDb,
+  withdrawals: { session_id: string; lease_id: string | null }[],
+  now: number,
+): void {
+  if (withdrawals.length === 0) return;
+  const queueOf = new Map<number, string>();
+  for (const t of db
+    .select({ taskIndex: schema.tasks.taskIndex, queue: schema.tasks.queue })
+    .from(schema.tasks)
+    .all())
+    queueOf.set(t.taskIndex, t.queue);
+  const byQueue = new Map<string, typeof withdrawals>();
+  for (const w of withdrawals) {
+    const taskIndex = Number(/\.(\d+)\.\d+$/.exec(w.session_id)?.[1] ?? -1);
+    const queue = queueOf.get(taskIndex);
+    if (queue === undefined) continue;
+    byQueue.set(queue, [...(byQueue.get(queue) ?? []), w]);
+  }
+  for (const [queue, items] of byQueue) addOutbox(db, "cancel", queue, -1, JSON.stringify(items), now);
+}

@@ -21,6 +21,8 @@ export const batch = sqliteTable("batch", {
   queue: text("queue").notNull(),
   callbackUrl: text("callback_url"),
   createdAt: integer("created_at").notNull(),
+  /** Set when the batch was cancelled (or tombstoned before it existed): it cannot be resubmitted. */
+  cancelledAt: integer("cancelled_at"),
 });
 
 /** One row per task, in request order; `spec` is the parsed TaskSpec as JSON. */
@@ -30,6 +32,10 @@ export const tasks = sqliteTable("tasks", {
   queue: text("queue").notNull(),
   numSamples: integer("num_samples").notNull(),
   spec: text("spec").notNull(),
+  /** Set when the task was cancelled (`DELETE /v1/batches/:id/tasks/:task_id`). */
+  cancelledAt: integer("cancelled_at"),
+  /** Set once early stop ended the task's stragglers. */
+  earlyStoppedAt: integer("early_stopped_at"),
 });
 
 /** One row per session (`${batch_id}.${task_index}.${sample_index}`). */
@@ -48,8 +54,19 @@ export const sessions = sqliteTable(
     updatedAt: integer("updated_at").notNull(),
     assignedAt: integer("assigned_at"),
     finishedAt: integer("finished_at"),
+    /** When the gateway reported INITIALIZING: the time budget starts here (as upstream). */
+    startedAt: integer("started_at"),
+    /**
+     * Timer: when the session ends as TIMEOUT if still open (budget + grace). Set at creation
+     * (a session nobody picks up still ends) and reset at INITIALIZING. Null once terminal.
+     */
+    deadlineAt: integer("deadline_at"),
   },
-  (t) => [index("sessions_task_idx").on(t.taskIndex), index("sessions_status_idx").on(t.status)],
+  (t) => [
+    index("sessions_task_idx").on(t.taskIndex),
+    index("sessions_status_idx").on(t.status),
+    index("sessions_deadline_idx").on(t.deadlineAt),
+  ],
 );
 
 /** Accepted results; `seq` is the cursor of the results stream. The JSON lives in `result_chunks`. */
@@ -61,6 +78,11 @@ export const results = sqliteTable("results", {
   chars: integer("chars").notNull(),
   chunkCount: integer("chunk_count").notNull(),
   acceptedAt: integer("accepted_at").notNull(),
+  /** R2 key of an uploaded trajectory, spliced into the result when it is served. */
+  trajectoryKey: text("trajectory_key"),
+  trajectoryBytes: integer("trajectory_bytes"),
+  /** R2 key of the uploaded completion records. */
+  completionsKey: text("completions_key"),
 });
 
 /** A result's JSON split in pieces that each stay far below SQLite's 2 MB row limit. */
@@ -87,9 +109,25 @@ export const counters = sqliteTable("counters", {
 export const outbox = sqliteTable("outbox", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   queue: text("queue").notNull(),
+  /** `enqueue`: deliver the task's QUEUED sessions; `cancel`: withdraw `payload` (JSON session ids). */
+  kind: text("kind").$type<"enqueue" | "cancel">().notNull().default("enqueue"),
+  payload: text("payload"),
   taskIndex: integer("task_index").notNull(),
   attempts: integer("attempts").notNull().default(0),
   nextAttemptAt: integer("next_attempt_at").notNull(),
   lastError: text("last_error"),
   createdAt: integer("created_at").notNull(),
+});
+
+/**
+ * Timer rows for task callbacks: POST the task result to `url` when the group completes,
+ * at-least-once with backoff until a 2xx (or the attempt limit).
+ */
+export const callbacks = sqliteTable("callbacks", {
+  taskIndex: integer("task_index").primaryKey(),
+  url: text("url").notNull(),
+  attempts: integer("attempts").notNull().default(0),
+  nextAttemptAt: integer("next_attempt_at"),
+  deliveredAt: integer("delivered_at"),
+  lastError: text("last_error"),
 });

@@ -11,13 +11,12 @@ import {
   type BatchRequest,
   type BatchStatusBody,
   isTerminal,
-  type SessionResult,
   SessionStatus,
   type TaskProgress,
   type TaskSpec,
 } from "../../protocol";
 import { sessionIdOf } from "../ids";
-import type { AssignOutcome, BatchCounters, ProgressOutcome, RawResult, SubmitOutcome } from "./dto";
+import type { AssignOutcome, BatchCounters, ProgressOutcome, RawResult } from "./dto";
 import * as schema from "./schema";
 
 /** The ledger's Drizzle handle. */
@@ -66,7 +65,7 @@ export function queueOfTask(task: TaskSpec, batchQueue: string): string {
  *
  * @example
  * ```ts
- * db.transaction(() => insertBatch(db, request, hash, "default", Date.now()));
+ * db.transaction(() => insertBatch(db, request, hash, "default", Date.now(), 120_000));
  * ```
  */
 export function insertBatch(
@@ -75,6 +74,7 @@ export function insertBatch(
   requestHash: string,
   queue: string,
   now: number,
+  graceMs: number,
 ): { tasks: number; sessions: number } {
   db.insert(schema.batch)
     .values({
@@ -107,6 +107,8 @@ export function insertBatch(
         attempt: 1,
         createdAt: now,
         updatedAt: now,
+        // I3: even a session no gateway ever picks up ends by this deadline.
+        deadlineAt: now + task.timeout_seconds * 1000 + graceMs,
       });
     }
     for (let i = 0; i < rows.length; i += SESSION_ROWS_PER_INSERT) {
@@ -210,7 +212,7 @@ export function splitText(text: string, size: number): string[] {
 
 /**
  * Results after cursor `after`, up to `limit` rows and (beyond the first row) `maxChars` characters
- * of JSON, so one page stays well inside an RPC reply.
+ * of JSON (uploaded trajectories counted), so one page stays bounded once trajectories are spliced.
  *
  * @example
  * ```ts
@@ -219,7 +221,12 @@ export function splitText(text: string, size: number): string[] {
  */
 export function resultsAfter(db: BatchDb, after: number, limit: number, maxChars: number): RawResult[] {
   const rows = db
-    .select({ seq: schema.results.seq, chars: schema.results.chars })
+    .select({
+      seq: schema.results.seq,
+      chars: schema.results.chars,
+      trajectoryKey: schema.results.trajectoryKey,
+      trajectoryBytes: schema.results.trajectoryBytes,
+    })
     .from(schema.results)
     .where(gt(schema.results.seq, after))
     .orderBy(asc(schema.results.seq))
@@ -228,15 +235,17 @@ export function resultsAfter(db: BatchDb, after: number, limit: number, maxChars
   const out: RawResult[] = [];
   let chars = 0;
   for (const row of rows) {
-    if (out.length > 0 && chars + row.chars > maxChars) break;
+    // An uploaded trajectory is spliced in when served: count its bytes against the page too.
+    const size = row.chars + (row.trajectoryBytes ?? 0);
+    if (out.length > 0 && chars + size > maxChars) break;
     const pieces = db
       .select({ data: schema.resultChunks.data })
       .from(schema.resultChunks)
       .where(eq(schema.resultChunks.seq, row.seq))
       .orderBy(asc(schema.resultChunks.chunkIndex))
       .all();
-    out.push({ seq: row.seq, json: pieces.map((p) => p.data).join("") });
-    chars += row.chars;
+    out.push({ seq: row.seq, json: pieces.map((p) => p.data).join(""), trajectory_key: row.trajectoryKey });
+    chars += size;
   }
   return out;
 }
@@ -295,18 +304,32 @@ export function bumpCounter(db: BatchDb, name: keyof BatchCounters): void {
  *
  * @example
  * ```ts
- * readCounters(db); // { stale_results: 0, duplicate_results: 0, stale_progress: 0 }
+ * readCounters(db).stale_results; // 0 before any stale result
  * ```
  */
 export function readCounters(db: BatchDb): BatchCounters {
-  const out: BatchCounters = { stale_results: 0, duplicate_results: 0, stale_progress: 0 };
+  const out: BatchCounters = {
+    stale_results: 0,
+    duplicate_results: 0,
+    stale_progress: 0,
+    requeued_sessions: 0,
+    stale_uploads: 0,
+  };
   for (const row of db.select().from(schema.counters).all()) {
     if (row.name in out) out[row.name as keyof BatchCounters] = row.value;
   }
   return out;
 }
 
-function readSession(db: BatchDb, sessionId: string) {
+/**
+ * A session row by id.
+ *
+ * @example
+ * ```ts
+ * readSession(db, "b_1.0.0")?.leaseId;
+ * ```
+ */
+export function readSession(db: BatchDb, sessionId: string) {
   return db.select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
 }
 
@@ -342,7 +365,7 @@ export function markAssigned(
  *
  * @example
  * ```ts
- * markProgress(db, "b_1.0.0", "l_…", "RUNNING", Date.now()); // "ok" | "stale"
+ * markProgress(db, "b_1.0.0", "l_…", "RUNNING", Date.now(), 120_000); // "ok" | "stale"
  * ```
  */
 export function markProgress(
@@ -351,64 +374,70 @@ export function markProgress(
   leaseId: string,
   status: SessionStatus,
   now: number,
+  graceMs: number,
 ): ProgressOutcome {
   const session = readSession(db, sessionId);
   if (!session || session.leaseId !== leaseId || isTerminal(session.status)) {
     bumpCounter(db, "stale_progress");
     return "stale";
   }
+  // The time budget starts at INITIALIZING (as upstream), once per lease.
+  const starts = session.startedAt === null && status !== "ASSIGNED" && status !== "QUEUED";
+  let deadlineAt = session.deadlineAt;
+  if (starts) {
+    const task = db.select().from(schema.tasks).where(eq(schema.tasks.taskIndex, session.taskIndex)).get();
+    const spec = JSON.parse(task!.spec) as TaskSpec;
+    deadlineAt = now + spec.timeout_seconds * 1000 + graceMs;
+  }
   db.update(schema.sessions)
-    .set({ status, updatedAt: now })
+    .set({ status, updatedAt: now, startedAt: starts ? now : session.startedAt, deadlineAt })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();
   return "ok";
 }
 
 /**
- * Accepts at most one result per session: a finished session answers "duplicate", a result under
- * any lease but the current one "stale"; both are counted. Call inside a transaction.
+ * Checks a result against the ledger: a finished session answers "duplicate", a result under any
+ * lease but the current one "stale" (both counted); otherwise the open session row.
  *
  * @example
  * ```ts
- * ctx.storage.transactionSync(() => submitResult(db, id, leaseId, result, Date.now()));
+ * const check = checkResult(db, id, leaseId); if (check.kind === "open") recordResult(…);
  * ```
  */
-export function submitResult(
+export function checkResult(
   db: BatchDb,
   sessionId: string,
   leaseId: string,
-  result: SessionResult,
-  now: number,
-): SubmitOutcome {
+): { kind: "duplicate" | "stale" } | { kind: "open"; session: NonNullable<ReturnType<typeof readSession>> } {
   const session = readSession(db, sessionId);
   if (session && isTerminal(session.status)) {
     bumpCounter(db, "duplicate_results");
-    return "duplicate";
+    return { kind: "duplicate" };
   }
   if (!session || session.leaseId !== leaseId) {
     bumpCounter(db, "stale_results");
-    return "stale";
+    return { kind: "stale" };
   }
-  const json = JSON.stringify(result);
-  const pieces = splitText(json, RESULT_CHUNK_CHARS);
-  const inserted = db
-    .insert(schema.results)
-    .values({
-      sessionId,
-      leaseId,
-      status: result.status,
-      chars: json.length,
-      chunkCount: pieces.length,
-      acceptedAt: now,
-    })
-    .returning({ seq: schema.results.seq })
-    .get();
-  pieces.forEach((data, chunkIndex) => {
-    db.insert(schema.resultChunks).values({ seq: inserted.seq, chunkIndex, data }).run();
-  });
-  db.update(schema.sessions)
-    .set({ status: result.status, finishedAt: now, updatedAt: now, nodeId: result.node_id ?? session.nodeId })
-    .where(eq(schema.sessions.sessionId, sessionId))
-    .run();
-  return "accepted";
+  return { kind: "open", session };
+}
+
+/**
+ * One stored result by sequence number, or null.
+ *
+ * @example
+ * ```ts
+ * resultBySeq(db, 3)?.json;
+ * ```
+ */
+export function resultBySeq(db: BatchDb, seq: number): RawResult | null {
+  const row = db.select().from(schema.results).where(eq(schema.results.seq, seq)).get();
+  if (!row) return null;
+  const pieces = db
+    .select({ data: schema.resultChunks.data })
+    .from(schema.resultChunks)
+    .where(eq(schema.resultChunks.seq, seq))
+    .orderBy(asc(schema.resultChunks.chunkIndex))
+    .all();
+  return { seq, json: pieces.map((p) => p.data).join(""), trajectory_key: row.trajectoryKey };
 }

@@ -10,16 +10,21 @@ import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import {
+  type AdminMessage,
   type ControlMessage,
   type CreditMessage,
   type HelloMessage,
+  LIMITS,
   type ProgressMessage,
   type ResultMessage,
   type SessionAssignment,
   WIRE_VERSION,
 } from "../../protocol";
+import { artifactKey } from "../artifacts";
 import type { AssignOutcome } from "../batch/dto";
 import { newConnectionId, newLeaseId, parseSessionId } from "../ids";
+import { REGISTRY_NAME } from "../registry/registry-do";
+import { AdminFanout, type AdminNodeResult } from "./admin-fanout";
 import migrations from "./drizzle/migrations.js";
 import { CLOSE_REPLACED, errorFrame, parseGatewayFrame } from "./messages";
 import * as schema from "./schema";
@@ -43,21 +48,51 @@ export const QUEUE_HEADER = "X-Polar-Queue";
  * ```
  */
 export const PING_INTERVAL_SECONDS = 15;
+/**
+ * Header the Worker sets when a per-gateway token authenticated the upgrade: the node id the
+ * hello must name.
+ *
+ * @example
+ * ```ts
+ * headers.set(NODE_HEADER, "node-a");
+ * ```
+ */
+export const NODE_HEADER = "X-Polar-Node-Id";
 /** Delay before the alarm retries a dispatch whose ledger call failed. */
 const DISPATCH_RETRY_MS = 2000;
+/** A gateway silent (no frame, no ping) this long is declared dead: 3 missed pings. */
+const LIVENESS_TIMEOUT_MS = 3 * PING_INTERVAL_SECONDS * 1000;
+/** Close code for a gateway declared dead by the liveness check. */
+const CLOSE_STALE = 4000;
 
-/** What survives hibernation on each socket: its connection id and, after hello, its node id. */
+/** What survives hibernation on each socket: its connection id, node id after hello, token binding. */
 interface SocketAttachment {
   connId: string;
   nodeId: string | null;
+  /** Node id bound by a per-gateway token; the hello must match it. */
+  boundNode?: string | null;
 }
 
 /** One gateway as reported by `stats()`. */
 export interface GatewayStats {
   node_id: string;
+  queue: string;
   credit: number;
   connected: boolean;
+  draining: boolean;
   leases: number;
+  capacity: { max_init: number; max_run: number; max_postrun: number };
+  metrics: {
+    init_queue_depth: number;
+    init_inflight: number;
+    ready_depth: number;
+    run_inflight: number;
+    postrun_queue_depth: number;
+    postrun_inflight: number;
+  } | null;
+  connected_at: number;
+  disconnected_at: number | null;
+  last_seen_at: number | null;
 }
 
 /** Snapshot of the dispatcher (tests and observability). */
@@ -89,6 +124,7 @@ export class QueueDO extends DurableObject<Env> {
   /** Single-flight guard: ledger RPCs open the input gate, so one dispatch pass at a time. */
   private dispatching = false;
   private dispatchAgain = false;
+  private readonly admins = new AdminFanout();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -101,10 +137,15 @@ export class QueueDO extends DurableObject<Env> {
       store.releaseAllReservations(this.db);
       const live = new Set(ctx.getWebSockets().map((ws) => this.attachment(ws)?.connId));
       for (const gw of store.listGateways(this.db)) {
-        if (gw.connected && !live.has(gw.connId))
-          store.disconnectGateway(this.db, gw.nodeId, gw.connId, Date.now());
+        if (gw.connected && !live.has(gw.connId)) this.disconnect(gw.nodeId, gw.connId);
       }
+      await this.armAlarm();
     });
+  }
+
+  private get leaseGraceMs(): number {
+    const raw = Number(this.env.POLAR_LEASE_GRACE_SECONDS);
+    return (Number.isFinite(raw) && raw >= 0 ? raw : LIMITS.leaseGraceSeconds) * 1000;
   }
 
   private get queueName(): string {
@@ -129,7 +170,11 @@ export class QueueDO extends DurableObject<Env> {
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     this.ctx.acceptWebSocket(server, ["gateway"]);
-    const attachment: SocketAttachment = { connId: newConnectionId(), nodeId: null };
+    const attachment: SocketAttachment = {
+      connId: newConnectionId(),
+      nodeId: null,
+      boundNode: request.headers.get(NODE_HEADER),
+    };
     server.serializeAttachment(attachment);
     return new Response(null, { status: 101, webSocket: client });
   }
@@ -165,9 +210,145 @@ export class QueueDO extends DurableObject<Env> {
     }
   }
 
-  /** Alarm: retries dispatch after a failed ledger call. */
+  /**
+   * Alarm: declares silent gateways dead (liveness from the auto-response ping timestamps),
+   * hands leases whose grace ran out back to their ledgers, retries dispatch, and re-arms.
+   */
   override async alarm(): Promise<void> {
+    this.checkLiveness(Date.now());
+    await this.processLostLeases();
     await this.dispatch();
+    await this.armAlarm();
+  }
+
+  /**
+   * Closes sockets that neither pinged nor sent anything for LIVENESS_TIMEOUT_MS. The ping is
+   * answered by the platform's auto-response without waking us, and
+   * `getWebSocketAutoResponseTimestamp` tells when it last happened.
+   */
+  private checkLiveness(now: number): void {
+    for (const ws of this.ctx.getWebSockets()) {
+      const att = this.attachment(ws);
+      if (!att?.nodeId) continue;
+      const gw = store.getGateway(this.db, att.nodeId);
+      if (!gw || gw.connId !== att.connId) continue;
+      const pinged = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
+      const last = Math.max(pinged, gw.lastSeenAt ?? 0, gw.connectedAt);
+      if (now - last > LIVENESS_TIMEOUT_MS) {
+        console.warn(`QueueDO ${this.queueName}: gateway ${att.nodeId} silent for ${now - last} ms; closing`);
+        this.closeQuietly(ws, CLOSE_STALE, "no ping");
+        this.disconnect(att.nodeId, att.connId);
+      }
+    }
+  }
+
+  /** Leases past their grace go back to their ledger (requeue or infra failure). Never throws. */
+  private async processLostLeases(): Promise<void> {
+    for (const lease of store.dueLostLeases(this.db, Date.now())) {
+      try {
+        const outcome = await this.env.BATCH.getByName(lease.batchId).leaseLost(
+          lease.sessionId,
+          lease.leaseId,
+          `gateway ${lease.nodeId} lost the session`,
+        );
+        // Re-read after the await: a reconnect may have reclaimed it meanwhile.
+        const current = store.findLease(this.db, lease.leaseId);
+        if (current && (current.lostAt === null || outcome !== "stale" || current.lostAt <= Date.now())) {
+          store.deleteLease(this.db, lease.leaseId);
+          if (outcome === "requeued") store.bumpCounter(this.db, "requeued_leases");
+        }
+      } catch (error) {
+        console.warn(`QueueDO ${this.queueName}: ledger refused lost lease ${lease.leaseId}:`, error);
+        store.setLeaseLostAt(this.db, lease.leaseId, Date.now() + DISPATCH_RETRY_MS);
+      }
+    }
+  }
+
+  /** Arms the alarm at the next lost lease, or a liveness check while gateways hold leases. */
+  private async armAlarm(): Promise<void> {
+    const times: number[] = [];
+    const lost = store.nextLostAt(this.db);
+    if (lost !== null) times.push(lost);
+    if (store.sizes(this.db).leases > 0 && store.listGateways(this.db).some((g) => g.connected))
+      times.push(Date.now() + PING_INTERVAL_SECONDS * 1000);
+    if (times.length === 0) return;
+    const next = Math.max(Math.min(...times), Date.now());
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > next) await this.ctx.storage.setAlarm(next);
+  }
+
+  /**
+   * Withdraws sessions that ended on the ledger (deadline, cancel, early stop): drops them from
+   * the pending list and tells the gateways holding them to cancel.
+   */
+  async withdraw(items: { session_id: string; lease_id: string | null }[], reason: string): Promise<number> {
+    const leases = this.ctx.storage.transactionSync(() => store.withdrawSessions(this.db, items));
+    for (const lease of leases) {
+      const gw = store.getGateway(this.db, lease.nodeId);
+      const socket = gw?.connected ? this.socketOf(gw.connId) : null;
+      if (socket) {
+        this.send(socket, {
+          v: WIRE_VERSION,
+          type: "cancel",
+          lease_id: lease.leaseId,
+          session_id: lease.sessionId,
+          reason,
+        });
+      }
+    }
+    return leases.length;
+  }
+
+  /** Sessions waiting for a gateway (the queue-depth limit). */
+  async depth(): Promise<number> {
+    return store.sizes(this.db).pending;
+  }
+
+  /**
+   * Sends `admin` to every connected gateway (or only `nodeId`) and collects their `admin_ack`
+   * until all answered or `timeoutMs` passed.
+   */
+  async admin(
+    action: AdminMessage["action"],
+    opts: { policy_version?: string; timeout_seconds?: number; nodeId?: string; timeoutMs?: number } = {},
+  ): Promise<AdminNodeResult[]> {
+    const requestId = `adm_${crypto.randomUUID()}`;
+    const timeoutMs = opts.timeoutMs ?? ((opts.timeout_seconds ?? 0) + 10) * 1000;
+    const waits: Promise<AdminNodeResult>[] = [];
+    for (const gw of store.listGateways(this.db)) {
+      if (!gw.connected || (opts.nodeId !== undefined && gw.nodeId !== opts.nodeId)) continue;
+      const socket = this.socketOf(gw.connId);
+      if (!socket) continue;
+      waits.push(this.admins.expect(requestId, gw.nodeId, timeoutMs));
+      this.send(socket, {
+        v: WIRE_VERSION,
+        type: "admin",
+        request_id: requestId,
+        action,
+        ...(opts.policy_version === undefined ? {} : { policy_version: opts.policy_version }),
+        ...(opts.timeout_seconds === undefined ? {} : { timeout_seconds: opts.timeout_seconds }),
+      });
+    }
+    return Promise.all(waits);
+  }
+
+  /**
+   * Drains a gateway: it gets no new sessions, and is told (`admin drain`) to finish the ones it
+   * holds. Null when the node never connected to this queue.
+   */
+  async drain(nodeId: string): Promise<AdminNodeResult | null> {
+    if (!store.setDraining(this.db, nodeId, true)) return null;
+    const [answer] = await this.admin("drain", { nodeId, timeoutMs: 10_000 });
+    return (
+      answer ?? {
+        node_id: nodeId,
+        ok: false,
+        paused: false,
+        inflight: 0,
+        policy_version: null,
+        error: "gateway is not connected; it will receive no new sessions",
+      }
+    );
   }
 
   /**
@@ -185,11 +366,18 @@ export class QueueDO extends DurableObject<Env> {
   /** Pending, leases, gateways and counters. */
   async stats(): Promise<QueueStats> {
     const sizes = store.sizes(this.db);
-    const gateways = store.listGateways(this.db).map((g) => ({
+    const gateways: GatewayStats[] = store.listGateways(this.db).map((g) => ({
       node_id: g.nodeId,
+      queue: this.queueName,
       credit: g.credit,
       connected: g.connected,
+      draining: g.draining,
       leases: store.leasesOfNode(this.db, g.nodeId).length,
+      capacity: JSON.parse(g.capacity) as GatewayStats["capacity"],
+      metrics: g.metrics ? (JSON.parse(g.metrics) as GatewayStats["metrics"]) : null,
+      connected_at: g.connectedAt,
+      disconnected_at: g.disconnectedAt,
+      last_seen_at: g.lastSeenAt,
     }));
     return { queue: this.queueName, ...sizes, gateways, counters: store.readCounters(this.db) };
   }
@@ -218,10 +406,12 @@ export class QueueDO extends DurableObject<Env> {
       this.send(ws, errorFrame("hello_required", `send hello before '${message.type}'`));
       return;
     }
+    store.touchGateway(this.db, nodeId, Date.now());
     if (message.type === "credit") await this.onCredit(nodeId, message);
     else if (message.type === "progress") await this.onProgress(ws, nodeId, message);
     else if (message.type === "result") await this.onResult(ws, message);
-    else console.log(`QueueDO: admin_ack from ${nodeId} for ${message.request_id} (ok=${message.ok})`);
+    else if (!this.admins.resolve(nodeId, message))
+      console.warn(`QueueDO: late admin_ack from ${nodeId} for ${message.request_id}`);
   }
 
   private async onHello(ws: WebSocket, hello: HelloMessage): Promise<void> {
@@ -229,6 +419,18 @@ export class QueueDO extends DurableObject<Env> {
     if (!attachment) return;
     if (attachment.nodeId && attachment.nodeId !== hello.node_id) {
       this.send(ws, errorFrame("node_id_changed", `this connection is node '${attachment.nodeId}'`));
+      return;
+    }
+    if (attachment.boundNode && attachment.boundNode !== hello.node_id) {
+      // A per-gateway token names its node: it cannot speak for another one.
+      this.send(
+        ws,
+        errorFrame(
+          "node_id_mismatch",
+          `this token belongs to node '${attachment.boundNode}', not '${hello.node_id}'`,
+        ),
+      );
+      this.closeQuietly(ws, 4403, "node_id_mismatch");
       return;
     }
     // A node has one live connection: a reconnect replaces the old socket.
@@ -242,11 +444,17 @@ export class QueueDO extends DurableObject<Env> {
     const kept: string[] = [];
     this.ctx.storage.transactionSync(() => {
       store.upsertGateway(this.db, hello.node_id, attachment.connId, hello.credit, hello.capacity, now);
-      for (const lease of store.leasesOfNode(this.db, hello.node_id)) {
-        if (held.get(lease.leaseId) === lease.sessionId) kept.push(lease.leaseId);
-        // The gateway no longer has this session (it restarted): give it to someone.
-        else store.requeueLease(this.db, lease, now);
+      const leases = store.leasesOfNode(this.db, hello.node_id);
+      for (const lease of leases) {
+        if (held.get(lease.leaseId) === lease.sessionId) {
+          kept.push(lease.leaseId);
+          store.setLeaseLostAt(this.db, lease.leaseId, null);
+        }
+        // The gateway no longer has this session (it restarted): lost now, no grace.
+        else store.setLeaseLostAt(this.db, lease.leaseId, now);
       }
+      // A drained node that comes back holding nothing is a fresh node.
+      if (leases.length === 0 && hello.leases.length === 0) store.setDraining(this.db, hello.node_id, false);
     });
     ws.serializeAttachment({ ...attachment, nodeId: hello.node_id } satisfies SocketAttachment);
     for (const lease of hello.leases) {
@@ -268,15 +476,25 @@ export class QueueDO extends DurableObject<Env> {
       kept_leases: kept,
       ping_interval_seconds: PING_INTERVAL_SECONDS,
     });
+    await this.processLostLeases();
     await this.dispatch();
+    await this.armAlarm();
+    try {
+      await this.env.REGISTRY.getByName(REGISTRY_NAME).recordNode(this.queueName, hello.node_id);
+    } catch (error) {
+      // Only listings and drain-by-node use it; dispatch does not depend on it.
+      console.warn(`QueueDO ${this.queueName}: registry did not record ${hello.node_id}:`, error);
+    }
   }
 
   private async onCredit(nodeId: string, credit: CreditMessage): Promise<void> {
     store.addCredit(this.db, nodeId, credit.grant);
+    if (credit.metrics) store.updateMetrics(this.db, nodeId, credit.metrics);
     await this.dispatch();
   }
 
   private async onProgress(ws: WebSocket, nodeId: string, progress: ProgressMessage): Promise<void> {
+    if (progress.metrics) store.updateMetrics(this.db, nodeId, progress.metrics);
     const lease = store.findLease(this.db, progress.lease_id);
     if (!lease || lease.nodeId !== nodeId || lease.sessionId !== progress.session_id) {
       store.bumpCounter(this.db, "stale_progress");
@@ -296,6 +514,20 @@ export class QueueDO extends DurableObject<Env> {
 
   private async onResult(ws: WebSocket, message: ResultMessage): Promise<void> {
     const sessionId = message.result.session_id;
+    // An artifact reference must point at this session's upload under this lease, nothing else.
+    const parts = parseSessionId(sessionId);
+    for (const [kind, ref] of [
+      ["trajectory", message.trajectory_ref],
+      ["completions", message.completions_ref],
+    ] as const) {
+      if (ref && (!parts || ref.key !== artifactKey(parts.batchId, sessionId, message.lease_id, kind))) {
+        this.send(
+          ws,
+          errorFrame("invalid_message", `${kind}_ref.key: not the upload of this session and lease`),
+        );
+        return;
+      }
+    }
     const lease = store.findLease(this.db, message.lease_id);
     const ownLease = lease && lease.sessionId === sessionId ? lease : undefined;
     const batchId = ownLease?.batchId ?? parseSessionId(sessionId)?.batchId ?? message.result.batch_id;
@@ -324,7 +556,11 @@ export class QueueDO extends DurableObject<Env> {
   }
 
   private submit(batchId: string, sessionId: string, message: ResultMessage) {
-    return this.env.BATCH.getByName(batchId).submitResult(sessionId, message.lease_id, message.result);
+    const refs = {
+      ...(message.trajectory_ref ? { trajectory: message.trajectory_ref } : {}),
+      ...(message.completions_ref ? { completions: message.completions_ref } : {}),
+    };
+    return this.env.BATCH.getByName(batchId).submitResult(sessionId, message.lease_id, message.result, refs);
   }
 
   // ---- dispatch ---------------------------------------------------------------------------
@@ -382,7 +618,7 @@ export class QueueDO extends DurableObject<Env> {
       if (!current || !socket || current.credit <= 0) {
         // The ledger now holds a lease nobody received; the next assignment supersedes it.
         store.unreservePending(this.db, item.sessionId);
-        if (current && !socket) store.disconnectGateway(this.db, current.nodeId, current.connId, Date.now());
+        if (current && !socket) this.disconnect(current.nodeId, current.connId);
         continue;
       }
       const session = JSON.parse(item.payload) as SessionAssignment;
@@ -408,8 +644,19 @@ export class QueueDO extends DurableObject<Env> {
 
   private markDisconnected(ws: WebSocket): void {
     const attachment = this.attachment(ws);
-    if (attachment?.nodeId)
-      store.disconnectGateway(this.db, attachment.nodeId, attachment.connId, Date.now());
+    if (attachment?.nodeId) this.disconnect(attachment.nodeId, attachment.connId);
+  }
+
+  /**
+   * Marks the node disconnected (if `connId` is still its connection) and starts the grace period
+   * of its leases: a reconnect within it reclaims them, after it they go back to the ledger.
+   */
+  private disconnect(nodeId: string, connId: string): void {
+    const now = Date.now();
+    if (!store.disconnectGateway(this.db, nodeId, connId, now)) return;
+    store.startLeaseGrace(this.db, nodeId, now + this.leaseGraceMs);
+    this.admins.failNode(nodeId, "gateway disconnected");
+    this.ctx.waitUntil(this.armAlarm());
   }
 
   private send(ws: WebSocket, message: ControlMessage): void {

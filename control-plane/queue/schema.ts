@@ -41,6 +41,14 @@ export const gateways = sqliteTable("gateways", {
   connected: integer("connected", { mode: "boolean" }).notNull(),
   connectedAt: integer("connected_at").notNull(),
   disconnectedAt: integer("disconnected_at"),
+  /** JSON of the last StageMetrics the gateway sent (on credit or progress). */
+  metrics: text("metrics"),
+  /** Assignments since the last metrics (upstream's `dispatch_reservations`). */
+  reservations: integer("reservations").notNull().default(0),
+  /** Drained: receives no new sessions, finishes the ones it holds. */
+  draining: integer("draining", { mode: "boolean" }).notNull().default(false),
+  /** Last frame received from the gateway (liveness, with the auto-response ping timestamp). */
+  lastSeenAt: integer("last_seen_at"),
 });
 
 /**
@@ -57,6 +65,8 @@ export const leases = sqliteTable(
     attempt: integer("attempt").notNull(),
     assignedAt: integer("assigned_at").notNull(),
     payload: text("payload").notNull(),
+    /** When the lease counts as lost (gateway gone past the grace); null while the gateway holds it. */
+    lostAt: integer("lost_at"),
   },
   (t) => [index("leases_node_idx").on(t.nodeId), index("leases_session_idx").on(t.sessionId)],
 );

@@ -4,10 +4,11 @@
  *
  * @module
  */
-import { and, asc, desc, eq, isNotNull, isNull, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, isNotNull, isNull, lte, min, sql } from "drizzle-orm";
 import type { DrizzleSqliteDODatabase } from "drizzle-orm/durable-sqlite";
-import type { GatewayCapacity, SessionAssignment } from "../../protocol";
+import type { GatewayCapacity, SessionAssignment, StageMetrics } from "../../protocol";
 import * as schema from "./schema";
+import { type GatewayLoad, pickBest } from "./scoring";
 
 /** The dispatcher's Drizzle handle. */
 export type QueueDb = DrizzleSqliteDODatabase<typeof schema>;
@@ -90,8 +91,8 @@ export function nextPending(db: QueueDb): PendingRow | undefined {
 }
 
 /**
- * The gateway to receive the next session: connected with credit, most free credit first, then
- * fewest leases, then node id (upstream-style stage scoring comes later).
+ * The gateway to receive the next session: among connected, non-draining gateways with credit,
+ * the best by upstream's stage-pressure score (see `scoring.ts`).
  *
  * @example
  * ```ts
@@ -99,14 +100,170 @@ export function nextPending(db: QueueDb): PendingRow | undefined {
  * ```
  */
 export function pickGateway(db: QueueDb): GatewayRow | undefined {
-  const leaseCount = sql<number>`(SELECT count(*) FROM ${schema.leases} WHERE ${schema.leases.nodeId} = ${schema.gateways.nodeId})`;
-  return db
+  const rows = db
     .select()
     .from(schema.gateways)
-    .where(and(eq(schema.gateways.connected, true), sql`${schema.gateways.credit} > 0`))
-    .orderBy(desc(schema.gateways.credit), asc(leaseCount), asc(schema.gateways.nodeId))
-    .limit(1)
-    .get();
+    .where(
+      and(
+        eq(schema.gateways.connected, true),
+        eq(schema.gateways.draining, false),
+        sql`${schema.gateways.credit} > 0`,
+      ),
+    )
+    .all();
+  if (rows.length <= 1) return rows[0];
+  const leaseCounts = new Map(
+    db
+      .select({ nodeId: schema.leases.nodeId, n: sql<number>`count(*)` })
+      .from(schema.leases)
+      .groupBy(schema.leases.nodeId)
+      .all()
+      .map((r) => [r.nodeId, r.n]),
+  );
+  const loads: GatewayLoad[] = rows.map((r) => ({
+    nodeId: r.nodeId,
+    capacity: JSON.parse(r.capacity) as GatewayCapacity,
+    metrics: r.metrics ? (JSON.parse(r.metrics) as StageMetrics) : null,
+    reservations: r.reservations,
+    leases: leaseCounts.get(r.nodeId) ?? 0,
+  }));
+  const best = pickBest(loads);
+  return rows.find((r) => r.nodeId === best?.nodeId);
+}
+
+/**
+ * Stores a gateway's latest stage metrics and clears its reservations (as upstream's heartbeat).
+ *
+ * @example
+ * ```ts
+ * updateMetrics(db, "node-a", credit.metrics);
+ * ```
+ */
+export function updateMetrics(db: QueueDb, nodeId: string, metrics: StageMetrics): void {
+  db.update(schema.gateways)
+    .set({ metrics: JSON.stringify(metrics), reservations: 0 })
+    .where(eq(schema.gateways.nodeId, nodeId))
+    .run();
+}
+
+/**
+ * Records that a frame arrived from `nodeId` (liveness).
+ *
+ * @example
+ * ```ts
+ * touchGateway(db, "node-a", Date.now());
+ * ```
+ */
+export function touchGateway(db: QueueDb, nodeId: string, now: number): void {
+  db.update(schema.gateways).set({ lastSeenAt: now }).where(eq(schema.gateways.nodeId, nodeId)).run();
+}
+
+/**
+ * Sets or clears a gateway's draining flag; false when the node is unknown.
+ *
+ * @example
+ * ```ts
+ * setDraining(db, "node-a", true);
+ * ```
+ */
+export function setDraining(db: QueueDb, nodeId: string, draining: boolean): boolean {
+  return (
+    db
+      .update(schema.gateways)
+      .set({ draining })
+      .where(eq(schema.gateways.nodeId, nodeId))
+      .returning({ nodeId: schema.gateways.nodeId })
+      .all().length > 0
+  );
+}
+
+/**
+ * Starts the grace period of every lease `nodeId` holds: they count as lost at `at`.
+ *
+ * @example
+ * ```ts
+ * startLeaseGrace(db, "node-a", Date.now() + 30_000);
+ * ```
+ */
+export function startLeaseGrace(db: QueueDb, nodeId: string, at: number): void {
+  db.update(schema.leases)
+    .set({ lostAt: at })
+    .where(and(eq(schema.leases.nodeId, nodeId), isNull(schema.leases.lostAt)))
+    .run();
+}
+
+/**
+ * Marks one lease lost at `at` (`null` = held again).
+ *
+ * @example
+ * ```ts
+ * setLeaseLostAt(db, "l_…", null); // the gateway reclaimed it
+ * ```
+ */
+export function setLeaseLostAt(db: QueueDb, leaseId: string, at: number | null): void {
+  db.update(schema.leases).set({ lostAt: at }).where(eq(schema.leases.leaseId, leaseId)).run();
+}
+
+/**
+ * Leases whose grace has run out.
+ *
+ * @example
+ * ```ts
+ * for (const lease of dueLostLeases(db, Date.now())) await ledger.leaseLost(…);
+ * ```
+ */
+export function dueLostLeases(db: QueueDb, now: number): LeaseRow[] {
+  return db
+    .select()
+    .from(schema.leases)
+    .where(and(isNotNull(schema.leases.lostAt), lte(schema.leases.lostAt, now)))
+    .all();
+}
+
+/**
+ * Earliest `lost_at` among leases, or null.
+ *
+ * @example
+ * ```ts
+ * nextLostAt(db); // when the alarm must run
+ * ```
+ */
+export function nextLostAt(db: QueueDb): number | null {
+  return (
+    db
+      .select({ at: min(schema.leases.lostAt) })
+      .from(schema.leases)
+      .get()?.at ?? null
+  );
+}
+
+/**
+ * Withdraws sessions that ended on the ledger: drops them from pending and removes their leases.
+ * Returns the leases that a connected gateway must be told to cancel.
+ *
+ * @example
+ * ```ts
+ * const cancelled = withdrawSessions(db, [{ session_id: "b.0.0", lease_id: "l_…" }]);
+ * ```
+ */
+export function withdrawSessions(
+  db: QueueDb,
+  items: { session_id: string; lease_id: string | null }[],
+): LeaseRow[] {
+  const ids = items.map((i) => i.session_id);
+  if (ids.length === 0) return [];
+  db.delete(schema.pending).where(inArray(schema.pending.sessionId, ids)).run();
+  const leases = db.select().from(schema.leases).where(inArray(schema.leases.sessionId, ids)).all();
+  if (leases.length > 0)
+    db.delete(schema.leases)
+      .where(
+        inArray(
+          schema.leases.leaseId,
+          leases.map((l) => l.leaseId),
+        ),
+      )
+      .run();
+  return leases;
 }
 
 /**
@@ -193,7 +350,10 @@ export function confirmAssignment(
     .run();
   db.delete(schema.pending).where(eq(schema.pending.sessionId, item.sessionId)).run();
   db.update(schema.gateways)
-    .set({ credit: sql`max(${schema.gateways.credit} - 1, 0)` })
+    .set({
+      credit: sql`max(${schema.gateways.credit} - 1, 0)`,
+      reservations: sql`${schema.gateways.reservations} + 1`,
+    })
     .where(eq(schema.gateways.nodeId, nodeId))
     .run();
 }
@@ -245,6 +405,8 @@ export function upsertGateway(
     connected: true,
     connectedAt: now,
     disconnectedAt: null,
+    lastSeenAt: now,
+    reservations: 0,
   };
   db.insert(schema.gateways)
     .values({ nodeId, ...values })
@@ -268,19 +430,30 @@ export function addCredit(db: QueueDb, nodeId: string, grant: number): void {
 }
 
 /**
- * Marks a gateway disconnected (credit 0) if `connId` is still its current connection; a replaced
- * socket closing late must not disconnect its successor. Leases stay for a reconnect.
+ * Marks a gateway disconnected (credit 0) if `connId` is still its current, connected connection;
+ * a replaced socket closing late must not disconnect its successor. Leases stay for a reconnect.
+ * True when this call disconnected it.
  *
  * @example
  * ```ts
  * disconnectGateway(db, "node-a", connId, Date.now());
  * ```
  */
-export function disconnectGateway(db: QueueDb, nodeId: string, connId: string, now: number): void {
-  db.update(schema.gateways)
-    .set({ connected: false, credit: 0, disconnectedAt: now })
-    .where(and(eq(schema.gateways.nodeId, nodeId), eq(schema.gateways.connId, connId)))
-    .run();
+export function disconnectGateway(db: QueueDb, nodeId: string, connId: string, now: number): boolean {
+  return (
+    db
+      .update(schema.gateways)
+      .set({ connected: false, credit: 0, disconnectedAt: now })
+      .where(
+        and(
+          eq(schema.gateways.nodeId, nodeId),
+          eq(schema.gateways.connId, connId),
+          eq(schema.gateways.connected, true),
+        ),
+      )
+      .returning({ nodeId: schema.gateways.nodeId })
+      .all().length > 0
+  );
 }
 
 /**
@@ -317,33 +490,6 @@ export function leasesOfNode(db: QueueDb, nodeId: string): LeaseRow[] {
  */
 export function deleteLease(db: QueueDb, leaseId: string): void {
   db.delete(schema.leases).where(eq(schema.leases.leaseId, leaseId)).run();
-}
-
-/**
- * Puts a lease's session back in the pending list as attempt + 1 (the gateway lost it). The new
- * lease created on dispatch supersedes the old one in the ledger.
- *
- * @example
- * ```ts
- * for (const lease of leasesOfNode(db, node)) requeueLease(db, lease, Date.now());
- * ```
- */
-export function requeueLease(db: QueueDb, lease: LeaseRow, now: number): void {
-  const payload = JSON.parse(lease.payload) as SessionAssignment;
-  deleteLease(db, lease.leaseId);
-  const next: SessionAssignment = { ...payload, attempt: lease.attempt + 1 };
-  db.insert(schema.pending)
-    .values({
-      sessionId: next.session_id,
-      batchId: next.batch_id,
-      attempt: next.attempt,
-      priority: next.dispatch_priority,
-      payload: JSON.stringify(next),
-      enqueuedAt: now,
-    })
-    .onConflictDoNothing({ target: schema.pending.sessionId })
-    .run();
-  bumpCounter(db, "requeued_leases");
 }
 
 /**

@@ -1,43 +1,22 @@
 /**
- * Trainer routes: `POST /v1/batches`, `GET /v1/batches/:id`, `GET /v1/batches/:id/results`.
+ * Trainer routes under `/v1/batches`: create (idempotent by `batch_id`), list, status, results
+ * (cursor pages with `wait=` long-poll, or SSE resumable with `Last-Event-ID`), cancel a batch or
+ * one task.
  *
  * @module
  */
 import { Hono } from "hono";
-import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS } from "../../protocol";
+import { streamSSE } from "hono/streaming";
+import { BatchRequest, describeIssues, fieldIssues, LIMITS } from "../../protocol";
+import { sequencedResults } from "../artifacts";
 import { requireRole } from "../auth";
+import type { RawResultsPage } from "../batch/dto";
+import { callbackUrlProblem, isDevMode } from "../callback-url";
 import { ApiError } from "../errors";
 import { newBatchId } from "../ids";
+import { REGISTRY_NAME } from "../registry/registry-do";
 import { canonicalHash, readJsonBody, utf8Length } from "../request-body";
-
-/** Parses an optional non-negative integer query parameter, naming it on failure. */
-function integerParam(
-  name: string,
-  raw: string | undefined,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  if (raw === undefined) return fallback;
-  const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw ApiError.badRequest(
-      "validation_failed",
-      `${name}: must be an integer between ${min} and ${max}, got '${raw}'`,
-      [{ field: name, message: `must be an integer between ${min} and ${max}` }],
-    );
-  }
-  return value;
-}
-
-function batchIdParam(raw: string): string {
-  const parsed = Identifier.safeParse(raw);
-  if (!parsed.success) {
-    const issues = fieldIssues(parsed.error).map((i) => ({ ...i, field: "batch_id" }));
-    throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
-  }
-  return parsed.data;
-}
+import { identifierParam, integerParam } from "./params";
 
 /**
  * The batches sub-app (mounted at `/v1/batches`, trainer token required).
@@ -51,38 +30,131 @@ export const batchRoutes = new Hono<{ Bindings: Env }>();
 
 batchRoutes.use("*", requireRole("trainer"));
 
-batchRoutes.post("/", async (c) => {
-  const raw = await readJsonBody(c.req.raw, LIMITS.maxBodyBytes);
+/**
+ * Parses and checks a batch request, then creates it on its ledger and records it in the registry.
+ *
+ * @example
+ * ```ts
+ * const { status, body } = await createBatch(env, raw);
+ * ```
+ */
+export async function createBatch(env: Env, raw: unknown) {
   const parsed = BatchRequest.safeParse(raw);
   if (!parsed.success) {
     const issues = fieldIssues(parsed.error);
     throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
   }
   const request = { ...parsed.data, batch_id: parsed.data.batch_id ?? newBatchId() };
+  const dev = isDevMode(env);
+  const urls: [string, string | undefined][] = [
+    ["callback_url", request.callback_url],
+    ...request.tasks.map((t, i): [string, string | undefined] => [
+      `tasks[${i}].callback_url`,
+      t.callback_url,
+    ]),
+  ];
+  for (const [field, url] of urls) {
+    const problem = url === undefined ? null : callbackUrlProblem(url, dev);
+    if (problem) {
+      throw ApiError.badRequest("validation_failed", `${field}: ${problem}`, [{ field, message: problem }]);
+    }
+  }
   request.tasks.forEach((task, i) => {
     const bytes = utf8Length(JSON.stringify(task));
     if (bytes > LIMITS.maxTaskSpecBytes) {
       throw ApiError.tooLarge(
-        `tasks[${i}]: task is ${bytes} bytes as JSON; the limit is ${LIMITS.maxTaskSpecBytes}`,
+        `tasks[${i}]: task is ${bytes} bytes as JSON; the limit is ${LIMITS.maxTaskSpecBytes} (LIMITS.maxTaskSpecBytes)`,
       );
     }
   });
   const hash = await canonicalHash(request);
-  const outcome = await c.env.BATCH.getByName(request.batch_id).create(request, hash);
+  const outcome = await env.BATCH.getByName(request.batch_id).create(request, hash);
   if (outcome.kind === "conflict") throw ApiError.conflict(outcome.message);
-  return c.json(outcome.body, outcome.kind === "created" ? 201 : 200);
+  if (outcome.kind === "queue_full") {
+    throw new ApiError(429, "queue_full", outcome.message, undefined, {
+      "Retry-After": String(outcome.retryAfterSeconds),
+    });
+  }
+  // Recorded for both outcomes: a replay repairs a registry write that failed the first time.
+  await env.REGISTRY.getByName(REGISTRY_NAME).recordBatch({
+    batch_id: outcome.body.batch_id,
+    queue: outcome.body.queue,
+    tasks: outcome.body.tasks,
+    sessions: outcome.body.sessions,
+    created_at: Date.now(),
+  });
+  return { status: outcome.kind === "created" ? (201 as const) : (200 as const), body: outcome.body };
+}
+
+batchRoutes.post("/", async (c) => {
+  const { status, body } = await createBatch(c.env, await readJsonBody(c.req.raw, LIMITS.maxBodyBytes));
+  return c.json(body, status);
+});
+
+batchRoutes.get("/", async (c) => {
+  const limit = integerParam("limit", c.req.query("limit"), 50, 1, LIMITS.maxBatchesPerPage);
+  const before = c.req.query("before");
+  const cursor = before === undefined ? null : integerParam("before", before, 0, 0, Number.MAX_SAFE_INTEGER);
+  const batches = await c.env.REGISTRY.getByName(REGISTRY_NAME).listBatches(limit, cursor);
+  const last = batches[batches.length - 1];
+  return c.json({ batches, next_before: batches.length === limit && last ? last.created_at : null });
 });
 
 batchRoutes.get("/:id", async (c) => {
-  const batchId = batchIdParam(c.req.param("id"));
+  const batchId = identifierParam("batch_id", c.req.param("id"));
   const status = await c.env.BATCH.getByName(batchId).status();
   if (!status) throw ApiError.notFound(`batch '${batchId}' does not exist`);
   return c.json(status);
 });
 
+batchRoutes.delete("/:id", async (c) => {
+  const batchId = identifierParam("batch_id", c.req.param("id"));
+  const outcome = await c.env.BATCH.getByName(batchId).cancel(batchId, null);
+  if (outcome.kind === "not_found") throw ApiError.notFound(outcome.message);
+  return c.json({ batch_id: batchId, status: "cancelled", cancelled_sessions: outcome.ended });
+});
+
+batchRoutes.delete("/:id/tasks/:task_id", async (c) => {
+  const batchId = identifierParam("batch_id", c.req.param("id"));
+  const taskId = identifierParam("task_id", c.req.param("task_id"));
+  const outcome = await c.env.BATCH.getByName(batchId).cancel(batchId, taskId);
+  if (outcome.kind === "not_found") throw ApiError.notFound(outcome.message);
+  return c.json({
+    batch_id: batchId,
+    task_id: taskId,
+    status: "cancelled",
+    cancelled_sessions: outcome.ended,
+  });
+});
+
+/** Calls the ledger until it has results, the batch is done, or `waitMs` passed. */
+async function pageWithin(
+  env: Env,
+  batchId: string,
+  after: number,
+  limit: number,
+  waitMs: number,
+): Promise<NonNullable<RawResultsPage>> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const remaining = Math.max(0, deadline - Date.now());
+    // A fresh stub per call: a stub that has thrown may be broken.
+    const page = await env.BATCH.getByName(batchId).results(after, limit, remaining);
+    if (!page) throw ApiError.notFound(`batch '${batchId}' does not exist`);
+    if (page.results.length > 0 || page.done || Date.now() >= deadline) return page;
+  }
+}
+
 batchRoutes.get("/:id/results", async (c) => {
-  const batchId = batchIdParam(c.req.param("id"));
-  const after = integerParam("after", c.req.query("after"), 0, 0, Number.MAX_SAFE_INTEGER);
+  const batchId = identifierParam("batch_id", c.req.param("id"));
+  const lastEventId = c.req.header("Last-Event-ID");
+  const after = integerParam(
+    lastEventId === undefined ? "after" : "Last-Event-ID",
+    lastEventId ?? c.req.query("after"),
+    0,
+    0,
+    Number.MAX_SAFE_INTEGER,
+  );
   const limit = integerParam(
     "limit",
     c.req.query("limit"),
@@ -90,10 +162,37 @@ batchRoutes.get("/:id/results", async (c) => {
     1,
     LIMITS.maxResultsPerPage,
   );
-  const page = await c.env.BATCH.getByName(batchId).results(after, limit);
-  if (!page) throw ApiError.notFound(`batch '${batchId}' does not exist`);
-  // The results are stored as JSON text; splice them in instead of parsing and re-serializing.
-  const results = page.results.map((r) => `{"seq":${r.seq},"result":${r.json}}`).join(",");
-  const body = `{"batch_id":${JSON.stringify(batchId)},"results":[${results}],"next":${page.next},"done":${page.done}}`;
-  return c.body(body, 200, { "Content-Type": "application/json; charset=UTF-8" });
+  const wait = integerParam("wait", c.req.query("wait"), 0, 0, LIMITS.maxResultsWaitSeconds);
+  const sse = (c.req.header("Accept") ?? "").includes("text/event-stream");
+  // Fail before the stream starts when the batch does not exist.
+  const first = await pageWithin(c.env, batchId, after, limit, sse ? 0 : wait * 1000);
+  if (!sse) {
+    const results = await sequencedResults(c.env.TRAJECTORIES, first.results);
+    const body = `{"batch_id":${JSON.stringify(batchId)},"results":[${results.join(",")}],"next":${first.next},"done":${first.done}}`;
+    return c.body(body, 200, { "Content-Type": "application/json; charset=UTF-8" });
+  }
+  return streamSSE(c, async (stream) => {
+    let aborted = false;
+    stream.onAbort(() => {
+      aborted = true;
+    });
+    let page = first;
+    for (;;) {
+      const items = await sequencedResults(c.env.TRAJECTORIES, page.results);
+      for (let i = 0; i < items.length; i++) {
+        const seq = page.results[i]!.seq;
+        await stream.writeSSE({ id: String(seq), event: "result", data: items[i]! });
+      }
+      if (page.done && page.results.length === 0) {
+        await stream.writeSSE({
+          event: "done",
+          data: JSON.stringify({ batch_id: batchId, next: page.next }),
+        });
+        return;
+      }
+      if (aborted) return;
+      if (page.results.length === 0) await stream.write(": keep-alive\n\n");
+      page = await pageWithin(c.env, batchId, page.next, limit, 25_000);
+    }
+  });
 });

@@ -1,20 +1,22 @@
 /**
- * Gateway routes: `GET /v1/gateways/connect?queue=NAME`, the WebSocket a gateway dials out on.
- * The token is checked here, before the upgrade reaches (and bills) the QueueDO.
+ * Gateway routes: `GET /v1/gateways/connect?queue=NAME` (the WebSocket a gateway dials out on;
+ * the token is checked here, before the upgrade reaches and bills the QueueDO), `GET /v1/gateways`
+ * (listing across queues) and `POST /v1/gateways/:id/drain` (admin).
  *
  * @module
  */
 import { Hono } from "hono";
-import { describeIssues, fieldIssues, Identifier } from "../../protocol";
-import { requireRole } from "../auth";
+import { authorize } from "../auth";
 import { ApiError } from "../errors";
-import { QUEUE_HEADER } from "../queue/queue-do";
+import { NODE_HEADER, QUEUE_HEADER } from "../queue/queue-do";
+import { REGISTRY_NAME } from "../registry/registry-do";
+import { identifierParam } from "./params";
 
 /** Prefix of headers only the Worker may set; client copies are dropped. */
 const INTERNAL_HEADER_PREFIX = "x-polar-";
 
 /**
- * The gateways sub-app (mounted at `/v1/gateways`, gateway token required).
+ * The gateways sub-app (mounted at `/v1/gateways`).
  *
  * @example
  * ```ts
@@ -23,16 +25,12 @@ const INTERNAL_HEADER_PREFIX = "x-polar-";
  */
 export const gatewayRoutes = new Hono<{ Bindings: Env }>();
 
-gatewayRoutes.get("/connect", requireRole("gateway"), async (c) => {
+gatewayRoutes.get("/connect", async (c) => {
+  const principal = await authorize("gateway", c.req.header("Authorization"), c.env);
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") {
     throw ApiError.upgradeRequired("GET /v1/gateways/connect needs 'Upgrade: websocket'");
   }
-  const parsed = Identifier.safeParse(c.req.query("queue") ?? "default");
-  if (!parsed.success) {
-    const issues = fieldIssues(parsed.error).map((i) => ({ ...i, field: "queue" }));
-    throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
-  }
-  const queue = parsed.data;
+  const queue = identifierParam("queue", c.req.query("queue") ?? "default");
   const headers = new Headers();
   for (const [name, value] of c.req.raw.headers) {
     const lower = name.toLowerCase();
@@ -40,5 +38,30 @@ gatewayRoutes.get("/connect", requireRole("gateway"), async (c) => {
     headers.set(name, value);
   }
   headers.set(QUEUE_HEADER, queue);
+  if (principal.nodeId) headers.set(NODE_HEADER, principal.nodeId);
   return c.env.QUEUE.getByName(queue).fetch(new Request(c.req.raw, { headers }));
+});
+
+gatewayRoutes.get("/", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const queues = await c.env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
+  const stats = await Promise.all(queues.map((q) => c.env.QUEUE.getByName(q).stats()));
+  return c.json({
+    gateways: stats.flatMap((s) => s.gateways),
+    queues: stats.map((s) => ({
+      queue: s.queue,
+      pending: s.pending,
+      leases: s.leases,
+      counters: s.counters,
+    })),
+  });
+});
+
+gatewayRoutes.post("/:id/drain", async (c) => {
+  await authorize("admin", c.req.header("Authorization"), c.env);
+  const nodeId = identifierParam("node_id", c.req.param("id"));
+  const queue = await c.env.REGISTRY.getByName(REGISTRY_NAME).queueOfNode(nodeId);
+  const result = queue === null ? null : await c.env.QUEUE.getByName(queue).drain(nodeId);
+  if (!result) throw ApiError.notFound(`gateway '${nodeId}' never connected`);
+  return c.json({ node_id: nodeId, queue, draining: true, ack: result });
 });

@@ -1,0 +1,137 @@
+/**
+ * RegistryDO: the control plane's small global index (one instance, named "global"): batches for
+ * listing, queues and nodes for gateway listing, admin fan-out and drain, and the SHA-256 hashes
+ * of per-gateway tokens.
+ *
+ * @module
+ */
+import { DurableObject } from "cloudflare:workers";
+import { and, desc, eq, isNull, lt } from "drizzle-orm";
+import { type DrizzleSqliteDODatabase, drizzle } from "drizzle-orm/durable-sqlite";
+import { migrate } from "drizzle-orm/durable-sqlite/migrator";
+import migrations from "./drizzle/migrations.js";
+import * as schema from "./schema";
+
+/** Name of the one registry instance. */
+export const REGISTRY_NAME = "global";
+
+/** A batch in the listing. */
+export interface BatchListItem {
+  batch_id: string;
+  queue: string;
+  tasks: number;
+  sessions: number;
+  created_at: number;
+}
+
+/**
+ * The registry Durable Object.
+ *
+ * @example
+ * ```ts
+ * const registry = env.REGISTRY.getByName(REGISTRY_NAME);
+ * await registry.recordBatch({ batch_id: "b", queue: "default", tasks: 1, sessions: 4, created_at: Date.now() });
+ * ```
+ */
+export class RegistryDO extends DurableObject<Env> {
+  private readonly db: DrizzleSqliteDODatabase<typeof schema>;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.db = drizzle(ctx.storage, { schema });
+    ctx.blockConcurrencyWhile(async () => {
+      await migrate(this.db, migrations);
+    });
+  }
+
+  /** Records a created batch (idempotent). */
+  async recordBatch(item: BatchListItem): Promise<void> {
+    this.db
+      .insert(schema.batches)
+      .values({
+        batchId: item.batch_id,
+        queue: item.queue,
+        tasks: item.tasks,
+        sessions: item.sessions,
+        createdAt: item.created_at,
+      })
+      .onConflictDoNothing()
+      .run();
+  }
+
+  /** Batches newest first; `before` is the `created_at` cursor of the previous page. */
+  async listBatches(limit: number, before: number | null): Promise<BatchListItem[]> {
+    return this.db
+      .select()
+      .from(schema.batches)
+      .where(before === null ? undefined : lt(schema.batches.createdAt, before))
+      .orderBy(desc(schema.batches.createdAt))
+      .limit(limit)
+      .all()
+      .map((b) => ({
+        batch_id: b.batchId,
+        queue: b.queue,
+        tasks: b.tasks,
+        sessions: b.sessions,
+        created_at: b.createdAt,
+      }));
+  }
+
+  /** Records that `nodeId` connected to `queue`. */
+  async recordNode(queue: string, nodeId: string): Promise<void> {
+    const now = Date.now();
+    this.db
+      .insert(schema.queues)
+      .values({ name: queue, lastSeenAt: now })
+      .onConflictDoUpdate({ target: schema.queues.name, set: { lastSeenAt: now } })
+      .run();
+    this.db
+      .insert(schema.nodes)
+      .values({ nodeId, queue, lastSeenAt: now })
+      .onConflictDoUpdate({ target: schema.nodes.nodeId, set: { queue, lastSeenAt: now } })
+      .run();
+  }
+
+  /** Every queue that has had a gateway. */
+  async listQueues(): Promise<string[]> {
+    return this.db
+      .select({ name: schema.queues.name })
+      .from(schema.queues)
+      .all()
+      .map((q) => q.name);
+  }
+
+  /** The queue `nodeId` last connected to, or null. */
+  async queueOfNode(nodeId: string): Promise<string | null> {
+    return this.db.select().from(schema.nodes).where(eq(schema.nodes.nodeId, nodeId)).get()?.queue ?? null;
+  }
+
+  /** Stores the SHA-256 of a per-gateway token (idempotent). */
+  async addGatewayToken(nodeId: string, sha256: string): Promise<void> {
+    this.db
+      .insert(schema.gatewayTokens)
+      .values({ sha256, nodeId, createdAt: Date.now() })
+      .onConflictDoNothing()
+      .run();
+  }
+
+  /** Revokes every token of `nodeId`; returns how many. */
+  async revokeGatewayTokens(nodeId: string): Promise<number> {
+    return this.db
+      .update(schema.gatewayTokens)
+      .set({ revokedAt: Date.now() })
+      .where(and(eq(schema.gatewayTokens.nodeId, nodeId), isNull(schema.gatewayTokens.revokedAt)))
+      .returning({ sha256: schema.gatewayTokens.sha256 })
+      .all().length;
+  }
+
+  /** Hashes of the active tokens of `nodeId`. */
+  async gatewayTokenHashes(nodeId: string): Promise<string[]> {
+    return this.db
+      .select({ sha256: schema.gatewayTokens.sha256 })
+      .from(schema.gatewayTokens)
+      .where(and(eq(schema.gatewayTokens.nodeId, nodeId), isNull(schema.gatewayTokens.revokedAt)))
+      .all()
+      .map((t) => t.sha256);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Tables of the registry (one RegistryDO named "global"): the cross-batch index behind
+ * `GET /v1/batches` and `GET /v1/gateways`, and the per-gateway token hashes. It is off the
+ * dispatch hot path: batches are recorded once at creation, queues once per dispatcher start.
+ *
+ * @example
+ * ```ts
+ * const db = drizzle(ctx.storage, { schema });
+ * ```
+ *
+ * @module
+ */
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+/** Every batch ever created (listing, newest first). */
+export const batches = sqliteTable(
+  "batches",
+  {
+    batchId: text("batch_id").primaryKey(),
+    queue: text("queue").notNull(),
+    tasks: integer("tasks").notNull(),
+    sessions: integer("sessions").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("batches_created_idx").on(t.createdAt)],
+);
+
+/** Queues that have had a gateway (admin fan-out and gateway listing visit each). */
+export const queues = sqliteTable("queues", {
+  name: text("name").primaryKey(),
+  lastSeenAt: integer("last_seen_at").notNull(),
+});
+
+/** Nodes and the queue they last connected to (for drain by node id). */
+export const nodes = sqliteTable("nodes", {
+  nodeId: text("node_id").primaryKey(),
+  queue: text("queue").notNull(),
+  lastSeenAt: integer("last_seen_at").notNull(),
+});
+
+/** SHA-256 (hex) of per-gateway tokens `gw_<node>.<secret>`; several per node allow rotation. */
+export const gatewayTokens = sqliteTable(
+  "gateway_tokens",
+  {
+    sha256: text("sha256").primaryKey(),
+    nodeId: text("node_id").notNull(),
+    createdAt: integer("created_at").notNull(),
+    revokedAt: integer("revoked_at"),
+  },
+  (t) => [index("gateway_tokens_node_idx").on(t.nodeId)],
+);

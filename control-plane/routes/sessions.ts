@@ -1,0 +1,159 @@
+/**
+ * Session routes: `GET /v1/sessions/:id` (state and result), `/trajectory`, `/completions`
+ * (trainer), and `PUT /v1/sessions/:id/artifacts/:kind?lease_id=L` (gateway upload to R2).
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { ArtifactKind, type ArtifactRef, LIMITS } from "../../protocol";
+import { artifactKey, resultJson, sha256Hex } from "../artifacts";
+import { authorize } from "../auth";
+import { ApiError } from "../errors";
+import { parseSessionId } from "../ids";
+import { identifierParam } from "./params";
+
+/** Uploads up to this size are parsed as JSON before storing; larger ones are trusted (gateway token). */
+const VALIDATE_JSON_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The sessions sub-app (mounted at `/v1/sessions`).
+ *
+ * @example
+ * ```ts
+ * app.route("/v1/sessions", sessionRoutes);
+ * ```
+ */
+export const sessionRoutes = new Hono<{ Bindings: Env }>();
+
+function ledgerOf(env: Env, raw: string | undefined) {
+  const sessionId = identifierParam("session_id", raw);
+  const parts = parseSessionId(sessionId);
+  if (!parts) {
+    throw ApiError.badRequest(
+      "validation_failed",
+      `session_id: '${sessionId}' is not <batch_id>.<task index>.<sample index>`,
+      [{ field: "session_id", message: "must be <batch_id>.<task index>.<sample index>" }],
+    );
+  }
+  return { sessionId, batchId: parts.batchId, stub: env.BATCH.getByName(parts.batchId) };
+}
+
+async function viewOf(env: Env, raw: string | undefined) {
+  const { sessionId, stub } = ledgerOf(env, raw);
+  const view = await stub.session(sessionId);
+  if (!view) throw ApiError.notFound(`session '${sessionId}' does not exist`);
+  return view;
+}
+
+sessionRoutes.get("/:id", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const view = await viewOf(c.env, c.req.param("id"));
+  const { result_json, trajectory_key, completions_key, ...rest } = view;
+  const result =
+    result_json === null
+      ? "null"
+      : await resultJson(c.env.TRAJECTORIES, { json: result_json, trajectory_key });
+  const head = JSON.stringify({ ...rest, has_completions: completions_key !== null });
+  return c.body(`${head.slice(0, -1)},"result":${result}}`, 200, {
+    "Content-Type": "application/json; charset=UTF-8",
+  });
+});
+
+sessionRoutes.get("/:id/trajectory", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const view = await viewOf(c.env, c.req.param("id"));
+  if (view.result_json === null) throw ApiError.notFound(`session '${view.session_id}' has no result yet`);
+  if (view.trajectory_key) {
+    const object = await c.env.TRAJECTORIES.get(view.trajectory_key);
+    if (!object) throw ApiError.notFound(`trajectory of '${view.session_id}' is missing from storage`);
+    return new Response(object.body, { headers: { "Content-Type": "application/json; charset=UTF-8" } });
+  }
+  const result = JSON.parse(view.result_json) as { trajectory: unknown };
+  return c.json(result.trajectory);
+});
+
+sessionRoutes.get("/:id/completions", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const view = await viewOf(c.env, c.req.param("id"));
+  if (!view.completions_key)
+    throw ApiError.notFound(`session '${view.session_id}' has no uploaded completion records`);
+  const object = await c.env.TRAJECTORIES.get(view.completions_key);
+  if (!object) throw ApiError.notFound(`completion records of '${view.session_id}' are missing from storage`);
+  return new Response(object.body, { headers: { "Content-Type": "application/json; charset=UTF-8" } });
+});
+
+/** Reads at most `max` bytes of the body; 413 naming the limit above it. */
+async function readBytes(request: Request, max: number): Promise<Uint8Array> {
+  const declared = request.headers.get("Content-Length");
+  if (declared !== null && Number(declared) > max) {
+    throw ApiError.tooLarge(`artifact is ${declared} bytes; the limit is ${max} (LIMITS.maxArtifactBytes)`);
+  }
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  if (request.body) {
+    const reader = request.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > max) {
+        await reader.cancel().catch(() => {});
+        throw ApiError.tooLarge(`artifact exceeds the limit of ${max} bytes (LIMITS.maxArtifactBytes)`);
+      }
+      chunks.push(value);
+    }
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+sessionRoutes.put("/:id/artifacts/:kind", async (c) => {
+  await authorize("gateway", c.req.header("Authorization"), c.env);
+  const { sessionId, batchId, stub } = ledgerOf(c.env, c.req.param("id"));
+  const kind = ArtifactKind.safeParse(c.req.param("kind"));
+  if (!kind.success) {
+    throw ApiError.badRequest(
+      "validation_failed",
+      `kind: must be one of ${ArtifactKind.options.join(", ")}`,
+      [{ field: "kind", message: `must be one of ${ArtifactKind.options.join(", ")}` }],
+    );
+  }
+  const leaseId = c.req.query("lease_id");
+  if (!leaseId) {
+    throw ApiError.badRequest("validation_failed", "lease_id: required query parameter", [
+      { field: "lease_id", message: "required" },
+    ]);
+  }
+  const lease = await stub.checkUploadLease(sessionId, leaseId);
+  if (lease === "unknown") throw ApiError.notFound(`session '${sessionId}' does not exist`);
+  if (lease === "stale") {
+    throw new ApiError(
+      409,
+      "stale_lease",
+      `lease '${leaseId}' is not the current lease of session '${sessionId}'`,
+    );
+  }
+  const bytes = await readBytes(c.req.raw, LIMITS.maxArtifactBytes);
+  if (bytes.byteLength === 0)
+    throw ApiError.badRequest("invalid_json", "artifact body is empty; expected JSON");
+  if (bytes.byteLength <= VALIDATE_JSON_BYTES) {
+    try {
+      JSON.parse(new TextDecoder().decode(bytes));
+    } catch (error) {
+      throw ApiError.badRequest("invalid_json", `artifact is not valid JSON: ${(error as Error).message}`);
+    }
+  }
+  const key = artifactKey(batchId, sessionId, leaseId, kind.data);
+  const sha256 = await sha256Hex(bytes);
+  await c.env.TRAJECTORIES.put(key, bytes, {
+    httpMetadata: { contentType: "application/json" },
+    customMetadata: { session_id: sessionId, lease_id: leaseId, sha256 },
+  });
+  const ref: ArtifactRef = { key, bytes: bytes.byteLength, sha256 };
+  return c.json(ref, 201);
+});
