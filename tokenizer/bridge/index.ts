@@ -1,0 +1,17 @@
+/**
+ * The token bridge and its verdicts. See `bridge.ts` and docs/token-mode.md.
+ *
+ * @module
+ */
+export {
+  type BridgedTurn,
+  BridgeError,
+  type BridgeRequest,
+  type PreparedTurn,
+  TokenBridge,
+  type TokenBridgeOptions,
+  type TurnOutcome,
+  type TurnProvenance,
+} from "./bridge";
+export { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
+export { emptyVerdictCounts, VERDICTS, type Verdict, type VerdictRow, VerdictTally } from "./verdicts";

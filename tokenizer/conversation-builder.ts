@@ -1,0 +1,243 @@
+/**
+ * The `conversation` trajectory builder: one trace per chain of bridged turns. Sampled tokens are
+ * trained (mask 1, their logprobs); bridged tokens (tool results, user turns, template glue, an
+ * end-of-turn token the sampler never produced) are context (mask 0, logprob 0.0). Because the
+ * bridge built every prompt as the previous prompt + sampled ids + bridged ids, a chain is one
+ * sequence with no re-tokenised text anywhere.
+ *
+ * Pure: turns in, traces out.
+ *
+ * @module
+ */
+import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../protocol";
+import type { BridgedTurn } from "./bridge";
+import type { ChatMessage } from "./chat-tokenizer";
+
+/** The part of a turn the builder reads (a {@link BridgedTurn}, or one rebuilt from a record). */
+export type ConversationTurn = Pick<
+  BridgedTurn,
+  | "turn_id"
+  | "parent_turn_id"
+  | "verdict"
+  | "reason"
+  | "prompt_ids"
+  | "sampled_ids"
+  | "sampled_logprobs"
+  | "finish_reason"
+  | "messages"
+  | "tools"
+  | "assistant_message"
+  | "provenance"
+>;
+
+/**
+ * The turns cannot form chains: an unknown parent, a parent listed after its child, a prompt that
+ * does not extend its parent's prompt + sampled ids, misaligned logprobs, or a record without
+ * bridge metadata.
+ *
+ * @example
+ * ```ts
+ * try { buildConversationTraces(turns); } catch (e) { e instanceof ConversationBuildError; }
+ * ```
+ */
+export class ConversationBuildError extends Error {
+  override readonly name = "ConversationBuildError";
+}
+
+function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
+  if (prefix.length > ids.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
+  return true;
+}
+
+function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): ConversationTurn[] {
+  const path: ConversationTurn[] = [];
+  for (let t: ConversationTurn | undefined = leaf; t; ) {
+    path.unshift(t);
+    if (t.parent_turn_id === null) break;
+    const parent = byId.get(t.parent_turn_id);
+    if (!parent)
+      throw new ConversationBuildError(`${t.turn_id}: parent ${t.parent_turn_id} is not among the turns`);
+    t = parent;
+  }
+  return path;
+}
+
+/**
+ * One trace per chain (root-to-leaf path of the turn tree), in the order the leaves were
+ * committed. When a harness resampled a turn (two children of one turn), the shared turns appear
+ * in both traces but are trained once: in the later trace their sampled tokens have mask 0 (their
+ * logprobs are kept). Trace metadata lists each turn's provenance and offsets in `response_ids`.
+ *
+ * @example
+ * ```ts
+ * const [trace] = buildConversationTraces(bridge.turns());
+ * // trace.prompt_ids = first prompt; trace.response_ids = sampled₀ + bridged₁ + sampled₁ + …
+ * ```
+ */
+export function buildConversationTraces(turns: readonly ConversationTurn[]): Trace[] {
+  const byId = new Map<string, ConversationTurn>();
+  const hasChild = new Set<string>();
+  for (const t of turns) {
+    if (byId.has(t.turn_id)) throw new ConversationBuildError(`${t.turn_id}: listed twice`);
+    if (t.sampled_logprobs.length !== t.sampled_ids.length) {
+      throw new ConversationBuildError(
+        `${t.turn_id}: ${t.sampled_logprobs.length} logprobs for ${t.sampled_ids.length} ids`,
+      );
+    }
+    byId.set(t.turn_id, t);
+    if (t.parent_turn_id !== null) hasChild.add(t.parent_turn_id);
+  }
+  const trained = new Set<string>();
+  return turns
+    .filter((t) => !hasChild.has(t.turn_id))
+    .map((leaf, chainIndex) => {
+      const path = pathTo(leaf, byId);
+      const root = path[0]!;
+      const response: number[] = [];
+      const mask: Array<0 | 1> = [];
+      const logprobs: number[] = [];
+      const meta: JsonObject[] = [];
+      let held = [...root.prompt_ids];
+      for (const [i, t] of path.entries()) {
+        const bridgedStart = response.length;
+        if (i > 0) {
+          if (!startsWith(t.prompt_ids, held)) {
+            throw new ConversationBuildError(
+              `${t.turn_id}: prompt does not extend ${t.parent_turn_id}'s prompt + sampled ids`,
+            );
+          }
+          const bridged = t.prompt_ids.slice(held.length);
+          response.push(...bridged);
+          for (const _ of bridged) {
+            mask.push(0);
+            logprobs.push(0);
+          }
+        }
+        const first = !trained.has(t.turn_id);
+        trained.add(t.turn_id);
+        const sampledStart = response.length;
+        response.push(...t.sampled_ids);
+        for (const lp of t.sampled_logprobs) {
+          mask.push(first ? 1 : 0);
+          logprobs.push(lp);
+        }
+        held = [...t.prompt_ids, ...t.sampled_ids];
+        meta.push({
+          turn_id: t.turn_id,
+          verdict: t.verdict,
+          reason: t.reason,
+          finish_reason: t.finish_reason,
+          trained: first,
+          bridged_start: bridgedStart,
+          sampled_start: sampledStart,
+          sampled_len: t.sampled_ids.length,
+          ...t.provenance,
+        });
+      }
+      const rootMessages = root.messages as unknown as JsonObject[];
+      const responseMessages = [
+        ...(leaf.messages.slice(root.messages.length) as unknown as JsonObject[]),
+        leaf.assistant_message as unknown as JsonObject,
+      ];
+      return {
+        prompt_ids: [...root.prompt_ids],
+        response_ids: response,
+        loss_mask: mask,
+        response_logprobs: logprobs,
+        prompt_messages: rootMessages,
+        response_messages: responseMessages,
+        tools: root.tools ? (root.tools as JsonObject[]) : null,
+        finish_reason: leaf.finish_reason,
+        reward: null,
+        metadata: { builder: "conversation", chain_index: chainIndex, turns: meta },
+      };
+    });
+}
+
+const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * Rebuilds a turn from a completion record written by the proxy's token mode, which keeps the
+ * bridge's decision in `metadata.bridge` (`{turn_id, parent_turn_id, verdict, reason}`), the
+ * harness request in `original_request` and the returned message in `response.choices[0]`.
+ *
+ * @example
+ * ```ts
+ * buildConversationTraces(records.map(conversationTurnFromRecord));
+ * ```
+ */
+export function conversationTurnFromRecord(record: CompletionRecord): ConversationTurn {
+  const bridge = record.metadata.bridge;
+  if (!isObj(bridge) || typeof bridge.turn_id !== "string" || typeof bridge.verdict !== "string") {
+    throw new ConversationBuildError(`${record.completion_id}: no metadata.bridge (not a token-mode record)`);
+  }
+  if (!record.response_logprobs)
+    throw new ConversationBuildError(`${record.completion_id}: no response_logprobs`);
+  const choices = record.response.choices;
+  const message =
+    Array.isArray(choices) && isObj(choices[0]) && isObj(choices[0].message) ? choices[0].message : {};
+  const messages = record.original_request.messages;
+  const tools = record.original_request.tools;
+  const policy = record.metadata.policy_version;
+  return {
+    turn_id: bridge.turn_id,
+    parent_turn_id: typeof bridge.parent_turn_id === "string" ? bridge.parent_turn_id : null,
+    verdict: bridge.verdict as ConversationTurn["verdict"],
+    reason: typeof bridge.reason === "string" ? bridge.reason : null,
+    prompt_ids: record.prompt_ids,
+    sampled_ids: record.response_ids,
+    sampled_logprobs: record.response_logprobs,
+    finish_reason: record.finish_reason,
+    messages: Array.isArray(messages) ? (messages as ChatMessage[]) : [],
+    tools: Array.isArray(tools) && tools.length > 0 ? tools : null,
+    assistant_message: { role: "assistant", ...message } as ChatMessage,
+    provenance: {
+      completion_id: record.completion_id,
+      rid: typeof bridge.rid === "string" ? bridge.rid : null,
+      policy_version: typeof policy === "string" || typeof policy === "number" ? String(policy) : null,
+      weight_version: record.weight_version,
+      replica: record.replica,
+      cached_tokens: record.cached_tokens,
+    },
+  };
+}
+
+/** What the builder knows about the session (the proxy's `BuildContext`). */
+export interface ConversationContext {
+  session_id: string;
+  task_id: string;
+  config: JsonObject;
+}
+
+/**
+ * The `conversation` builder over completion records: one trace per chain, or an ERROR
+ * trajectory "no completions" for an empty session (as `per_request` does).
+ *
+ * @example
+ * ```ts
+ * const trajectory = conversationBuilder(proxy.completions("s-1"), { session_id: "s-1", task_id: "t", config: {} });
+ * ```
+ */
+export function conversationBuilder(
+  records: readonly CompletionRecord[],
+  ctx: ConversationContext,
+): Trajectory {
+  if (records.length === 0) {
+    return {
+      status: "ERROR",
+      traces: [],
+      metadata: { builder: "conversation", session_id: ctx.session_id },
+      error: "no completions",
+    };
+  }
+  const turns = records.map(conversationTurnFromRecord);
+  const verdicts: Record<string, number> = {};
+  for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
+  return {
+    status: "COMPLETED",
+    traces: buildConversationTraces(turns),
+    metadata: { builder: "conversation", session_id: ctx.session_id, task_id: ctx.task_id, verdicts },
+    error: null,
+  };
+}
