@@ -123,8 +123,32 @@ export class SimEngineCore {
       );
   }
 
+  private pauseGate: Promise<void> | null = null;
+  private releasePause: (() => void) | null = null;
+
+  /** SGLang `/pause_generation`: new generations wait until {@link resume}. */
+  pause(): void {
+    if (this.pauseGate) return;
+    this.pauseGate = new Promise((resolve) => {
+      this.releasePause = resolve;
+    });
+  }
+
+  /** SGLang `/continue_generation`. */
+  resume(): void {
+    this.releasePause?.();
+    this.pauseGate = null;
+    this.releasePause = null;
+  }
+
+  /** True while paused. */
+  get paused(): boolean {
+    return this.pauseGate !== null;
+  }
+
   /** Runs one request through the policy and the stop/length rules. */
   async generate(request: EngineRequest): Promise<EngineResult> {
+    while (this.pauseGate) await this.pauseGate;
     const started = performance.now();
     const promptIds = request.promptIds;
     if (promptIds.length >= SIM_LIMITS.contextLength) {

@@ -10,10 +10,18 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { sglangToolDumps } from "../tokenizer/chat-tokenizer";
-import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
+import {
+  EngineInputError,
+  type EngineRequest,
+  type EngineResult,
+  SIM_LIMITS,
+  SIMULATOR_ID,
+  type SimEngineCore,
+} from "./engine";
 import { routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
+import { sendVllm } from "./vllm-shape";
 
 const ToolSchema = z.looseObject({
   type: z.string().optional(),
@@ -29,6 +37,8 @@ const MessageSchema = z.looseObject({
   role: z.string().min(1),
   content: z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]).optional(),
   reasoning_content: z.string().nullish(),
+  /** vLLM's name for the reasoning of an earlier assistant turn. */
+  reasoning: z.string().nullish(),
   tool_calls: z
     .array(
       z.looseObject({ function: z.looseObject({ name: z.string(), arguments: z.unknown().optional() }) }),
@@ -56,6 +66,8 @@ export const ChatRequest = z.looseObject({
   n: z.literal(1).nullish(),
   return_prompt_token_ids: z.boolean().nullish(),
   return_meta_info: z.boolean().nullish(),
+  /** vLLM (≥ 0.10.2): prompt ids at the top level, output ids per choice (also when streaming). */
+  return_token_ids: z.boolean().nullish(),
   input_ids: z.array(z.number()).nullish(),
   rid: z.string().min(1).nullish(),
   user: z.string().nullish(),
@@ -65,7 +77,14 @@ export const ChatRequest = z.looseObject({
   separate_reasoning: z.boolean().nullish(),
   ignore_eos: z.boolean().nullish(),
 });
-type ChatRequest = z.infer<typeof ChatRequest>;
+export type ChatRequest = z.infer<typeof ChatRequest>;
+
+/**
+ * Which server the sim answers as: SGLang ≥ 0.5.13 (default), SGLang 0.5.10 with Polar's token
+ * patch (`input_token_ids` and `logprobs.content[].token_id` whenever `logprobs: true`), or vLLM
+ * with `return_token_ids` (also on streams) and `message.reasoning`.
+ */
+export type SimFlavor = "sglang" | "sglang-0.5.10-patched" | "vllm";
 
 /** The TITO extensions SGLang refuses with `stream: true`. */
 const NON_STREAMING_FLAGS = ["return_prompt_token_ids", "return_meta_info"] as const;
@@ -84,9 +103,17 @@ export async function handleChatCompletion(
   req: IncomingMessage,
   res: ServerResponse,
   raw: unknown,
+  flavor: SimFlavor = "sglang",
 ): Promise<void> {
   const body = parseBody(ChatRequest, raw);
-  if (body.stream) {
+  if (flavor === "vllm") {
+    // vLLM reads `reasoning` on earlier turns; a `reasoning_content` it does not know is ignored.
+    body.messages = body.messages.map(({ reasoning, reasoning_content: _r, ...m }) => ({
+      ...m,
+      ...(reasoning != null ? { reasoning_content: reasoning } : {}),
+    }));
+  }
+  if (body.stream && flavor === "sglang") {
     for (const name of NON_STREAMING_FLAGS) {
       if (body[name]) {
         throw new HttpError(
@@ -111,7 +138,7 @@ export async function handleChatCompletion(
     });
     promptIds = tok.encode(prompt);
   }
-  const result = await engine.generate({
+  const result = await generateAs(flavor, engine, {
     promptIds,
     routingKey: routingKeyOf(req, body.rid, body.user),
     maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
@@ -172,19 +199,38 @@ export async function handleChatCompletion(
     prompt_tokens_details: { cached_tokens: result.cachedTokens },
   };
 
+  if (flavor === "vllm") {
+    sendVllm(
+      res,
+      engine,
+      result,
+      { promptIds, model, created, message, finishReason, matchedStop, usage },
+      body,
+    );
+    return;
+  }
   if (body.stream) {
     writeStream(res, { id: result.rid, created, model, message, finishReason, matchedStop, usage }, body);
     return;
   }
-  const choice = {
+  const choice: Record<string, unknown> = {
     index: 0,
     message,
     logprobs: body.logprobs ? { content: logprobContent(engine, result) } : null,
     finish_reason: finishReason,
     matched_stop: matchedStop,
-    ...(body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
-    ...(body.return_meta_info ? { meta_info: metaInfo(engine, result, body.logprobs ?? false) } : {}),
+    ...(flavor === "sglang" && body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
+    ...(flavor === "sglang" && body.return_meta_info
+      ? { meta_info: metaInfo(engine, result, body.logprobs ?? false) }
+      : {}),
   };
+  if (flavor === "sglang-0.5.10-patched" && body.logprobs) {
+    // Polar's 0.5.10 patch: prompt ids on the choice, the sampled id on every logprob entry.
+    choice.input_token_ids = promptIds;
+    choice.logprobs = {
+      content: logprobContent(engine, result).map((e, i) => ({ ...e, token_id: result.outputIds[i]! })),
+    };
+  }
   sendJson(res, 200, {
     id: result.rid,
     object: "chat.completion",
@@ -192,13 +238,31 @@ export async function handleChatCompletion(
     model,
     choices: [choice],
     usage,
-    metadata: { weight_version: result.weightVersion },
+    ...(flavor === "sglang" ? { metadata: { weight_version: result.weightVersion } } : {}),
     system_fingerprint: SIMULATOR_ID,
   });
 }
 
+/** Runs the engine; vLLM words the context-length refusal its own way. */
+async function generateAs(
+  flavor: SimFlavor,
+  engine: SimEngineCore,
+  request: EngineRequest,
+): Promise<EngineResult> {
+  try {
+    return await engine.generate(request);
+  } catch (error) {
+    if (flavor === "vllm" && error instanceof EngineInputError && /context length/.test(error.message)) {
+      throw new EngineInputError(
+        `This model's maximum context length is ${SIM_LIMITS.contextLength} tokens. However, your request has ${request.promptIds.length} input tokens. Please reduce the length of the input messages.`,
+      );
+    }
+    throw error;
+  }
+}
+
 /** OpenAI `logprobs.content[]`, one entry per output id (including the end-of-turn token). */
-function logprobContent(engine: SimEngineCore, result: EngineResult) {
+export function logprobContent(engine: SimEngineCore, result: EngineResult) {
   return result.outputIds.map((id, i) => {
     const token = engine.tokenizer.decode([id]);
     return { token, logprob: result.logprobs[i]!, bytes: [...Buffer.from(token, "utf8")], top_logprobs: [] };

@@ -12,7 +12,7 @@ import { loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
 import { handleGenerate } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
-import { handleChatCompletion } from "./openai-chat";
+import { handleChatCompletion, type SimFlavor } from "./openai-chat";
 
 /** One paragraph for `polar sim-engine --help`. */
 export const SIM_ENGINE_HELP =
@@ -41,6 +41,8 @@ export interface SimEngineOptions {
   prefillTokensPerSecond?: number;
   /** Simulated decode speed in tokens/s; default 0 = instant. */
   decodeTokensPerSecond?: number;
+  /** Server whose chat response shape to speak; default `sglang` (≥ 0.5.13). */
+  flavor?: SimFlavor;
 }
 
 /** A running simulated engine. */
@@ -79,7 +81,14 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
   const routes: Record<string, Record<string, Handler>> = {
     "/v1/chat/completions": {
       POST: async (req, res) =>
-        handleChatCompletion(engine, model, req, res, await readJsonBody(req, SIM_LIMITS.maxBodyBytes)),
+        handleChatCompletion(
+          engine,
+          model,
+          req,
+          res,
+          await readJsonBody(req, SIM_LIMITS.maxBodyBytes),
+          opts.flavor ?? "sglang",
+        ),
     },
     "/generate": {
       POST: async (req, res) =>
@@ -117,6 +126,29 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
         await engine.generate({ promptIds: tokenizer.encode("ping"), routingKey: "health", maxNewTokens: 1 });
         res.writeHead(200, { "content-length": 0 });
         res.end();
+      },
+    },
+    "/pause_generation": {
+      POST: async (_req, res) => {
+        engine.pause();
+        sendJson(res, 200, { success: true, message: "generation paused" });
+      },
+    },
+    "/continue_generation": {
+      POST: async (_req, res) => {
+        engine.resume();
+        sendJson(res, 200, { success: true, message: "generation continued" });
+      },
+    },
+    "/update_weights_from_disk": {
+      // No weights to load: only the reported weight_version changes, as after a real update.
+      POST: async (req, res) => {
+        const body = (await readJsonBody(req, SIM_LIMITS.maxBodyBytes)) as { weight_version?: unknown };
+        if (body.weight_version !== undefined && typeof body.weight_version !== "string") {
+          throw new HttpError(400, "weight_version: must be a string");
+        }
+        if (typeof body.weight_version === "string") engine.weightVersion = body.weight_version;
+        sendJson(res, 200, { success: true, message: "simulated weight update", num_paused_requests: 0 });
       },
     },
     "/model_info": {
