@@ -182,20 +182,31 @@ describe("gateway WebSocket flow", () => {
     expect(order).toEqual([`${high}.0.0`, `${mid}.0.0`, `${mid}.1.0`, `${low}.0.0`]);
   });
 
-  it("prefers the gateway with the most free credit", async () => {
+  it("chooses the gateway by upstream's stage pressure: run pressure first, then init", async () => {
     const queue = uniqueId("pick");
-    const small = await connect(queue);
-    small.hello("node-small", 1);
-    await small.expect("welcome");
-    const big = await connect(queue);
-    big.hello("node-big", 3);
-    await big.expect("welcome");
+    const busy = await connect(queue);
+    busy.hello("node-a-busy", 4);
+    await busy.expect("welcome");
+    const idle = await connect(queue);
+    idle.hello("node-b-idle", 0);
+    await idle.expect("welcome");
+    const zero = {
+      init_queue_depth: 0,
+      init_inflight: 0,
+      ready_depth: 0,
+      run_inflight: 0,
+      postrun_queue_depth: 0,
+      postrun_inflight: 0,
+    };
+    // node-a sorts first by id, but reports every run slot busy; node-b reports an idle host.
+    busy.send({ v: 1, type: "credit", grant: 1, metrics: { ...zero, run_inflight: 4 } });
+    idle.send({ v: 1, type: "credit", grant: 4, metrics: zero });
+    await expect
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways.map((g) => g.metrics !== null))
+      .toEqual([true, true]);
     await submit(queue, [task("t", { num_samples: 3 })]);
-    // big: 3 → assign (2 left) → assign (1 left, tie with small; small has fewer leases) → small.
-    await big.expect("assign");
-    await big.expect("assign");
-    await small.expect("assign");
-    await small.expectSilence();
+    for (let i = 0; i < 3; i++) await idle.expect("assign");
+    await busy.expectSilence();
   });
 
   it("a reconnecting node replaces its old socket (4409) and keeps only its current leases", async () => {

@@ -1,0 +1,541 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { ArtifactRef, BatchStatusBody, ResultsPage } from "../protocol";
+import { tokenHash } from "./auth";
+import type { BatchDO } from "./batch/batch-do";
+import {
+  call,
+  Gateway,
+  getAsTrainer,
+  postBatch,
+  resultFor,
+  TOKENS,
+  task,
+  uniqueId,
+} from "./testing/fixtures";
+
+const open: Gateway[] = [];
+async function connect(queue: string, token?: string): Promise<Gateway> {
+  const gw = await Gateway.connect(queue, token);
+  open.push(gw);
+  return gw;
+}
+afterEach(() => {
+  for (const gw of open.splice(0)) gw.close();
+});
+
+async function submit(queue: string, tasks: ReturnType<typeof task>[], extra: Record<string, unknown> = {}) {
+  const batchId = uniqueId("b");
+  const res = await postBatch({ batch_id: batchId, queue, tasks, ...extra });
+  expect(res.status).toBe(201);
+  return batchId;
+}
+
+async function page(batchId: string, query = "") {
+  const res = await getAsTrainer(`/v1/batches/${batchId}/results${query}`);
+  expect(res.status).toBe(200);
+  return ResultsPage.parse(await res.json());
+}
+
+async function status(batchId: string) {
+  return BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json());
+}
+
+function asAdmin(path: string, init: RequestInit = {}) {
+  return call(path, { ...init, headers: { Authorization: `Bearer ${TOKENS.admin}`, ...init.headers } });
+}
+
+/** Makes every timer of a ledger due now and fires its alarm. */
+async function fireLedgerAlarm(batchId: string, sql: string) {
+  const stub = env.BATCH.getByName(batchId);
+  await runInDurableObject(stub, (_, state) => {
+    state.storage.sql.exec(sql);
+  });
+  await runInDurableObject(stub, (_, state) => state.storage.setAlarm(Date.now()));
+  await runDurableObjectAlarm(stub);
+}
+
+describe("deadlines (I3)", () => {
+  it("ends a session no gateway picked up as TIMEOUT once its deadline passes", async () => {
+    const queue = uniqueId("nogw");
+    const batchId = await submit(queue, [task("t", { num_samples: 2, timeout_seconds: 5 })]);
+    await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1");
+    const all = await page(batchId);
+    expect(all.done).toBe(true);
+    expect(all.results.map((r) => r.result.status)).toEqual(["TIMEOUT", "TIMEOUT"]);
+    expect(all.results[0]!.result.error).toMatchObject({ kind: "timeout" });
+    expect(all.results[0]!.result.metadata).toMatchObject({ timeout_source: "queue" });
+    // The queue no longer offers them.
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(0);
+  });
+
+  it("starts the budget at INITIALIZING and cancels the gateway's lease when it runs out", async () => {
+    const queue = uniqueId("budget");
+    const batchId = await submit(queue, [task("t", { timeout_seconds: 100 })]);
+    const gw = await connect(queue);
+    gw.hello("node-d", 1);
+    await gw.expect("welcome");
+    const assign = await gw.expect("assign");
+    const before = await env.BATCH.getByName(batchId).session(assign.session.session_id);
+    gw.send({
+      v: 1,
+      type: "progress",
+      lease_id: assign.lease_id,
+      session_id: assign.session.session_id,
+      status: "INITIALIZING",
+      at: Date.now(),
+    });
+    await expect
+      .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.started_at)
+      .not.toBeNull();
+    const after = await env.BATCH.getByName(batchId).session(assign.session.session_id);
+    expect(after!.deadline_at!).toBeGreaterThanOrEqual(before!.deadline_at!);
+    await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1");
+    expect(await gw.expect("cancel")).toMatchObject({ lease_id: assign.lease_id });
+    expect((await page(batchId)).results[0]!.result).toMatchObject({
+      status: "TIMEOUT",
+      metadata: { timeout_source: "session" },
+    });
+    // A late result from the gateway is a duplicate, accepted once only.
+    gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, "node-d") });
+    expect((await gw.expect("ack")).status).toBe("duplicate");
+  });
+});
+
+describe("lost gateways: grace, requeue, max_attempts", () => {
+  it("requeues a dropped gateway's session after the grace with attempt + 1; a second gateway finishes it", async () => {
+    const queue = uniqueId("lost");
+    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const first = await connect(queue);
+    first.hello("node-1", 1);
+    await first.expect("welcome");
+    const a1 = await first.expect("assign");
+    expect(a1.session.attempt).toBe(1);
+    first.close();
+    const queueStub = env.QUEUE.getByName(queue);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    const second = await connect(queue);
+    second.hello("node-2", 1);
+    await second.expect("welcome");
+    await second.expectSilence(); // the lease is still in its grace period
+    await runInDurableObject(queueStub, (_, state) => {
+      state.storage.sql.exec("UPDATE leases SET lost_at = 1");
+    });
+    await runDurableObjectAlarm(queueStub);
+    const a2 = await second.expect("assign");
+    expect(a2.session).toMatchObject({ session_id: a1.session.session_id, attempt: 2 });
+    second.send({ v: 1, type: "result", lease_id: a2.lease_id, result: resultFor(a2.session, "node-2") });
+    expect((await second.expect("ack")).status).toBe("accepted");
+    // The first gateway's late result under the old lease is stale.
+    const late = await connect(queue);
+    late.hello("node-1", 0);
+    await late.expect("welcome");
+    late.send({ v: 1, type: "result", lease_id: a1.lease_id, result: resultFor(a1.session, "node-1") });
+    expect((await late.expect("ack")).status).toBe("duplicate");
+    const results = await page(batchId);
+    expect(results.results).toHaveLength(1);
+    expect(results.results[0]!.result).toMatchObject({ node_id: "node-2", attempt: 2, status: "COMPLETED" });
+    expect((await queueStub.stats()).counters.requeued_leases).toBe(1);
+  });
+
+  it("a reconnect within the grace keeps the lease", async () => {
+    const queue = uniqueId("keep");
+    await submit(queue, [task("t")]);
+    const gw = await connect(queue);
+    gw.hello("node-k", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    gw.close();
+    await expect
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected)
+      .toBe(false);
+    const again = await connect(queue);
+    again.hello("node-k", 0, [{ lease_id: a.lease_id, session_id: a.session.session_id }]);
+    expect((await again.expect("welcome")).kept_leases).toEqual([a.lease_id]);
+    await runInDurableObject(env.QUEUE.getByName(queue), (_, state) => {
+      const row = state.storage.sql.exec("SELECT lost_at FROM leases").one();
+      expect(row.lost_at).toBeNull();
+    });
+  });
+
+  it("ends the session as ERROR kind infra once max_attempts is used up, and retries infra errors", async () => {
+    const queue = uniqueId("infra");
+    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const gw = await connect(queue);
+    gw.hello("node-i", 2);
+    await gw.expect("welcome");
+    const a1 = await gw.expect("assign");
+    // An infra failure reported by the gateway (runtime failed to start) is retried (I4).
+    const infra = {
+      ...resultFor(a1.session, "node-i"),
+      status: "ERROR" as const,
+      error: { kind: "infra" as const, message: "runtime failed to start" },
+    };
+    gw.send({ v: 1, type: "result", lease_id: a1.lease_id, result: infra });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    const a2 = await gw.expect("assign");
+    expect(a2.session.attempt).toBe(2);
+    // The second attempt's gateway disappears: no attempts left → ERROR infra.
+    gw.close();
+    const queueStub = env.QUEUE.getByName(queue);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    await runInDurableObject(queueStub, (_, state) => {
+      state.storage.sql.exec("UPDATE leases SET lost_at = 1");
+    });
+    await runDurableObjectAlarm(queueStub);
+    const results = await page(batchId);
+    expect(results.done).toBe(true);
+    expect(results.results[0]!.result).toMatchObject({
+      status: "ERROR",
+      attempt: 2,
+      error: { kind: "infra" },
+    });
+    expect(results.results[0]!.result.error!.message).toContain("max_attempts 2");
+  });
+});
+
+describe("cancel and early stop", () => {
+  it("cancels a batch idempotently; its sessions end CANCELLED once; the id cannot be resubmitted", async () => {
+    const queue = uniqueId("cancel");
+    const body = { tasks: [task("t", { num_samples: 2 })] };
+    const batchId = uniqueId("b");
+    expect((await postBatch({ batch_id: batchId, queue, ...body })).status).toBe(201);
+    const gw = await connect(queue);
+    gw.hello("node-x", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    const del = await call(`/v1/batches/${batchId}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+    });
+    expect(await del.json()).toMatchObject({ status: "cancelled", cancelled_sessions: 2 });
+    expect(await gw.expect("cancel")).toMatchObject({ lease_id: a.lease_id });
+    const again = await call(`/v1/batches/${batchId}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+    });
+    expect(await again.json()).toMatchObject({ cancelled_sessions: 0 });
+    const results = await page(batchId);
+    expect(results.results.map((r) => r.result.status)).toEqual(["CANCELLED", "CANCELLED"]);
+    expect(results.results[0]!.result.error?.kind).toBe("cancelled");
+    expect((await status(batchId)).cancelled_at).toBeTypeOf("number");
+    const resubmit = await postBatch({ batch_id: batchId, queue, ...body });
+    expect(resubmit.status).toBe(409);
+    // Cancelling an id never submitted leaves a tombstone.
+    const ghost = uniqueId("ghost");
+    expect(
+      (
+        await call(`/v1/batches/${ghost}`, {
+          method: "DELETE",
+          headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await postBatch({ batch_id: ghost, queue, ...body })).status).toBe(409);
+  });
+
+  it("cancels one task and leaves the others running", async () => {
+    const queue = uniqueId("cancel-task");
+    const batchId = await submit(queue, [task("keep"), task("drop", { num_samples: 2 })]);
+    const res = await call(`/v1/batches/${batchId}/tasks/drop`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+    });
+    expect(await res.json()).toMatchObject({ task_id: "drop", cancelled_sessions: 2 });
+    const s = await status(batchId);
+    expect(s.tasks.map((t) => [t.task_id, t.counts.CANCELLED, t.counts.QUEUED])).toEqual([
+      ["keep", 0, 1],
+      ["drop", 2, 0],
+    ]);
+    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(1);
+    const missing = await call(`/v1/batches/${batchId}/tasks/nope`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+    });
+    expect(missing.status).toBe(404);
+  });
+
+  it("early stop: once enough sessions are usable, stragglers end as ERROR with metadata", async () => {
+    const queue = uniqueId("early");
+    const batchId = await submit(queue, [task("t", { num_samples: 3, early_stop_min_usable_sessions: 1 })]);
+    const gw = await connect(queue);
+    gw.hello("node-e", 3);
+    await gw.expect("welcome");
+    const assigns = [await gw.expect("assign"), await gw.expect("assign"), await gw.expect("assign")];
+    const [first] = assigns;
+    gw.send({ v: 1, type: "result", lease_id: first!.lease_id, result: resultFor(first!.session, "node-e") });
+    const cancelled = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const m = await gw.next();
+      if (m.type === "cancel") cancelled.add(m.lease_id);
+      else expect(m).toMatchObject({ type: "ack", status: "accepted" });
+    }
+    expect(cancelled).toEqual(new Set([assigns[1]!.lease_id, assigns[2]!.lease_id]));
+    const results = await page(batchId);
+    expect(results.done).toBe(true);
+    const stopped = results.results.filter((r) => r.result.status === "ERROR");
+    expect(stopped).toHaveLength(2);
+    expect(stopped[0]!.result.error?.kind).toBe("cancelled");
+    expect(stopped[0]!.result.metadata).toMatchObject({
+      early_stop_cancelled: true,
+      fully_masked: true,
+      early_stop_min_usable_sessions: 1,
+      early_stop_usable_sessions: 1,
+    });
+  });
+});
+
+describe("callbacks", () => {
+  it("refuses private callback hosts outside dev, naming the field", async () => {
+    const res = await postBatch({ tasks: [task("t", { callback_url: "http://127.0.0.1:9/cb" })] });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { message: string } };
+    expect(body.error.message).toMatch(/^tasks\[0\]\.callback_url: host 127\.0\.0\.1/);
+  });
+
+  it("POSTs the task result when the group completes, retrying with the same Idempotency-Key", async () => {
+    const queue = uniqueId("cb");
+    const batchId = await submit(queue, [task("t", { callback_url: "https://trainer.example/cb" })]);
+    const stub = env.BATCH.getByName(batchId);
+    const seen: { key: string | null; body: { task_id: string; status: string; results: unknown[] } }[] = [];
+    await runInDurableObject(stub, (instance: BatchDO) => {
+      instance.callbackFetch = async (_url, init) => {
+        const headers = new Headers(init?.headers);
+        seen.push({ key: headers.get("Idempotency-Key"), body: JSON.parse(String(init?.body)) });
+        return new Response("busy", { status: seen.length === 1 ? 503 : 200 });
+      };
+    });
+    const gw = await connect(queue);
+    gw.hello("node-cb", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    gw.send({ v: 1, type: "result", lease_id: a.lease_id, result: resultFor(a.session, "node-cb") });
+    await gw.expect("ack");
+    await expect.poll(() => seen.length).toBe(1);
+    expect(await stub.callbackState()).toMatchObject([
+      { attempts: 1, delivered: false, last_error: "HTTP 503" },
+    ]);
+    await fireLedgerAlarm(batchId, "UPDATE callbacks SET next_attempt_at = 1");
+    // The alarm may already have fired on its own before runDurableObjectAlarm: wait for it.
+    await expect.poll(() => seen.length).toBe(2);
+    expect(seen[1]!.key).toBe(`${batchId}:t`);
+    expect(seen[0]!.key).toBe(seen[1]!.key);
+    expect(seen[1]!.body).toMatchObject({ task_id: "t", status: "completed" });
+    expect(seen[1]!.body.results).toHaveLength(1);
+    await expect.poll(async () => (await stub.callbackState())[0]?.delivered).toBe(true);
+    expect(await stub.callbackState()).toMatchObject([{ attempts: 2, delivered: true }]);
+  });
+});
+
+describe("artifacts in R2", () => {
+  it("stores an uploaded trajectory under the lease and serves results with it spliced in", async () => {
+    const queue = uniqueId("r2");
+    const batchId = await submit(queue, [task("t")]);
+    const gw = await connect(queue);
+    gw.hello("node-r2", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    const full = resultFor(a.session, "node-r2");
+    const put = (kind: string, lease: string, body: string) =>
+      call(`/v1/sessions/${a.session.session_id}/artifacts/${kind}?lease_id=${lease}`, {
+        method: "PUT",
+        headers: { Authorization: `Bearer ${TOKENS.gateway}`, "Content-Type": "application/json" },
+        body,
+      });
+    expect((await put("trajectory", "l_other", JSON.stringify(full.trajectory))).status).toBe(409);
+    expect((await put("bogus", a.lease_id, "{}")).status).toBe(400);
+    const trainerPut = await call(
+      `/v1/sessions/${a.session.session_id}/artifacts/trajectory?lease_id=${a.lease_id}`,
+      {
+        method: "PUT",
+        headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+        body: "{}",
+      },
+    );
+    expect(trainerPut.status).toBe(403);
+    const uploaded = await put("trajectory", a.lease_id, JSON.stringify(full.trajectory));
+    expect(uploaded.status).toBe(201);
+    const ref = ArtifactRef.parse(await uploaded.json());
+    expect(ref.key).toBe(`batches/${batchId}/sessions/${a.session.session_id}/${a.lease_id}/trajectory.json`);
+    const completions = ArtifactRef.parse(
+      await (await put("completions", a.lease_id, '[{"completion_id":"c1"}]')).json(),
+    );
+    const slim = { ...full, trajectory: { ...full.trajectory, traces: [] } };
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: slim,
+      trajectory_ref: ref,
+      completions_ref: completions,
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    const results = await page(batchId);
+    expect(results.results[0]!.result).toEqual(full);
+    const session = (await (await getAsTrainer(`/v1/sessions/${a.session.session_id}`)).json()) as Record<
+      string,
+      unknown
+    >;
+    expect(session).toMatchObject({ status: "COMPLETED", attempt: 1, has_completions: true, result: full });
+    expect(await (await getAsTrainer(`/v1/sessions/${a.session.session_id}/trajectory`)).json()).toEqual(
+      full.trajectory,
+    );
+    expect(await (await getAsTrainer(`/v1/sessions/${a.session.session_id}/completions`)).json()).toEqual([
+      { completion_id: "c1" },
+    ]);
+    expect((await getAsTrainer(`/v1/sessions/${batchId}.9.9`)).status).toBe(404);
+  });
+});
+
+describe("results stream", () => {
+  it("long-polls with wait= until a result arrives, and streams SSE resumable by Last-Event-ID", async () => {
+    const queue = uniqueId("poll");
+    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
+    const gw = await connect(queue);
+    gw.hello("node-p", 2);
+    await gw.expect("welcome");
+    const a1 = await gw.expect("assign");
+    const a2 = await gw.expect("assign");
+    const waiting = page(batchId, "?after=0&wait=10");
+    gw.send({ v: 1, type: "result", lease_id: a1.lease_id, result: resultFor(a1.session, "node-p") });
+    const got = await waiting;
+    expect(got.results.map((r) => r.seq)).toEqual([1]);
+    gw.send({ v: 1, type: "result", lease_id: a2.lease_id, result: resultFor(a2.session, "node-p") });
+    await gw.expect("ack");
+    await gw.expect("ack");
+    const sse = await call(`/v1/batches/${batchId}/results`, {
+      headers: {
+        Authorization: `Bearer ${TOKENS.trainer}`,
+        Accept: "text/event-stream",
+        "Last-Event-ID": "1",
+      },
+    });
+    expect(sse.headers.get("Content-Type")).toContain("text/event-stream");
+    const text = await sse.text();
+    expect(text).toContain("id: 2\n");
+    expect(text).not.toContain("id: 1\n");
+    expect(text).toContain("event: done");
+  });
+});
+
+describe("admin, drain, per-gateway tokens, limits", () => {
+  it("fans pause out to every gateway and reports each ack; 502 when all fail", async () => {
+    const queue = uniqueId("admin");
+    const gw = await connect(queue);
+    gw.hello("node-adm", 0);
+    await gw.expect("welcome");
+    // Wait until the registry knows the queue (recorded after welcome).
+    await expect
+      .poll(async () => (await env.REGISTRY.getByName("global").listQueues()).includes(queue))
+      .toBe(true);
+    const pending = asAdmin("/v1/admin/inference/pause", {
+      method: "POST",
+      body: JSON.stringify({ timeout_seconds: 1 }),
+    });
+    const msg = await gw.expect("admin");
+    expect(msg).toMatchObject({ action: "pause", timeout_seconds: 1 });
+    gw.send({
+      v: 1,
+      type: "admin_ack",
+      request_id: msg.request_id,
+      ok: true,
+      paused: true,
+      inflight: 0,
+      policy_version: null,
+    });
+    const res = await pending;
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { nodes: { node_id: string; ok: boolean; paused: boolean }[] };
+    expect(body.nodes.find((n) => n.node_id === "node-adm")).toMatchObject({ ok: true, paused: true });
+    expect(
+      (
+        await call("/v1/admin/inference/resume", {
+          method: "POST",
+          headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+        })
+      ).status,
+    ).toBe(403);
+    const bad = await asAdmin("/v1/admin/policy_version", { method: "POST", body: "{}" });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^policy_version:/);
+  });
+
+  it("drains a gateway: admin drain message, and no new sessions", async () => {
+    const queue = uniqueId("drain");
+    const gw = await connect(queue);
+    gw.hello("node-drain", 0);
+    await gw.expect("welcome");
+    await expect.poll(async () => env.REGISTRY.getByName("global").queueOfNode("node-drain")).toBe(queue);
+    const pending = asAdmin("/v1/gateways/node-drain/drain", { method: "POST" });
+    const msg = await gw.expect("admin");
+    expect(msg.action).toBe("drain");
+    gw.send({
+      v: 1,
+      type: "admin_ack",
+      request_id: msg.request_id,
+      ok: true,
+      paused: false,
+      inflight: 0,
+      policy_version: null,
+    });
+    expect((await pending).status).toBe(200);
+    gw.send({ v: 1, type: "credit", grant: 2 });
+    await submit(queue, [task("t")]);
+    await gw.expectSilence();
+    const list = (await (await getAsTrainer("/v1/gateways")).json()) as {
+      gateways: { node_id: string; draining: boolean }[];
+    };
+    expect(list.gateways.find((g) => g.node_id === "node-drain")).toMatchObject({ draining: true });
+  });
+
+  it("per-gateway tokens: registered as hashes, bound to their node id, refused elsewhere", async () => {
+    const token = `gw_node-tok.${"A".repeat(32)}`;
+    const reg = await asAdmin("/v1/admin/gateway_tokens", {
+      method: "POST",
+      body: JSON.stringify({ node_id: "node-tok", sha256: await tokenHash(token) }),
+    });
+    expect(reg.status).toBe(201);
+    const queue = uniqueId("tok");
+    const gw = await connect(queue, token);
+    gw.hello("node-tok", 0);
+    await gw.expect("welcome");
+    const impostor = await connect(queue, token);
+    impostor.hello("node-other", 0);
+    expect(await impostor.expect("error")).toMatchObject({ code: "node_id_mismatch" });
+    expect((await postBatch({ tasks: [task("t")] }, token)).status).toBe(403);
+    const wrong = await call(`/v1/gateways/connect?queue=${queue}`, {
+      headers: { Upgrade: "websocket", Authorization: `Bearer gw_node-tok.${"B".repeat(32)}` },
+    });
+    expect(wrong.status).toBe(401);
+  });
+
+  it("answers 429 with Retry-After when a queue is full", async () => {
+    const queue = uniqueId("full");
+    await runInDurableObject(env.QUEUE.getByName(queue), (_, state) => {
+      state.storage.sql.exec(
+        `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 100000)
+         INSERT INTO pending (session_id, batch_id, attempt, priority, payload, enqueued_at)
+         SELECT 'filler.' || x, 'filler', 1, 0, '{}', 0 FROM n`,
+      );
+    });
+    const res = await postBatch({ queue, tasks: [task("t")] });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("Retry-After")).toBe("30");
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain(
+      "LIMITS.maxQueueDepth",
+    );
+  });
+
+  it("lists batches newest first", async () => {
+    const queue = uniqueId("list");
+    const a = await submit(queue, [task("t")]);
+    const b = await submit(queue, [task("t")]);
+    const res = (await (await getAsTrainer("/v1/batches?limit=200")).json()) as {
+      batches: { batch_id: string }[];
+    };
+    const ids = res.batches.map((x) => x.batch_id);
+    expect(ids.indexOf(b)).toBeLessThan(ids.indexOf(a));
+    expect(ids.indexOf(a)).toBeGreaterThanOrEqual(0);
+  });
+});
