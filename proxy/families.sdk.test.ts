@@ -17,7 +17,7 @@ const QUESTION = "What is 17 * 23?";
 const PNG_1PX =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==";
 const calcSchema = {
-  type: "object",
+  type: "object" as const,
   properties: { expression: { type: "string" } },
   required: ["expression"],
 };
@@ -152,7 +152,6 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
       system: [{ type: "text", text: "x-anthropic-billing-header: cc_version=1\nYou are careful." }],
       messages: [{ role: "user", content: QUESTION }],
       tools,
-      temperature: 0,
     });
     expect(first.model).toBe("claude-harness");
     expect(first.stop_reason).toBe("tool_use");
@@ -173,7 +172,6 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
         },
       ],
       tools,
-      temperature: 0,
     });
     expect(second.stop_reason).toBe("end_turn");
     expect(second.content.find((b) => b.type === "text")).toMatchObject({
@@ -199,7 +197,6 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
       max_tokens: 512,
       messages: [{ role: "user" as const, content: QUESTION }],
       tools,
-      temperature: 0,
     };
     const whole = await client.messages.create(params);
     const stream = client.messages.stream(params);
