@@ -1,0 +1,107 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { type CompletionRecord, Trajectory } from "../protocol";
+import { type BridgedTurn, TokenBridge } from "./bridge";
+import { type ChatTokenizer, loadChatTokenizer } from "./chat-tokenizer";
+import {
+  buildConversationTraces,
+  ConversationBuildError,
+  conversationBuilder,
+  conversationTurnFromRecord,
+} from "./conversation-builder";
+import { scriptedTurn } from "./testing";
+
+let tok: ChatTokenizer;
+let turns: BridgedTurn[];
+beforeAll(async () => {
+  tok = await loadChatTokenizer();
+  const bridge = new TokenBridge(tok);
+  const eot = bridge.endOfTurnId;
+  const m1 = [
+    { role: "system", content: "s" },
+    { role: "user", content: "q1" },
+  ];
+  const t1 = scriptedTurn(tok, bridge, { messages: m1 }, [...tok.encode("a1"), eot]);
+  scriptedTurn(tok, bridge, { messages: [...m1, t1.message, { role: "user", content: "q2" }] }, [
+    ...tok.encode("a2"),
+    eot,
+  ]);
+  turns = bridge.turns();
+}, 30_000);
+
+/** A completion record as the proxy's token mode writes it for a bridged turn. */
+function recordOf(t: BridgedTurn): CompletionRecord {
+  return {
+    completion_id: t.provenance.completion_id ?? `cmp_${t.turn_id}`,
+    session_id: "s-1",
+    timestamp: "2026-01-01T00:00:00.000Z",
+    api_type: "openai_chat",
+    engine: "sglang",
+    model_requested: "m",
+    model_used: "m",
+    original_request: { messages: t.messages },
+    request: { input_ids: t.prompt_ids },
+    response: { choices: [{ index: 0, message: t.assistant_message, finish_reason: t.finish_reason }] },
+    prompt_ids: t.prompt_ids,
+    response_ids: t.sampled_ids,
+    response_logprobs: t.sampled_logprobs,
+    finish_reason: t.finish_reason,
+    weight_version: t.provenance.weight_version,
+    cached_tokens: 5,
+    latency_ms: 1,
+    replica: "r0",
+    metadata: {
+      policy_version: 4,
+      bridge: {
+        turn_id: t.turn_id,
+        parent_turn_id: t.parent_turn_id,
+        verdict: t.verdict,
+        reason: t.reason,
+        rid: t.provenance.rid,
+      },
+    },
+  };
+}
+
+describe("conversation builder", () => {
+  it("builds the same trace from completion records as from the bridge's turns, with provenance", () => {
+    const fromTurns = buildConversationTraces(turns);
+    const trajectory = Trajectory.parse(
+      conversationBuilder(turns.map(recordOf), { session_id: "s-1", task_id: "t", config: {} }),
+    );
+    expect(trajectory.status).toBe("COMPLETED");
+    expect(trajectory.metadata.verdicts).toEqual({ new_chain: 1, extended: 1 });
+    const trace = trajectory.traces[0]!;
+    expect(trace.response_ids).toEqual(fromTurns[0]!.response_ids);
+    expect(trace.loss_mask).toEqual(fromTurns[0]!.loss_mask);
+    const meta = trace.metadata.turns as Array<Record<string, unknown>>;
+    expect(meta[1]).toMatchObject({
+      turn_id: "t1",
+      verdict: "extended",
+      policy_version: "4",
+      weight_version: "w1",
+      replica: "r0",
+      cached_tokens: 5,
+      completion_id: "cmp_t1",
+    });
+    expect(trace.prompt_messages).toEqual(turns[0]!.messages);
+    expect(trace.response_messages.map((m) => m.content)).toEqual(["a1", "q2", "a2"]);
+  });
+
+  it("is an ERROR trajectory without completions and refuses records without bridge metadata", () => {
+    expect(conversationBuilder([], { session_id: "s", task_id: "t", config: {} })).toMatchObject({
+      status: "ERROR",
+      error: "no completions",
+    });
+    const plain = { ...recordOf(turns[0]!), metadata: {} };
+    expect(() => conversationTurnFromRecord(plain)).toThrow(/metadata.bridge/);
+  });
+
+  it("fails hard on a chain that is not a token prefix, an unknown parent or misaligned logprobs", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    const broken = { ...t1, prompt_ids: [...t1.prompt_ids] };
+    broken.prompt_ids[3] = broken.prompt_ids[3]! + 1;
+    expect(() => buildConversationTraces([t0, broken])).toThrow(ConversationBuildError);
+    expect(() => buildConversationTraces([{ ...t1, parent_turn_id: "t9" }])).toThrow(/t9/);
+    expect(() => buildConversationTraces([{ ...t0, sampled_logprobs: [] }])).toThrow(/logprobs/);
+  });
+});
