@@ -28,6 +28,8 @@ export interface ControlPlaneDevOptions {
   inheritOutput?: boolean;
   /** How long to wait for `/health` (wrangler bundles the Worker first). */
   readyTimeoutMs?: number;
+  /** Extra Worker variables, e.g. `POLAR_LEASE_GRACE_SECONDS` for short grace periods in tests. */
+  vars?: Record<string, string>;
 }
 
 /** The running `wrangler dev`: its URL plus process control (`kill()` takes workerd down too). */
@@ -70,6 +72,10 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     `POLAR_GATEWAY_TOKEN:${opts.tokens.gateway}`,
     "--var",
     `POLAR_ADMIN_TOKEN:${opts.tokens.admin}`,
+    // Local development only: callbacks to loopback/private hosts (a trainer on this machine).
+    "--var",
+    "POLAR_DEV_MODE:1",
+    ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
   ];
   const child = execa(join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
     cwd: REPO_ROOT,

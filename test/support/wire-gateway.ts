@@ -1,0 +1,305 @@
+/**
+ * A small in-process gateway speaking `protocol/wire.ts` over a real WebSocket, for end-to-end
+ * tests and the benchmark of the control plane. Its harness is a no-op: an assign is answered
+ * with progress (INITIALIZING → RUNNING → POST_RUN) and a COMPLETED result, after an optional
+ * delay. Like the real gateway it resends results until acknowledged, lists the leases it holds
+ * in `hello` after a reconnect, grants credit as slots free, and pings for liveness.
+ *
+ * @module
+ */
+import WebSocket from "ws";
+import {
+  type AssignMessage,
+  ControlMessage,
+  type SessionResult,
+  type StageMetrics,
+  WIRE_VERSION,
+} from "../../protocol";
+
+export interface WireGatewayOptions {
+  /** Control plane base URL (http://…). */
+  url: string;
+  token: string;
+  nodeId: string;
+  queue?: string;
+  /** Concurrent sessions (credit granted at hello). */
+  slots: number;
+  /** Milliseconds a session "runs" before its result. */
+  runMs?: number;
+  /** When false, assigns are held and never finished (a gateway that will be lost). */
+  autoRun?: boolean;
+  /** Send every result twice (duplicate-delivery test). */
+  duplicateResults?: boolean;
+  /** Milliseconds between liveness pings (default 5000). */
+  pingIntervalMs?: number;
+}
+
+/** A result the control plane acknowledged. */
+export interface AckedResult {
+  session_id: string;
+  lease_id: string;
+  status: "accepted" | "duplicate" | "stale";
+}
+
+const ZERO_METRICS: StageMetrics = {
+  init_queue_depth: 0,
+  init_inflight: 0,
+  ready_depth: 0,
+  run_inflight: 0,
+  postrun_queue_depth: 0,
+  postrun_inflight: 0,
+};
+
+/**
+ * The test gateway.
+ *
+ * @example
+ * ```ts
+ * const gw = await WireGateway.start({ url, token, nodeId: "g1", slots: 4, runMs: 50 });
+ * await gw.waitFor(() => gw.acks.length >= 10);
+ * await gw.close();
+ * ```
+ */
+export class WireGateway {
+  ws: WebSocket | null = null;
+  /** Every assign received, in order, with the time it arrived. */
+  readonly assigns: { message: AssignMessage; at: number }[] = [];
+  readonly acks: AckedResult[] = [];
+  readonly cancels: string[] = [];
+  /** Leases in hand (assigned, not yet acknowledged). */
+  readonly held = new Map<string, AssignMessage>();
+  /** Results waiting for their ack, by lease id (resent on reconnect). */
+  private readonly unacked = new Map<string, SessionResult>();
+  private pinger: NodeJS.Timeout | null = null;
+  private closedByUs = false;
+  private reconnecting = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  private constructor(readonly opts: WireGatewayOptions) {}
+
+  /** Connects and says hello; resolves after `welcome`. */
+  static async start(opts: WireGatewayOptions): Promise<WireGateway> {
+    const gw = new WireGateway(opts);
+    await gw.connect();
+    return gw;
+  }
+
+  /** Opens the socket, sends hello (with held leases) and resends unacknowledged results. */
+  async connect(): Promise<void> {
+    const base = this.opts.url.replace(/^http/, "ws");
+    const ws = new WebSocket(
+      `${base}/v1/gateways/connect?queue=${encodeURIComponent(this.opts.queue ?? "default")}`,
+      {
+        headers: { Authorization: `Bearer ${this.opts.token}` },
+      },
+    );
+    this.ws = ws;
+    const welcomed = new Promise<void>((resolve, reject) => {
+      ws.once("error", reject);
+      ws.once("close", (code) => reject(new Error(`closed before welcome (${code})`)));
+      ws.on("message", (data) => {
+        const text = data.toString();
+        if (text === "pong") return;
+        try {
+          const message = ControlMessage.parse(JSON.parse(text));
+          if (message.type === "welcome") resolve();
+          this.onMessage(message);
+        } catch (error) {
+          console.error(`wire gateway ${this.opts.nodeId}: bad frame`, error, text.slice(0, 200));
+        }
+      });
+    });
+    // Observed below; without this a refused connection would also reject it unhandled.
+    welcomed.catch(() => {});
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", resolve);
+      ws.once("error", reject);
+    });
+    const held = [...this.held.values()].map((a) => ({
+      lease_id: a.lease_id,
+      session_id: a.session.session_id,
+    }));
+    const free = Math.max(0, this.opts.slots - this.held.size);
+    this.send({
+      v: WIRE_VERSION,
+      type: "hello",
+      node_id: this.opts.nodeId,
+      agent_version: "wire-gateway",
+      capacity: { max_init: this.opts.slots, max_run: this.opts.slots, max_postrun: this.opts.slots },
+      capabilities: { runtimes: ["local"], harnesses: ["shell"], engines: ["sim"] },
+      credit: free,
+      leases: held,
+    });
+    await welcomed;
+    ws.on("close", () => this.onClose());
+    for (const [leaseId, result] of this.unacked)
+      this.send({ v: WIRE_VERSION, type: "result", lease_id: leaseId, result });
+    this.pinger = setInterval(
+      () => this.ws?.readyState === WebSocket.OPEN && this.ws.send("ping"),
+      this.opts.pingIntervalMs ?? 5000,
+    );
+  }
+
+  private onClose(): void {
+    if (this.pinger) clearInterval(this.pinger);
+    this.pinger = null;
+    if (this.closedByUs || this.reconnecting) return;
+    // Reconnect with backoff until the control plane is back (it may be restarting).
+    this.reconnecting = true;
+    const attempt = async (delay: number): Promise<void> => {
+      if (this.closedByUs) return;
+      try {
+        await this.connect();
+        this.reconnecting = false;
+      } catch {
+        const t = setTimeout(() => void attempt(Math.min(delay * 2, 1000)), delay);
+        this.timers.add(t);
+      }
+    };
+    void attempt(100);
+  }
+
+  private send(message: unknown): void {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+  }
+
+  private onMessage(message: ControlMessage): void {
+    if (message.type === "assign") {
+      this.assigns.push({ message, at: performance.now() });
+      this.held.set(message.lease_id, message);
+      if (this.opts.autoRun !== false) this.run(message);
+    } else if (message.type === "ack") {
+      this.acks.push({ session_id: message.session_id, lease_id: message.lease_id, status: message.status });
+      if (this.unacked.delete(message.lease_id) && this.held.delete(message.lease_id)) {
+        this.send({ v: WIRE_VERSION, type: "credit", grant: 1, metrics: this.metrics() });
+      }
+    } else if (message.type === "cancel") {
+      this.cancels.push(message.lease_id);
+      if (this.held.delete(message.lease_id)) this.send({ v: WIRE_VERSION, type: "credit", grant: 1 });
+    } else if (message.type === "admin") {
+      this.send({
+        v: WIRE_VERSION,
+        type: "admin_ack",
+        request_id: message.request_id,
+        ok: true,
+        paused: message.action === "pause",
+        inflight: 0,
+        policy_version: message.policy_version ?? null,
+      });
+    }
+  }
+
+  private metrics(): StageMetrics {
+    return { ...ZERO_METRICS, run_inflight: Math.min(this.held.size, this.opts.slots) };
+  }
+
+  private run(assign: AssignMessage): void {
+    const { session } = assign;
+    const progress = (status: "INITIALIZING" | "RUNNING" | "POST_RUN") =>
+      this.send({
+        v: WIRE_VERSION,
+        type: "progress",
+        lease_id: assign.lease_id,
+        session_id: session.session_id,
+        status,
+        at: Date.now(),
+        metrics: this.metrics(),
+      });
+    progress("INITIALIZING");
+    const finish = () => {
+      this.timers.delete(timer);
+      if (!this.held.has(assign.lease_id)) return; // cancelled meanwhile
+      progress("RUNNING");
+      progress("POST_RUN");
+      const result = this.resultFor(assign);
+      this.unacked.set(assign.lease_id, result);
+      this.send({ v: WIRE_VERSION, type: "result", lease_id: assign.lease_id, result });
+      if (this.opts.duplicateResults)
+        this.send({ v: WIRE_VERSION, type: "result", lease_id: assign.lease_id, result });
+    };
+    const timer = setTimeout(finish, this.opts.runMs ?? 0);
+    this.timers.add(timer);
+  }
+
+  /** The no-op harness's result: one tiny trace. */
+  resultFor(assign: AssignMessage): SessionResult {
+    const s = assign.session;
+    return {
+      session_id: s.session_id,
+      task_id: s.task_id,
+      batch_id: s.batch_id,
+      status: "COMPLETED",
+      reward: 1,
+      trajectory: {
+        status: "COMPLETED",
+        traces: [
+          {
+            prompt_ids: [1, 2],
+            response_ids: [3],
+            loss_mask: [1],
+            response_logprobs: [-0.1],
+            prompt_messages: [{ role: "user", content: s.instruction }],
+            response_messages: [{ role: "assistant", content: "ok" }],
+            tools: null,
+            finish_reason: "stop",
+            reward: 1,
+            metadata: {},
+          },
+        ],
+        metadata: {},
+        error: null,
+      },
+      timing: {
+        queued_ms: 0,
+        init_ms: 0,
+        ready_ms: 0,
+        run_ms: this.opts.runMs ?? 0,
+        postrun_ms: 0,
+        total_ms: this.opts.runMs ?? 0,
+      },
+      node_id: this.opts.nodeId,
+      attempt: s.attempt,
+      error: null,
+      metadata: {},
+    };
+  }
+
+  /** Polls `predicate` every 25 ms until true or `timeoutMs` (then throws with `what`). */
+  async waitFor(predicate: () => boolean, timeoutMs = 60_000, what = "condition"): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate()) {
+      if (Date.now() > deadline)
+        throw new Error(`${this.opts.nodeId}: ${what} not reached within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** Drops the socket abruptly (no close handshake) and stops reconnecting: a lost host. */
+  kill(): void {
+    this.closedByUs = true;
+    this.stopTimers();
+    this.ws?.terminate();
+  }
+
+  /** Closes cleanly and stops reconnecting. */
+  async close(): Promise<void> {
+    this.closedByUs = true;
+    this.stopTimers();
+    if (!this.ws || this.ws.readyState === WebSocket.CLOSED) return;
+    const ws = this.ws;
+    await new Promise<void>((resolve) => {
+      ws.once("close", () => resolve());
+      ws.close(1000, "done");
+      setTimeout(() => {
+        ws.terminate();
+        resolve();
+      }, 1000).unref();
+    });
+  }
+
+  private stopTimers(): void {
+    if (this.pinger) clearInterval(this.pinger);
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+}
