@@ -40,10 +40,22 @@ export class SessionInterrupt extends Error {
   constructor(
     readonly reason: InterruptReason,
     message: string,
+    /** For timeouts: which budget ran out and in which stage (upstream's classification). */
+    readonly timeout?: TimeoutInfo,
   ) {
     super(message);
     this.name = "SessionInterrupt";
   }
+}
+
+/**
+ * Upstream's timeout classification: `timeout_source` is the budget that ran out (`session` =
+ * `timeout_seconds` from INIT, `agent` = `metadata.agent_timeout` from RUN), `timeout_stage` where
+ * (`init`, `ready`, `setup`, `exec`, `postprocess`, `evaluate`).
+ */
+export interface TimeoutInfo {
+  timeout_source: "session" | "agent" | "evaluator";
+  timeout_stage: string;
 }
 
 /** Where the gateway writes its diagnostics. */

@@ -4,15 +4,19 @@
  *
  * @module
  */
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type HelloMessage, WIRE_VERSION } from "../protocol";
+import { type HelloMessage, type RuntimeSpec, WIRE_VERSION } from "../protocol";
 import { startProxy } from "../proxy";
+import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { consoleLogger, type GatewayLogger } from "./errors";
 import { SUPPORTED_HARNESSES } from "./harness";
-import { type RunnerStats, SessionRunner } from "./session-runner";
+import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
+import { ResultJournal } from "./journal";
+import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, type RuntimeSettings } from "./runtime";
+import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
 export const AGENT_VERSION = "0.1.0";
@@ -31,6 +35,8 @@ export interface GatewayOptions {
   engine: "sglang-openai";
   /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
   engineUrl: string;
+  /** More engine replicas (data-parallel servers), when the proxy supports several. */
+  engineUrls?: string[];
   /** Model name the engine serves (forced on every call; the default `OPENAI_MODEL` of harnesses). */
   model: string;
   /** Sessions initialising at once; default 2. */
@@ -39,8 +45,19 @@ export interface GatewayOptions {
   maxRun?: number;
   /** Sessions in post-run (build, evaluate, tear down) at once; default 2. */
   maxPostrun?: number;
-  /** Folder for session workspaces; default a fresh temporary folder. */
+  /**
+   * Folder for session workspaces (`sessions/`) and the result journal (`journal/`); default a
+   * fresh temporary folder — give a fixed one in production so results survive a restart.
+   */
   workRoot?: string;
+  /** Backend settings (bwrap, docker/podman CLI flags, apptainer). */
+  runtimeSettings?: Partial<RuntimeSettings>;
+  /** Runtime for tasks without one (topology `default_runtime`). */
+  defaultRuntime?: RuntimeSpec | null;
+  /** Operator HTTP server (`/health`, `/metrics`); omitted = none. */
+  http?: { host: string; port: number };
+  /** Artifact upload retries. */
+  uploadPolicy?: UploadPolicy;
   /** Keep each session's folder after teardown (debugging). */
   keepWorkspaces?: boolean;
   /** Engine request timeout of the proxy (ms); default 900 s. */
@@ -56,11 +73,17 @@ export interface GatewayStats extends RunnerStats {
   connects: number;
 }
 
+/** The proxy as the gateway uses it (admin controls are optional: feature-detected). */
+type GatewayProxy = Awaited<ReturnType<typeof startProxy>> & AdminControls;
+
 /** A running gateway. */
 export interface Gateway {
   nodeId: string;
   /** Base URL of this gateway's recording proxy. */
   proxyUrl: string;
+  /** Base URL of the operator server, when started. */
+  httpUrl: string | null;
+  workRoot: string;
   /** Interrupts running sessions (reported as infra failures), closes the socket and the proxy. */
   stop(): Promise<void>;
   stats(): GatewayStats;
@@ -93,15 +116,25 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     if (!Number.isInteger(value) || value < 1)
       throw new RangeError(`${name}: must be an integer >= 1, got ${value}`);
   }
-  const workRoot = opts.workRoot ?? (await mkdtemp(path.join(tmpdir(), "polar-gateway-")));
-  const proxy = await startProxy({
+  const workRoot = path.resolve(opts.workRoot ?? (await mkdtemp(path.join(tmpdir(), "polar-gateway-"))));
+  // Session folders of a previous run belong to sessions that died with it (their leases are not
+  // in the journal, so the control plane requeues them): start clean.
+  await rm(path.join(workRoot, "sessions"), { recursive: true, force: true });
+  const runtimeSettings: RuntimeSettings = {
+    local: { ...DEFAULT_RUNTIME_SETTINGS.local, ...opts.runtimeSettings?.local },
+    docker: { ...DEFAULT_RUNTIME_SETTINGS.docker, ...opts.runtimeSettings?.docker },
+    apptainer: { ...DEFAULT_RUNTIME_SETTINGS.apptainer, ...opts.runtimeSettings?.apptainer },
+  };
+  const proxy = (await startProxy({
     engine: opts.engine,
     engineUrl: opts.engineUrl,
+    ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
     logger,
-  });
+  } as Parameters<typeof startProxy>[0])) as GatewayProxy;
   let connection: ControlConnection | null = null;
+  let metrics: GatewayMetrics | null = null;
   const runner = new SessionRunner({
     nodeId: opts.nodeId,
     capacity,
@@ -109,16 +142,31 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     keepWorkspaces: opts.keepWorkspaces ?? false,
     model: opts.model,
     proxy,
+    runtimeSettings,
+    defaultRuntime: opts.defaultRuntime ?? null,
+    journal: new ResultJournal(path.join(workRoot, "journal"), logger),
+    upload: {
+      controlPlaneUrl: opts.controlPlaneUrl,
+      token: opts.token,
+      policy: opts.uploadPolicy ?? DEFAULT_UPLOAD_POLICY,
+      logger,
+    },
     logger,
     send: (message) => connection?.send(message) ?? false,
+    onFinished: (result, runStartMs) => metrics?.observe(result, runStartMs),
   });
+  await runner.recover();
   const hello = (): HelloMessage => ({
     v: WIRE_VERSION,
     type: "hello",
     node_id: opts.nodeId,
     agent_version: AGENT_VERSION,
     capacity,
-    capabilities: { runtimes: ["local"], harnesses: [...SUPPORTED_HARNESSES], engines: [opts.engine] },
+    capabilities: {
+      runtimes: [...BUILTIN_RUNTIMES],
+      harnesses: [...SUPPORTED_HARNESSES],
+      engines: [opts.engine],
+    },
     credit: runner.resetCreditForHello(),
     leases: runner.heldLeases(),
   });
@@ -135,17 +183,44 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   connection.start();
   let stopping: Promise<void> | null = null;
   const conn = connection;
+  const stats = (): GatewayStats => ({
+    ...runner.stats(),
+    connected: conn.connected,
+    connects: conn.connects,
+  });
+  metrics = new GatewayMetrics(opts.nodeId, stats);
+  let ops: GatewayHttpServer | null = null;
+  if (opts.http) {
+    ops = await startGatewayHttp({
+      ...opts.http,
+      metrics,
+      health: () => {
+        const s = stats();
+        return {
+          status: "ok",
+          node_id: opts.nodeId,
+          connected: s.connected,
+          draining: s.draining,
+          ...s.metrics,
+          unacked_results: s.unackedResults,
+        };
+      },
+    });
+  }
   return {
     nodeId: opts.nodeId,
     proxyUrl: proxy.url,
+    httpUrl: ops?.url ?? null,
+    workRoot,
     stop: () => {
       stopping ??= (async () => {
         await runner.shutdown();
         await conn.close();
+        await ops?.close();
         await proxy.close();
       })();
       return stopping;
     },
-    stats: () => ({ ...runner.stats(), connected: conn.connected, connects: conn.connects }),
+    stats,
   };
 }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+export * from "./artifacts";
 export {
   ControlConnection,
   type ControlConnectionOptions,
@@ -11,10 +12,26 @@ export {
   DEFAULT_RECONNECT,
   type ReconnectPolicy,
 } from "./connection";
-export { consoleLogger, type GatewayLogger, SessionFailure, SessionInterrupt } from "./errors";
-export { type EvalOutcome, type Evaluator, resolveEvaluator, sessionCompleted } from "./evaluator";
+export {
+  consoleLogger,
+  type GatewayLogger,
+  SessionFailure,
+  SessionInterrupt,
+  type TimeoutInfo,
+} from "./errors";
+export * from "./evaluator";
 export { AGENT_VERSION, type Gateway, type GatewayOptions, type GatewayStats, startGateway } from "./gateway";
-export { baseEnv, INHERITED_ENV, renderShellCommand, resolveHarness, SUPPORTED_HARNESSES } from "./harness";
-export { type CommandResult, LocalRuntime } from "./runtime/local";
+export * from "./harness";
+export { GatewayMetrics, startGatewayHttp } from "./http-server";
+export { ResultJournal } from "./journal";
+export { jsonLogger } from "./logger";
+export { agentTimeoutMs, runSessionPipeline } from "./pipeline";
+export * from "./runtime";
 export { Semaphore } from "./semaphore";
-export { type RunnerStats, SessionRunner, type SessionRunnerOptions } from "./session-runner";
+export {
+  type AdminControls,
+  type RunnerStats,
+  SessionRunner,
+  type SessionRunnerOptions,
+} from "./session-runner";
+export { StagePools } from "./stage-pools";

@@ -35,3 +35,23 @@ describe("Semaphore", () => {
     expect(() => new Semaphore(0)).toThrow(RangeError);
   });
 });
+
+describe("Semaphore priorities", () => {
+  it("serves higher priority waiters first, FIFO among equals, never preempting a holder", async () => {
+    const sem = new Semaphore(1);
+    await sem.acquire(undefined, 0);
+    const order: string[] = [];
+    const waits = [
+      sem.acquire(undefined, 0).then(() => order.push("low-1")),
+      sem.acquire(undefined, 50).then(() => order.push("mid")),
+      sem.acquire(undefined, 0).then(() => order.push("low-2")),
+      sem.acquire(undefined, 100).then(() => order.push("high")),
+    ];
+    expect(sem.inUse).toBe(1); // the holder keeps its slot whatever arrives
+    for (let i = 0; i < 4; i++) {
+      sem.release();
+      await waits[[3, 1, 0, 2][i] as number];
+    }
+    expect(order).toEqual(["high", "mid", "low-1", "low-2"]);
+  });
+});

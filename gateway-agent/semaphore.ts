@@ -6,7 +6,9 @@
  */
 
 /**
- * FIFO counting semaphore.
+ * Counting semaphore; waiters are served by priority (higher first), FIFO within a priority.
+ * Priority never preempts: it only reorders callers still waiting (upstream's
+ * `dispatch_priority` rule for the INIT queue).
  *
  * @example
  * ```ts
@@ -17,7 +19,7 @@
  */
 export class Semaphore {
   private used = 0;
-  private readonly waiters: Array<{ grant: () => void }> = [];
+  private readonly waiters: Array<{ grant: () => void; priority: number }> = [];
 
   constructor(readonly size: number) {
     if (!Number.isInteger(size) || size < 1)
@@ -34,8 +36,11 @@ export class Semaphore {
     return this.waiters.length;
   }
 
-  /** Takes a slot, waiting in FIFO order; rejects with `signal.reason` if aborted first. */
-  acquire(signal?: AbortSignal): Promise<void> {
+  /**
+   * Takes a slot, waiting behind callers of higher or equal priority; rejects with
+   * `signal.reason` if aborted first.
+   */
+  acquire(signal?: AbortSignal, priority = 0): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.used < this.size) {
       this.used++;
@@ -43,6 +48,7 @@ export class Semaphore {
     }
     return new Promise<void>((resolve, reject) => {
       const waiter = {
+        priority,
         grant: () => {
           signal?.removeEventListener("abort", onAbort);
           resolve();
@@ -54,7 +60,10 @@ export class Semaphore {
         reject(signal?.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiters.push(waiter);
+      // Insert after every waiter of higher or equal priority: stable, so FIFO among equals.
+      const at = this.waiters.findIndex((w) => w.priority < priority);
+      if (at < 0) this.waiters.push(waiter);
+      else this.waiters.splice(at, 0, waiter);
     });
   }
 

@@ -1,12 +1,17 @@
 /**
- * The staged pipeline of a gateway: admission by credit, then INIT → READY → RUN → POST_RUN per
- * session, each stage bounded by its own semaphore, and the results kept until acknowledged.
+ * The gateway's session bookkeeping: admission by credit, the pipeline per session, results
+ * journaled and kept until acknowledged, cancel and admin messages.
+ *
+ * Credit (upstream's rule): the gateway offers its free INIT slots plus its READY gap
+ * (`max_init + max_run` minus sessions queued for INIT, in INIT or READY); granted-but-unused
+ * credit plus sessions held before RUN never exceeds that, so the control plane can never push
+ * more work than the gateway can start warming.
  *
  * @module
  */
-import { performance } from "node:perf_hooks";
 import {
   type AckMessage,
+  type AdminAckMessage,
   type AdminMessage,
   type AssignMessage,
   type CancelMessage,
@@ -14,23 +19,27 @@ import {
   type GatewayMessage,
   type GatewayStage,
   type LeaseRef,
-  LIMITS,
   type ResultMessage,
+  type RuntimeSpec,
   type SessionAssignment,
-  type SessionError,
   type SessionResult,
-  type SessionTiming,
   type StageMetrics,
-  type TerminalStatus,
-  type Trajectory,
   WIRE_VERSION,
 } from "../protocol";
-import { getBuilder, type RecordingProxy, type TrajectoryBuilder } from "../proxy";
-import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt } from "./errors";
-import { type Evaluator, resolveEvaluator } from "./evaluator";
-import { baseEnv, type HarnessRunner, resolveHarness } from "./harness";
-import { LocalRuntime } from "./runtime/local";
-import { Semaphore } from "./semaphore";
+import { prepareResultMessage, type UploadTarget } from "./artifacts";
+import { type GatewayLogger, messageOf, SessionInterrupt } from "./errors";
+import type { ResultJournal } from "./journal";
+import { type PipelineDeps, type PipelineSession, runSessionPipeline } from "./pipeline";
+import type { RuntimeSettings } from "./runtime";
+import { StagePools } from "./stage-pools";
+
+/** Generation control the proxy may offer (pause/resume for weight updates, policy stamps). */
+export interface AdminControls {
+  pause?(opts: { timeoutMs: number }): Promise<{ drained: boolean; inflight: number }>;
+  resume?(): void;
+  status?(): { paused: boolean; inflight: number; policy_version: string | null };
+  setPolicyVersion?(version: string | null): void;
+}
 
 /** What the runner needs from its gateway. */
 export interface SessionRunnerOptions {
@@ -38,12 +47,20 @@ export interface SessionRunnerOptions {
   capacity: GatewayCapacity;
   workRoot: string;
   keepWorkspaces: boolean;
-  /** Model name given to harnesses (`OPENAI_MODEL`) unless the task sets `agent.model_name`. */
+  /** Model name given to harnesses unless the task sets `agent.model_name`. */
   model: string;
-  proxy: RecordingProxy;
+  proxy: PipelineDeps["proxy"] & AdminControls;
+  runtimeSettings: RuntimeSettings;
+  defaultRuntime?: RuntimeSpec | null;
+  /** Durable store of unacknowledged results (null: memory only). */
+  journal?: ResultJournal | null;
+  /** Artifact uploads (null: everything inline). */
+  upload?: UploadTarget | null;
   logger: GatewayLogger;
   /** Sends a message to the control plane; false when the socket is down (the message is dropped). */
   send(message: GatewayMessage): boolean;
+  /** Called with every finished session (metrics). */
+  onFinished?(result: SessionResult, runStartMs: number | null): void;
 }
 
 /** Counters for `Gateway.stats()`. */
@@ -56,70 +73,45 @@ export interface RunnerStats {
   metrics: StageMetrics;
 }
 
-interface ActiveSession {
-  leaseId: string;
-  assignment: SessionAssignment;
-  abort: AbortController;
-  stage: GatewayStage | "QUEUED";
+interface ActiveSession extends PipelineSession {
   done: Promise<void>;
 }
 
-const now = () => performance.now();
-
 /**
- * Runs the sessions the control plane assigns, within the gateway's capacity.
- *
- * Credit: the gateway holds at most `max_init + max_run + max_postrun` sessions. `credit` granted
- * and not yet used plus sessions held never exceeds that total, so the control plane can never
- * push more work than the gateway has room for.
- *
  * @example
  * ```ts
- * const runner = new SessionRunner({ nodeId, capacity, workRoot, keepWorkspaces: false, model, proxy, logger, send });
- * connection.send(runner.hello(agentVersion, capabilities));
+ * const runner = new SessionRunner({ nodeId, capacity, workRoot, keepWorkspaces: false, model, proxy, runtimeSettings, logger, send });
+ * await runner.recover(); // journaled results from before a restart
  * runner.handle(controlMessage); // assign / ack / cancel / admin
  * ```
  */
 export class SessionRunner {
   private readonly active = new Map<string, ActiveSession>();
   private readonly unacked = new Map<string, ResultMessage>();
-  private readonly initSlots: Semaphore;
-  private readonly runSlots: Semaphore;
-  private readonly postSlots: Semaphore;
+  readonly pools: StagePools;
   private outstandingCredit = 0;
   private draining = false;
   private finished = 0;
 
   constructor(private readonly opts: SessionRunnerOptions) {
-    this.initSlots = new Semaphore(opts.capacity.max_init);
-    this.runSlots = new Semaphore(opts.capacity.max_run);
-    this.postSlots = new Semaphore(opts.capacity.max_postrun);
+    this.pools = new StagePools(opts.capacity);
   }
 
-  /** Sessions the gateway can hold at once. */
-  get totalSlots(): number {
-    const c = this.opts.capacity;
-    return c.max_init + c.max_run + c.max_postrun;
+  /** Loads journaled results of an earlier run: they are re-sent and their leases announced. */
+  async recover(): Promise<number> {
+    const pending = (await this.opts.journal?.load()) ?? [];
+    for (const m of pending) this.unacked.set(m.lease_id, m);
+    if (pending.length) this.opts.logger.info("journaled results to re-send", { count: pending.length });
+    return pending.length;
   }
 
-  /** Slots not taken by a held session. */
-  get freeSlots(): number {
-    return this.totalSlots - this.active.size;
-  }
-
-  /**
-   * Credit for a (re)connect's `hello`: all free slots. It replaces whatever credit the control
-   * plane had from an earlier connection, so the ledger restarts from it.
-   */
+  /** Credit for a (re)connect's `hello`: replaces whatever credit the control plane had. */
   resetCreditForHello(): number {
-    this.outstandingCredit = this.draining ? 0 : this.freeSlots;
+    this.outstandingCredit = this.draining ? 0 : this.pools.creditAvailable();
     return this.outstandingCredit;
   }
 
-  /**
-   * Leases the gateway still holds: running sessions, and finished ones whose result is not
-   * acknowledged yet (so the control plane does not requeue a session whose result is on its way).
-   */
+  /** Leases held: running sessions and finished ones whose result is not acknowledged yet. */
   heldLeases(): LeaseRef[] {
     const running = [...this.active.values()].map((s) => ({
       lease_id: s.leaseId,
@@ -132,7 +124,7 @@ export class SessionRunner {
     return [...running, ...finished];
   }
 
-  /** Results sent but not acknowledged, oldest first (re-sent after a reconnect). */
+  /** Results sent but not acknowledged, oldest first. */
   unackedResults(): ResultMessage[] {
     return [...this.unacked.values()];
   }
@@ -142,16 +134,8 @@ export class SessionRunner {
     for (const message of this.unacked.values()) this.opts.send(message);
   }
 
-  /** Sessions per stage, for `credit`/`progress` metrics and stats. */
   metrics(): StageMetrics {
-    return {
-      init_queue_depth: this.initSlots.waiting,
-      init_inflight: this.initSlots.inUse,
-      ready_depth: this.runSlots.waiting,
-      run_inflight: this.runSlots.inUse,
-      postrun_queue_depth: this.postSlots.waiting,
-      postrun_inflight: this.postSlots.inUse,
-    };
+    return this.pools.metrics();
   }
 
   stats(): RunnerStats {
@@ -173,15 +157,15 @@ export class SessionRunner {
           this.onAssign(message);
           return;
         case "ack":
-          if (!this.unacked.delete(message.lease_id)) {
-            this.opts.logger.info("ack for a result not pending", { lease_id: message.lease_id });
-          }
+          this.onAck(message);
           return;
         case "cancel":
           this.onCancel(message);
           return;
         case "admin":
-          this.onAdmin(message);
+          void this.onAdmin(message).catch((err: unknown) => {
+            this.opts.logger.error("admin action failed", { action: message.action, error: messageOf(err) });
+          });
           return;
       }
     } catch (err) {
@@ -193,9 +177,21 @@ export class SessionRunner {
   async shutdown(): Promise<void> {
     this.draining = true;
     for (const s of this.active.values()) {
-      s.abort.abort(new SessionInterrupt("shutdown", "gateway is shutting down"));
+      const why = new SessionInterrupt("shutdown", "gateway is shutting down");
+      s.abort.abort(why);
+      s.evalAbort.abort(why);
     }
     await Promise.allSettled([...this.active.values()].map((s) => s.done));
+  }
+
+  private onAck(message: AckMessage): void {
+    if (!this.unacked.delete(message.lease_id)) {
+      this.opts.logger.info("ack for a result not pending", { lease_id: message.lease_id });
+      return;
+    }
+    void this.opts.journal?.remove(message.lease_id).catch((err: unknown) => {
+      this.opts.logger.warn("journal remove failed", { lease_id: message.lease_id, error: messageOf(err) });
+    });
   }
 
   private onAssign(message: AssignMessage): void {
@@ -209,20 +205,23 @@ export class SessionRunner {
     }
     this.outstandingCredit = Math.max(0, this.outstandingCredit - 1);
     const clash = [...this.active.values()].find((s) => s.assignment.session_id === session.session_id);
-    if (clash || this.freeSlots <= 0) {
+    if (clash || this.pools.creditAvailable() <= 0 || this.draining) {
       // Refuse as an infra failure so the control plane retries it elsewhere; hold nothing.
       const why = clash
         ? `session already runs on this gateway under lease ${clash.leaseId}`
-        : `gateway is full (${this.totalSlots} sessions): assign exceeded granted credit`;
+        : this.draining
+          ? "gateway is draining"
+          : `gateway is full (${this.pools.intakeCapacity} sessions before RUN): assign exceeded granted credit`;
       this.opts.logger.warn("assign refused", { lease_id: leaseId, session_id: session.session_id, why });
-      this.finish(leaseId, this.refusedResult(session, why));
+      void this.report(leaseId, refusedResult(session, this.opts.nodeId, why), []);
       return;
     }
     const entry: ActiveSession = {
       leaseId,
       assignment: session,
       abort: new AbortController(),
-      stage: "QUEUED",
+      evalAbort: new AbortController(),
+      stage: "queued",
       done: Promise.resolve(),
     };
     this.active.set(leaseId, entry);
@@ -241,21 +240,57 @@ export class SessionRunner {
       this.opts.logger.info("cancel for a lease not held", { lease_id: message.lease_id });
       return;
     }
-    s.abort.abort(new SessionInterrupt("cancelled", `cancelled by the control plane: ${message.reason}`));
+    const why = new SessionInterrupt("cancelled", `cancelled by the control plane: ${message.reason}`);
+    s.abort.abort(why);
+    s.evalAbort.abort(why);
   }
 
-  private onAdmin(message: AdminMessage): void {
-    if (message.action === "drain") {
-      this.draining = true;
-      this.opts.logger.info("draining: no more credit");
-      return;
+  private async onAdmin(message: AdminMessage): Promise<void> {
+    const p = this.opts.proxy;
+    const ack = (ok: boolean, error?: string) => {
+      const st = p.status?.() ?? { paused: false, inflight: 0, policy_version: null };
+      const reply: AdminAckMessage = {
+        v: WIRE_VERSION,
+        type: "admin_ack",
+        request_id: message.request_id,
+        ok,
+        paused: st.paused,
+        inflight: st.inflight,
+        policy_version: st.policy_version,
+        ...(error ? { error } : {}),
+      };
+      this.opts.send(reply);
+    };
+    const missing = (what: string) => ack(false, `this gateway's proxy does not support ${what}`);
+    switch (message.action) {
+      case "drain":
+        this.draining = true;
+        this.opts.logger.info("draining: no more credit");
+        ack(true);
+        return;
+      case "pause": {
+        if (!p.pause) return missing("pause");
+        const r = await p.pause({ timeoutMs: (message.timeout_seconds ?? 60) * 1000 });
+        ack(
+          r.drained,
+          r.drained ? undefined : `${r.inflight} model call(s) still in flight after the timeout`,
+        );
+        return;
+      }
+      case "resume":
+        if (!p.resume) return missing("resume");
+        p.resume();
+        ack(true);
+        return;
+      case "policy_version":
+        if (!p.setPolicyVersion) return missing("policy_version");
+        p.setPolicyVersion(message.policy_version ?? null);
+        ack(true);
+        return;
     }
-    // pause/resume/policy_version act on the proxy's generation gate, which is a later issue.
-    this.opts.logger.info("admin action not handled by this gateway yet", { action: message.action });
   }
 
   private progress(s: ActiveSession, status: GatewayStage): void {
-    s.stage = status;
     this.opts.send({
       v: WIRE_VERSION,
       type: "progress",
@@ -265,234 +300,75 @@ export class SessionRunner {
       at: Date.now(),
       metrics: this.metrics(),
     });
+    this.grantCredit();
   }
 
-  /** One session end to end. Every failure becomes a result; nothing escapes. */
   private async execute(s: ActiveSession): Promise<void> {
-    const a = s.assignment;
-    const signal = s.abort.signal;
-    const timing: SessionTiming = {
-      queued_ms: 0,
-      init_ms: 0,
-      ready_ms: 0,
-      run_ms: 0,
-      postrun_ms: 0,
-      total_ms: 0,
-    };
-    const started = now();
-    let status: TerminalStatus = "COMPLETED";
-    let error: SessionError | null = null;
-    let runtime: LocalRuntime | null = null;
-    let builder: TrajectoryBuilder | null = null;
-    let evaluator: Evaluator | null = null;
-    let budget: NodeJS.Timeout | undefined;
-    let sessionOpen = false;
-
+    const o = this.opts;
+    let outcome: Awaited<ReturnType<typeof runSessionPipeline>>;
     try {
-      await this.initSlots.acquire(signal);
-      const initStart = now();
-      timing.queued_ms = initStart - started;
-      // The time budget starts at INITIALIZING (as upstream): queueing on the gateway is free.
-      budget = setTimeout(
-        () => s.abort.abort(new SessionInterrupt("timeout", `timeout of ${a.timeout_seconds} s exceeded`)),
-        a.timeout_seconds * 1000,
-      );
-      let harness: HarnessRunner;
-      try {
-        this.progress(s, "INITIALIZING");
-        builder = getBuilderOrFail(a.builder.strategy);
-        evaluator = resolveEvaluator(a.evaluator);
-        harness = resolveHarness(a.agent);
-        runtime = await LocalRuntime.create(this.opts.workRoot, a.session_id);
-        await runtime.prepare(a.runtime?.prepare ?? [], { ...baseEnv(), ...(a.runtime?.env ?? {}) }, signal);
-      } finally {
-        this.initSlots.release();
-        timing.init_ms = now() - initStart;
-      }
-
-      const readyStart = now();
-      this.progress(s, "READY");
-      await this.runSlots.acquire(signal);
-      timing.ready_ms = now() - readyStart;
-      const runStart = now();
-      try {
-        this.progress(s, "RUNNING");
-        const { key } = this.opts.proxy.openSession(a.session_id, {
-          task_id: a.task_id,
-          batch_id: a.batch_id,
-        });
-        sessionOpen = true;
-        const outcome = await harness({
-          session: a,
-          runtime,
-          proxyUrl: this.opts.proxy.url,
-          sessionKey: key,
-          model: a.agent.model_name ?? this.opts.model,
-          signal,
-        });
-        if (outcome.interrupted) throw signal.reason;
-        if (outcome.exitCode !== 0) {
-          const how =
-            outcome.exitCode === null
-              ? `was killed by ${outcome.signal}`
-              : `exited with code ${outcome.exitCode}`;
-          throw new SessionFailure("agent", `harness '${a.agent.harness}' ${how}`);
-        }
-      } finally {
-        this.runSlots.release();
-        timing.run_ms = now() - runStart;
-      }
-    } catch (err) {
-      ({ status, error } = classify(err));
-    } finally {
-      clearTimeout(budget);
-    }
-
-    // POST_RUN: always, so a failed or interrupted session still tears down and reports.
-    await this.postSlots.acquire();
-    const postStart = now();
-    let trajectory: Trajectory;
-    let reward: number | null = null;
-    try {
-      this.progress(s, "POST_RUN");
-      trajectory = this.buildTrajectory(s, builder, status, error);
-      if (status === "COMPLETED" && trajectory.status !== "COMPLETED") {
-        // The harness exited 0 but left nothing to train on (e.g. it never called the model):
-        // an agent outcome, not an infra fault, so it is reported and not retried.
-        status = "ERROR";
-        error = { kind: "agent", message: `trajectory: ${trajectory.error ?? "not built"}` };
-      }
-      // Nothing to judge when the session never really ran (infra) or was called off.
-      if (evaluator && error?.kind !== "infra" && status !== "CANCELLED") {
-        try {
-          reward = (await evaluator(trajectory, a.evaluator?.config ?? {})).reward;
-          for (const trace of trajectory.traces) trace.reward = reward;
-        } catch (err) {
-          status = "ERROR";
-          error = {
-            kind: "infra",
-            message: `evaluator '${a.evaluator?.strategy}' failed: ${messageOf(err)}`,
-          };
-        }
-      }
-    } finally {
-      if (sessionOpen) this.opts.proxy.closeSession(a.session_id);
-      await runtime?.teardown({ keep: this.opts.keepWorkspaces }).catch((err: unknown) => {
-        this.opts.logger.warn("teardown failed", { session_id: a.session_id, error: messageOf(err) });
+      outcome = await runSessionPipeline(s, {
+        nodeId: o.nodeId,
+        workRoot: o.workRoot,
+        keepWorkspaces: o.keepWorkspaces,
+        model: o.model,
+        pools: this.pools,
+        runtimeSettings: o.runtimeSettings,
+        defaultRuntime: o.defaultRuntime ?? null,
+        proxy: o.proxy,
+        logger: o.logger,
+        onStage: (status) => this.progress(s, status),
       });
-      this.postSlots.release();
-      timing.postrun_ms = now() - postStart;
+    } finally {
+      this.active.delete(s.leaseId);
     }
-    timing.total_ms = now() - started;
-    const result: SessionResult = {
-      session_id: a.session_id,
-      task_id: a.task_id,
-      batch_id: a.batch_id,
-      status,
-      reward,
-      trajectory,
-      timing,
-      node_id: this.opts.nodeId,
-      attempt: a.attempt,
-      error,
-      metadata: a.metadata,
-    };
-    this.active.delete(s.leaseId);
-    this.finish(s.leaseId, result);
+    o.onFinished?.(outcome.result, outcome.runStartMs);
+    await this.report(s.leaseId, outcome.result, outcome.records);
   }
 
-  /** Builds the trajectory from the proxy's records and stamps the session's outcome on it. */
-  private buildTrajectory(
-    s: ActiveSession,
-    builder: TrajectoryBuilder | null,
-    status: TerminalStatus,
-    error: SessionError | null,
-  ): Trajectory {
-    const a = s.assignment;
-    const records = this.opts.proxy.completions(a.session_id);
-    const trajectory: Trajectory = builder
-      ? builder(records, { session_id: a.session_id, task_id: a.task_id, config: a.builder.config })
-      : {
-          status: "ERROR",
-          traces: [],
-          metadata: { session_id: a.session_id, task_id: a.task_id },
-          error: null,
-        };
-    if (status === "TIMEOUT") return { ...trajectory, status: "TIMEOUT", error: error?.message ?? "timeout" };
-    if (status !== "COMPLETED")
-      return { ...trajectory, status: "ERROR", error: error?.message ?? status.toLowerCase() };
-    return trajectory;
-  }
-
-  private refusedResult(a: SessionAssignment, message: string): SessionResult {
-    return {
-      session_id: a.session_id,
-      task_id: a.task_id,
-      batch_id: a.batch_id,
-      status: "ERROR",
-      reward: null,
-      trajectory: { status: "ERROR", traces: [], metadata: {}, error: message },
-      timing: { queued_ms: 0, init_ms: 0, ready_ms: 0, run_ms: 0, postrun_ms: 0, total_ms: 0 },
-      node_id: this.opts.nodeId,
-      attempt: a.attempt,
-      error: { kind: "infra", message },
-      metadata: a.metadata,
-    };
-  }
-
-  /** Queues the result until acked, sends it, and hands freed slots back as credit. */
-  private finish(leaseId: string, result: SessionResult): void {
-    let message: ResultMessage = { v: WIRE_VERSION, type: "result", lease_id: leaseId, result };
-    const size = Buffer.byteLength(JSON.stringify(message));
-    if (size > LIMITS.maxWireMessageBytes) {
-      // The control plane would refuse it and we would re-send it forever: report why instead.
-      const why = `result of ${size} bytes exceeds the wire limit of ${LIMITS.maxWireMessageBytes} bytes`;
-      this.opts.logger.error("result too large", { session_id: result.session_id, size });
-      message = {
-        ...message,
-        result: {
-          ...result,
-          status: "ERROR",
-          trajectory: { ...result.trajectory, status: "ERROR", traces: [], error: why },
-          error: { kind: "infra", message: why },
-        },
-      };
+  /** Uploads artifacts, journals, sends, and hands freed capacity back as credit. */
+  private async report(
+    leaseId: string,
+    result: SessionResult,
+    records: Parameters<typeof prepareResultMessage>[3],
+  ): Promise<void> {
+    this.grantCredit();
+    const message = await prepareResultMessage(this.opts.upload ?? null, leaseId, result, records);
+    try {
+      await this.opts.journal?.put(message);
+    } catch (err) {
+      // Still sent and kept in memory: only a crash before the ack could lose it now.
+      this.opts.logger.error("journal write failed", { lease_id: leaseId, error: messageOf(err) });
     }
     this.finished++;
     this.unacked.set(leaseId, message);
     this.opts.send(message);
-    this.grantFreeSlots();
+    this.grantCredit();
   }
 
-  /** Grants credit for slots neither held nor already promised. */
-  private grantFreeSlots(): void {
+  /** Grants credit for intake neither used nor already promised. */
+  private grantCredit(): void {
     if (this.draining) return;
-    const grant = this.freeSlots - this.outstandingCredit;
+    const grant = this.pools.creditAvailable() - this.outstandingCredit;
     if (grant < 1) return;
     const sent = this.opts.send({ v: WIRE_VERSION, type: "credit", grant, metrics: this.metrics() });
-    // Unsent credit is not promised: the next hello grants the free slots anyway.
+    // Unsent credit is not promised: the next hello grants the free capacity anyway.
     if (sent) this.outstandingCredit += grant;
   }
 }
 
-function getBuilderOrFail(strategy: string): TrajectoryBuilder {
-  try {
-    return getBuilder(strategy);
-  } catch (err) {
-    throw new SessionFailure("infra", `builder.strategy: ${messageOf(err)}`);
-  }
-}
-
-/** Maps what ended a session early to its terminal status and error. */
-function classify(err: unknown): { status: TerminalStatus; error: SessionError } {
-  if (err instanceof SessionInterrupt) {
-    if (err.reason === "timeout")
-      return { status: "TIMEOUT", error: { kind: "timeout", message: err.message } };
-    if (err.reason === "cancelled")
-      return { status: "CANCELLED", error: { kind: "cancelled", message: err.message } };
-    return { status: "ERROR", error: { kind: "infra", message: err.message } };
-  }
-  if (err instanceof SessionFailure)
-    return { status: "ERROR", error: { kind: err.kind, message: err.message } };
-  return { status: "ERROR", error: { kind: "infra", message: messageOf(err) } };
+function refusedResult(a: SessionAssignment, nodeId: string, message: string): SessionResult {
+  return {
+    session_id: a.session_id,
+    task_id: a.task_id,
+    batch_id: a.batch_id,
+    status: "ERROR",
+    reward: null,
+    trajectory: { status: "ERROR", traces: [], metadata: {}, error: message },
+    timing: { queued_ms: 0, init_ms: 0, ready_ms: 0, run_ms: 0, postrun_ms: 0, total_ms: 0 },
+    node_id: nodeId,
+    attempt: a.attempt,
+    error: { kind: "infra", message },
+    metadata: a.metadata,
+  };
 }

@@ -1,37 +1,59 @@
 /**
- * Evaluator registry: strategy name → evaluator.
+ * Evaluator registry: strategy name → evaluator; a strategy containing `:` or starting with `.`
+ * or `/` is a custom evaluator module (`./module.mjs:exportName`, the export an {@link Evaluator}).
  *
  * @module
  */
 import type { EvaluatorSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
-import { type Evaluator, sessionCompleted } from "./session-completed";
+import { importByPath } from "../runtime";
+import { harbor } from "./harbor";
+import { sessionCompleted } from "./session-completed";
+import { swebenchHarness } from "./swebench";
+import { testOnOutput } from "./test-on-output";
+import type { Evaluator } from "./types";
 
-export { type EvalOutcome, type Evaluator, sessionCompleted } from "./session-completed";
+export { harbor, harborReward } from "./harbor";
+export { type MergeOutcome, mergeEvalResult } from "./merge";
+export * from "./patch";
+export { sessionCompleted } from "./session-completed";
+export * from "./swebench";
+export { EvaluationTimeout, testOnOutput } from "./test-on-output";
+export type { EvalContext, EvalResult, Evaluator } from "./types";
 
-const EVALUATORS: ReadonlyMap<string, Evaluator> = new Map([["session_completed", sessionCompleted]]);
+const EVALUATORS: ReadonlyMap<string, Evaluator> = new Map([
+  ["session_completed", sessionCompleted],
+  ["test_on_output", testOnOutput],
+  ["harbor", harbor],
+  ["swebench_harness", swebenchHarness],
+]);
+
+/** Built-in strategy names. */
+export const EVALUATOR_NAMES: readonly string[] = [...EVALUATORS.keys()];
 
 /** Without an evaluator the reward is null: nothing judged the session. */
-const noEvaluator: Evaluator = async () => ({ reward: null, details: {} });
+const noEvaluator: Evaluator = async () => ({ outcome_reward: null, metadata: {} });
+
+const isModulePath = (s: string) => s.includes(":") || s.startsWith(".") || s.startsWith("/");
 
 /**
- * The evaluator of a task's `EvaluatorSpec` (null → no evaluator, reward null). An unknown
- * strategy is an `infra` failure with a message naming it.
+ * The evaluator of a task's `EvaluatorSpec` (null → reward null). An unknown strategy is an
+ * `infra` failure naming it.
  *
  * @example
  * ```ts
- * const evaluate = resolveEvaluator(session.evaluator);
- * const { reward } = await evaluate(trajectory, session.evaluator?.config ?? {});
+ * const evaluate = await resolveEvaluator(session.evaluator);
  * ```
  */
-export function resolveEvaluator(spec: EvaluatorSpec | null): Evaluator {
+export async function resolveEvaluator(spec: EvaluatorSpec | null): Promise<Evaluator> {
   if (!spec) return noEvaluator;
-  const evaluator = EVALUATORS.get(spec.strategy);
-  if (!evaluator) {
-    throw new SessionFailure(
-      "infra",
-      `evaluator.strategy: '${spec.strategy}' is unknown (known: ${[...EVALUATORS.keys()].join(", ")})`,
-    );
+  const builtin = EVALUATORS.get(spec.strategy);
+  if (builtin) return builtin;
+  if (isModulePath(spec.strategy)) {
+    return (await importByPath(spec.strategy, "evaluator.strategy")) as unknown as Evaluator;
   }
-  return evaluator;
+  throw new SessionFailure(
+    "infra",
+    `evaluator.strategy: '${spec.strategy}' is unknown (known: ${EVALUATOR_NAMES.join(", ")}, or a module path 'file.mjs:export')`,
+  );
 }

@@ -3,26 +3,17 @@
  *
  * @module
  */
-import type { Trajectory } from "../../protocol";
-
-/** What an evaluator returns. */
-export interface EvalOutcome {
-  reward: number | null;
-  details: Record<string, unknown>;
-}
-
-/** An evaluator: trajectory (and its config) in, outcome reward out. */
-export type Evaluator = (trajectory: Trajectory, config: Record<string, unknown>) => Promise<EvalOutcome>;
+import type { Evaluator } from "./types";
 
 /**
  * 1.0 if the trajectory is COMPLETED, else 0.0 (upstream's `session_completed`).
  *
  * @example
  * ```ts
- * const { reward } = await sessionCompleted(trajectory, {});
+ * const { outcome_reward } = await sessionCompleted(ctx);
  * ```
  */
-export const sessionCompleted: Evaluator = async (trajectory) => ({
-  reward: trajectory.status === "COMPLETED" ? 1 : 0,
-  details: { trajectory_status: trajectory.status },
+export const sessionCompleted: Evaluator = async ({ trajectory }) => ({
+  outcome_reward: trajectory.status === "COMPLETED" ? 1 : 0,
+  metadata: { trajectory_status: trajectory.status },
 });

@@ -1,53 +1,56 @@
 /**
- * Harness registry: which harnesses this gateway can run.
+ * Harness registry: `shell`, the presets, or a custom harness module (`agent.import_path`
+ * `./module.mjs:exportName`, the export being a {@link Harness}: plan context in, plan out).
  *
  * @module
  */
 import type { AgentSpec } from "../../protocol";
-import { SessionFailure } from "../errors";
-import type { CommandResult } from "../runtime/local";
-import { type HarnessContext, runShellHarness } from "./shell";
+import { messageOf, SessionFailure } from "../errors";
+import { importByPath } from "../runtime";
+import type { Harness } from "./plan";
+import { PRESETS } from "./presets";
+import { shellHarness } from "./shell";
 
 export { baseEnv, INHERITED_ENV } from "./env";
-export {
-  type HarnessContext,
-  INSTRUCTION_PLACEHOLDER,
-  renderShellCommand,
-  runShellHarness,
-  shellHarnessEnv,
-} from "./shell";
+export * from "./plan";
+export { installCommand, PRESET_PACKAGES, PRESETS, PROVIDER, type PresetName } from "./presets";
+export { INSTRUCTION_PLACEHOLDER, renderShellCommand, shellHarness } from "./shell";
 
-/** Runs one harness for one session. */
-export type HarnessRunner = (ctx: HarnessContext) => Promise<CommandResult>;
-
-const HARNESSES: ReadonlyMap<string, HarnessRunner> = new Map([["shell", runShellHarness]]);
+const HARNESSES: ReadonlyMap<string, Harness> = new Map<string, Harness>([
+  ["shell", shellHarness],
+  ...Object.entries(PRESETS),
+]);
 
 /** Harness names this gateway advertises in `hello`. */
 export const SUPPORTED_HARNESSES: readonly string[] = [...HARNESSES.keys()];
 
 /**
- * The runner of the task's harness; an unsupported one is an `infra` failure (another gateway
- * with the preset may run it), with a message naming the harness.
+ * The harness of an `AgentSpec`. An unknown name or a failing import is an `infra` failure naming it.
  *
  * @example
  * ```ts
- * const run = resolveHarness(session.agent);
+ * const harness = await resolveHarness(session.agent);
+ * const plan = harness(ctx);
  * ```
  */
-export function resolveHarness(agent: AgentSpec): HarnessRunner {
+export async function resolveHarness(agent: AgentSpec): Promise<Harness> {
   if (agent.import_path !== undefined) {
-    throw new SessionFailure(
-      "infra",
-      `agent.import_path: custom harness imports are not supported by this gateway`,
-    );
+    const fn = (await importByPath(agent.import_path, "agent.import_path")) as unknown as Harness;
+    return (ctx) => {
+      try {
+        return fn(ctx);
+      } catch (err) {
+        throw new SessionFailure("agent", `agent.import_path: harness threw: ${messageOf(err)}`);
+      }
+    };
   }
   const name = agent.harness ?? "";
-  const runner = HARNESSES.get(name);
-  if (!runner) {
+  const harness = HARNESSES.get(name);
+  if (!harness) {
     throw new SessionFailure(
       "infra",
       `agent.harness: '${name}' is not supported by this gateway (supported: ${SUPPORTED_HARNESSES.join(", ")})`,
     );
   }
-  return runner;
+  return harness;
 }

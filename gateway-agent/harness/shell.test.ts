@@ -2,7 +2,8 @@ import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { SessionAssignment } from "../../protocol";
 import { baseEnv } from "./env";
-import { renderShellCommand, shellHarnessEnv } from "./shell";
+import { harnessEnv } from "./plan";
+import { renderShellCommand, shellHarness } from "./shell";
 
 describe("renderShellCommand", () => {
   it.each([
@@ -41,21 +42,30 @@ describe("shellHarnessEnv", () => {
   const dirs = { sessionDir: "/s", workspace: "/s/workspace", logsDir: "/s/logs" };
 
   it("layers task env under the session wiring, which cannot be overridden", () => {
-    const env = shellHarnessEnv({
+    const ctx = {
       session,
-      runtime: dirs,
       proxyUrl: "http://127.0.0.1:9",
       sessionKey: "sk-polar-x",
       model: "m",
-    });
+      sessionPath: dirs.sessionDir,
+      workdir: dirs.workspace,
+    };
+    const plan = shellHarness(ctx);
+    expect(plan.steps).toEqual([{ command: "true", cwd: undefined }]);
+    const env = harnessEnv({ PATH: "/bin" }, ctx, plan);
     expect(env).toMatchObject({
+      PATH: "/bin",
       FROM_RUNTIME: "1",
       FROM_AGENT: "2",
       FROM_SHELL: "3",
       OPENAI_BASE_URL: "http://127.0.0.1:9/v1",
       OPENAI_API_KEY: "sk-polar-x",
+      ANTHROPIC_API_KEY: "sk-polar-x",
+      GOOGLE_API_KEY: "sk-polar-x",
       OPENAI_MODEL: "m",
+      HOME: "/s/home",
       POLAR_INSTRUCTION: "do it",
+      POLAR_INSTRUCTION_FILE: "/s/instruction.txt",
       POLAR_SESSION_ID: "b.t.0",
       POLAR_TASK_ID: "t",
     });

@@ -1,47 +1,74 @@
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { PrepareAction } from "../../protocol";
+import { PrepareAction, RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
-import { baseEnv } from "../harness/env";
+import { bwrapAvailable } from "./bwrap";
 import { LocalRuntime } from "./local";
+import { runPrepare } from "./prepare";
+import { DEFAULT_RUNTIME_SETTINGS, type RuntimeContext } from "./types";
 
 let root: string;
+const warnings: string[] = [];
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "polar-rt-test-"));
+  warnings.length = 0;
 });
 afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
 const action = (a: unknown) => PrepareAction.parse(a);
+const spec = (s: Record<string, unknown> = {}) => RuntimeSpec.parse(s);
+function ctx(
+  name: string,
+  sandbox: "auto" | "never" | "always" = "never",
+  proxyUrl = "http://127.0.0.1:9",
+): RuntimeContext {
+  return {
+    workRoot: root,
+    name,
+    session_id: name,
+    node_id: "n",
+    proxyUrl,
+    settings: { ...DEFAULT_RUNTIME_SETTINGS, local: { sandbox, bwrapPath: "bwrap" } },
+    warn: (m) => warnings.push(m),
+  };
+}
+// HOME points at an empty folder so `bash -l` reads no profile of the machine running the tests.
+const PATH_ENV = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: tmpdir() };
 
-describe("LocalRuntime", () => {
-  it("creates workspace and logs, runs commands there with exactly the given env, logs their output", async () => {
-    const rt = await LocalRuntime.create(root, "b.t.0");
-    expect(rt.workspace).toBe(path.join(root, "b.t.0", "workspace"));
+describe("LocalRuntime (plain processes)", () => {
+  it("creates the session folder, runs commands in the workspace with the given env, logs output", async () => {
+    const rt = await LocalRuntime.create(spec(), ctx("b.t.0"));
+    await rt.start();
+    expect(rt.workdir).toBe(path.join(root, "sessions", "b.t.0", "workspace"));
     const r = await rt.exec('echo "$GREETING from $(pwd)"; echo oops >&2; exit 4', {
-      env: { ...baseEnv(), GREETING: "hello" },
+      env: { ...PATH_ENV, GREETING: "hello" },
       logName: "cmd",
+      capture: true,
     });
-    expect(r).toMatchObject({ exitCode: 4, interrupted: false });
+    expect(r).toMatchObject({ exitCode: 4, interrupted: false, stdout: `hello from ${rt.workdir}\n` });
     expect(await readFile(path.join(rt.logsDir, "cmd.stdout.log"), "utf8")).toBe(
-      `hello from ${rt.workspace}\n`,
+      `hello from ${rt.workdir}\n`,
     );
     expect(await readFile(path.join(rt.logsDir, "cmd.stderr.log"), "utf8")).toBe("oops\n");
     await rt.teardown({ keep: false });
-    expect(existsSync(path.join(root, "b.t.0"))).toBe(false);
+    expect(existsSync(rt.hostDir)).toBe(false);
   });
 
-  it("runs prepare actions: uploads into the workspace, exec with env, retries up to max_attempts", async () => {
+  it("runs prepare actions: uploads, exec with env, retries up to max_attempts", async () => {
     const src = path.join(root, "src");
     await mkdir(path.join(src, "dir"), { recursive: true });
     await writeFile(path.join(src, "file.txt"), "payload");
     await writeFile(path.join(src, "dir", "inner.txt"), "inner");
-    const rt = await LocalRuntime.create(root, "s1");
-    await rt.prepare(
+    const rt = await LocalRuntime.create(spec(), ctx("s1"));
+    await runPrepare(
+      rt,
       [
         action({ type: "upload_file", source: path.join(src, "file.txt"), target: "a/b/file.txt" }),
         action({ type: "upload_dir", source: path.join(src, "dir"), target: "copied" }),
@@ -53,47 +80,128 @@ describe("LocalRuntime", () => {
           max_attempts: 2,
         }),
       ],
-      baseEnv(),
+      PATH_ENV,
+      undefined,
     );
-    expect(await readFile(path.join(rt.workspace, "a/b/file.txt"), "utf8")).toBe("payload");
-    expect(await readFile(path.join(rt.workspace, "copied/inner.txt"), "utf8")).toBe("inner");
-    expect(await readFile(path.join(rt.workspace, "out.txt"), "utf8")).toBe("from-env\n");
+    expect(await readFile(path.join(rt.workdir, "a/b/file.txt"), "utf8")).toBe("payload");
+    expect(await readFile(path.join(rt.workdir, "copied/inner.txt"), "utf8")).toBe("inner");
+    expect(await readFile(path.join(rt.workdir, "out.txt"), "utf8")).toBe("from-env\n");
     await rt.teardown({ keep: true });
-    expect(existsSync(rt.workspace)).toBe(true);
+    expect(existsSync(rt.workdir)).toBe(true);
   });
 
-  it("refuses upload targets that escape the workspace and names the failing action", async () => {
+  it("refuses upload targets outside the session folder and names the failing action", async () => {
     const file = path.join(root, "f.txt");
     await writeFile(file, "x");
-    const rt = await LocalRuntime.create(root, "s2");
-    for (const target of ["../escape.txt", "/etc/escape.txt", "a/../../escape.txt"]) {
-      const run = rt.prepare([action({ type: "upload_file", source: file, target })], baseEnv());
+    const rt = await LocalRuntime.create(spec(), ctx("s2"));
+    for (const target of ["../../escape.txt", "/etc/escape.txt", "a/../../../escape.txt"]) {
+      const run = runPrepare(
+        rt,
+        [action({ type: "upload_file", source: file, target })],
+        PATH_ENV,
+        undefined,
+      );
       await expect(run).rejects.toBeInstanceOf(SessionFailure);
-      await expect(run).rejects.toThrow(/prepare\[0\] \(upload_file\).*escapes the workspace/);
+      await expect(run).rejects.toThrow(/prepare\[0\] \(upload_file\).*outside the session folder/);
     }
-    expect(existsSync(path.join(root, "s2", "escape.txt"))).toBe(false);
+    expect(existsSync(path.join(root, "sessions", "escape.txt"))).toBe(false);
   });
 
   it("reports a failing exec with its exit code as an infra failure", async () => {
-    const rt = await LocalRuntime.create(root, "s3");
-    await expect(rt.prepare([action({ type: "exec", command: "exit 7" })], baseEnv())).rejects.toMatchObject({
+    const rt = await LocalRuntime.create(spec(), ctx("s3"));
+    await expect(
+      runPrepare(rt, [action({ type: "exec", command: "exit 7" })], PATH_ENV, undefined),
+    ).rejects.toMatchObject({
       kind: "infra",
       message: expect.stringContaining("exited with code 7"),
     });
   });
 
-  it("kills the whole process group when the signal aborts", async () => {
-    const rt = await LocalRuntime.create(root, "s4");
+  it("kills the whole process group on abort and on timeout", async () => {
+    const rt = await LocalRuntime.create(spec(), ctx("s4"));
     const ac = new AbortController();
     const started = Date.now();
     setTimeout(() => ac.abort(new Error("stop")), 200);
-    const r = await rt.exec("sleep 30 & sleep 30; wait", { env: baseEnv(), signal: ac.signal, logName: "k" });
-    expect(r.interrupted).toBe(true);
-    expect(r.exitCode).toBeNull();
-    expect(Date.now() - started).toBeLessThan(5000);
+    const r = await rt.exec("sleep 30 & sleep 30; wait", { env: PATH_ENV, signal: ac.signal, logName: "k" });
+    expect(r).toMatchObject({ interrupted: true, exitCode: null });
+    const t = await rt.exec("sleep 30 & sleep 30; wait", { env: PATH_ENV, timeoutMs: 200, logName: "t" });
+    expect(t).toMatchObject({ timedOut: true, interrupted: false, exitCode: null });
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   it("refuses a session id that is not a plain folder name", async () => {
-    await expect(LocalRuntime.create(root, "../evil")).rejects.toThrow(/not a plain folder name/);
+    await expect(LocalRuntime.create(spec(), ctx("../evil"))).rejects.toThrow(/not a plain folder name/);
+  });
+
+  it("fails loudly when the sandbox is required but bwrap is missing, and warns in auto mode", async () => {
+    const c = ctx("s5", "always");
+    c.settings = { ...c.settings, local: { sandbox: "always", bwrapPath: "/nonexistent/bwrap" } };
+    await expect(LocalRuntime.create(spec(), c)).rejects.toThrow(/bubblewrap.*required/);
+  });
+});
+
+const hasBwrap = bwrapAvailable("bwrap");
+
+describe.skipIf(!hasBwrap)("LocalRuntime inside bubblewrap", () => {
+  let server: http.Server;
+  let serverUrl: string;
+  beforeEach(async () => {
+    server = http.createServer((_req, res) => res.end("proxy-reached"));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    serverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterEach(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it("keeps writes inside the session folder and hides other sessions and the journal", async () => {
+    await mkdir(path.join(root, "journal"), { recursive: true });
+    await writeFile(path.join(root, "journal", "secret.json"), "other results");
+    const outside = path.join(process.cwd(), `polar-escape-${process.pid}.txt`);
+    const rt = await LocalRuntime.create(spec({ allow_internet: true }), ctx("box1", "auto", serverUrl));
+    expect(rt.sandboxed).toBe(true);
+    await rt.start();
+    const r = await rt.exec(
+      [
+        "echo ok > inside.txt",
+        `echo x > '${outside}' && echo ESCAPED-CWD`,
+        "echo x > /etc/polar-escape && echo ESCAPED-ETC",
+        `cat '${path.join(root, "journal", "secret.json")}' && echo SAW-JOURNAL`,
+        "ls /proc | grep -E '^[0-9]+$' | wc -l",
+      ].join("; "),
+      { env: PATH_ENV, logName: "escape", capture: true },
+    );
+    expect(r.stdout).not.toMatch(/ESCAPED|SAW-JOURNAL/);
+    // Own PID namespace: only a handful of processes (bwrap's init, bash, ls, grep, wc).
+    expect(Number(r.stdout?.trim().split("\n").at(-1))).toBeLessThan(10);
+    expect(existsSync(outside)).toBe(false);
+    expect(existsSync("/etc/polar-escape")).toBe(false);
+    expect(await readFile(path.join(rt.workdir, "inside.txt"), "utf8")).toBe("ok\n");
+    await rt.teardown({ keep: false });
+  });
+
+  it("with allow_internet false: no TCP to the host, but the proxy port still answers through the bridge", async () => {
+    const other = http.createServer((_req, res) => res.end("host-service"));
+    await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+    const otherPort = (other.address() as AddressInfo).port;
+    try {
+      const rt = await LocalRuntime.create(spec({ allow_internet: false }), ctx("box2", "auto", serverUrl));
+      await rt.start();
+      const probe = (url: string) =>
+        `node -e 'fetch(${JSON.stringify(url)}).then(r=>r.text()).then(t=>console.log("GOT",t),e=>console.log("FAIL",e.cause?.code??e.message))'`;
+      const r = await rt.exec(`${probe(`http://127.0.0.1:${otherPort}/`)}; ${probe(`${serverUrl}/`)}`, {
+        env: PATH_ENV,
+        logName: "net",
+        capture: true,
+      });
+      const lines = (r.stdout ?? "").trim().split("\n");
+      expect(lines[0]).toMatch(/^FAIL/);
+      expect(lines[1]).toBe("GOT proxy-reached");
+      await rt.teardown({ keep: false });
+    } finally {
+      other.closeAllConnections();
+      await new Promise<void>((r) => other.close(() => r()));
+    }
   });
 });

@@ -1,202 +1,183 @@
 /**
- * The `local` runtime: a fresh folder per session on the gateway host. Commands run with
- * `bash -lc` in their own process group, so a timeout or cancel kills the whole tree, and write
- * stdout/stderr to log files next to the workspace.
+ * The `local` runtime: a fresh folder per session on the gateway host. When bubblewrap is
+ * installed every command runs inside it (see `bwrap.ts`); without it the runtime says so loudly
+ * and falls back to plain process isolation (own process group, allow-listed environment).
  *
- * Layout: `<workRoot>/<session_id>/workspace` (the harness's cwd) and `<workRoot>/<session_id>/logs`.
+ * Layout: `<workRoot>/sessions/<name>/{workspace,logs,home,artifacts}`; commands see the same paths.
  *
  * @module
  */
 import { cp, mkdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
-import { execa } from "execa";
-import type { PrepareAction } from "../../protocol";
-import { messageOf, SessionFailure } from "../errors";
+import { fileURLToPath } from "node:url";
+import type { RuntimeSpec } from "../../protocol";
+import { SessionFailure } from "../errors";
+import { baseEnv } from "../harness/env";
+import { bwrapArgs, bwrapAvailable, gatewayHome } from "./bwrap";
+import { runProcess } from "./process";
+import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
+import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
-/** How a command ended. */
-export interface CommandResult {
-  /** Exit code, or null when killed by a signal. */
-  exitCode: number | null;
-  signal: string | null;
-  /** True when the command was killed because the session's signal aborted. */
-  interrupted: boolean;
-  durationMs: number;
-}
-
-/** Options of {@link LocalRuntime.exec}. */
-export interface ExecOptions {
-  /** Full child environment (nothing is inherited from the gateway process). */
-  env: Record<string, string>;
-  /** Working directory, relative to the workspace (default: the workspace). */
-  cwd?: string;
-  /** Aborting kills the command's whole process group. */
-  signal?: AbortSignal;
-  /** Base name of the log files (`<logName>.stdout.log`, `<logName>.stderr.log`). */
-  logName: string;
-}
-
-function killGroup(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch {
-    // ESRCH: the group is gone already, which is what we want.
-  }
-}
+const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url));
+let warnedNoBwrap = false;
 
 /**
- * A session's local workspace.
+ * Creates the session folder, replacing a leftover one of the same name.
  *
  * @example
  * ```ts
- * const rt = await LocalRuntime.create("/var/polar", "b1.t1.0");
- * await rt.prepare([{ type: "exec", command: "git init", env: {}, max_attempts: 1 }], env, signal);
- * const r = await rt.exec("node agent.js", { env, signal, logName: "harness" });
+ * const dir = await createSessionDir("/var/polar", "b1.t1.0");
+ * ```
+ */
+export async function createSessionDir(workRoot: string, name: string): Promise<string> {
+  const root = path.resolve(workRoot, "sessions");
+  const dir = path.resolve(root, name);
+  if (path.dirname(dir) !== root) {
+    throw new SessionFailure("infra", `session id '${name}' is not a plain folder name`);
+  }
+  await rm(dir, { recursive: true, force: true });
+  for (const sub of ["workspace", "logs", "home", "artifacts"]) {
+    await mkdir(path.join(dir, sub), { recursive: true });
+  }
+  return dir;
+}
+
+/**
+ * A session's local workspace, sandboxed by bwrap when available.
+ *
+ * @example
+ * ```ts
+ * const rt = await LocalRuntime.create(spec, ctx);
+ * const r = await rt.exec("git init", { env: rt.baseEnv(), logName: "prepare-0" });
  * await rt.teardown({ keep: false });
  * ```
  */
-export class LocalRuntime {
-  private readonly groups = new Set<number>();
+export class LocalRuntime implements Runtime {
+  readonly backend = "local";
+  readonly logsDir: string;
+  readonly workspace: string;
+  private bridge: ProxyBridge | null = null;
+  private shimPath = "";
 
   private constructor(
-    readonly sessionDir: string,
-    readonly workspace: string,
-    readonly logsDir: string,
-  ) {}
-
-  /** Creates `<workRoot>/<sessionId>/{workspace,logs}`; a leftover folder of the same id is replaced. */
-  static async create(workRoot: string, sessionId: string): Promise<LocalRuntime> {
-    const sessionDir = path.resolve(workRoot, sessionId);
-    if (path.dirname(sessionDir) !== path.resolve(workRoot)) {
-      throw new SessionFailure("infra", `session id '${sessionId}' is not a plain folder name`);
-    }
-    await rm(sessionDir, { recursive: true, force: true });
-    const workspace = path.join(sessionDir, "workspace");
-    const logsDir = path.join(sessionDir, "logs");
-    await mkdir(workspace, { recursive: true });
-    await mkdir(logsDir, { recursive: true });
-    return new LocalRuntime(sessionDir, workspace, logsDir);
+    readonly hostDir: string,
+    private readonly spec: RuntimeSpec,
+    private readonly ctx: RuntimeContext,
+    /** True when commands run inside bubblewrap. */
+    readonly sandboxed: boolean,
+  ) {
+    this.logsDir = path.join(hostDir, "logs");
+    this.workspace = path.join(hostDir, "workspace");
   }
 
-  /** Resolves `target` inside the workspace; refuses anything that escapes it. */
-  resolveInWorkspace(target: string, field: string): string {
+  get sessionPath(): string {
+    return this.hostDir;
+  }
+
+  get workdir(): string {
+    return this.spec.workdir ? this.resolve(this.spec.workdir, "runtime.workdir") : this.workspace;
+  }
+
+  static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<LocalRuntime> {
+    const mode = ctx.settings.local.sandbox;
+    const have = mode !== "never" && bwrapAvailable(ctx.settings.local.bwrapPath);
+    if (mode === "always" && !have) {
+      throw new SessionFailure(
+        "infra",
+        `runtime: bubblewrap ('${ctx.settings.local.bwrapPath}') is required by the gateway's local.sandbox=always but does not run here`,
+      );
+    }
+    if (!have && mode === "auto" && !warnedNoBwrap) {
+      warnedNoBwrap = true;
+      ctx.warn(
+        "BUBBLEWRAP NOT FOUND: local sessions run WITHOUT a sandbox (plain process isolation only: they can write anywhere this user can and reach the network). Install bubblewrap (apt-get install bubblewrap) on GPU hosts.",
+      );
+    }
+    if (spec.cpus !== undefined || spec.memory_mb !== undefined || spec.gpus > 0) {
+      ctx.warn("runtime: cpus/memory_mb/gpus are enforced by container backends only; ignored by local", {
+        session_id: ctx.session_id,
+      });
+    }
+    const dir = await createSessionDir(ctx.workRoot, ctx.name);
+    return new LocalRuntime(dir, spec, ctx, have);
+  }
+
+  baseEnv(): Record<string, string> {
+    return baseEnv();
+  }
+
+  async start(): Promise<void> {
+    if (this.sandboxed && !this.spec.allow_internet) {
+      // Copied into the session so the sandbox can read it wherever the gateway is installed.
+      this.shimPath = path.join(this.hostDir, ".polar-shim.mjs");
+      await cp(SHIM_SOURCE, this.shimPath);
+      this.bridge = await startProxyBridge(this.ctx.proxyUrl);
+    }
+  }
+
+  /** Resolves a path as commands see it; refuses anything outside the session folder. */
+  resolve(target: string, field: string): string {
     const resolved = path.resolve(this.workspace, target);
-    const rel = path.relative(this.workspace, resolved);
+    const rel = path.relative(this.hostDir, resolved);
     if (rel.startsWith("..") || path.isAbsolute(rel)) {
-      throw new SessionFailure("infra", `${field}: '${target}' escapes the workspace`);
+      throw new SessionFailure("infra", `${field}: '${target}' is outside the session folder`);
     }
     return resolved;
   }
 
-  /** Runs one command with `bash -lc` in its own process group. Never throws for a non-zero exit. */
   async exec(command: string, opts: ExecOptions): Promise<CommandResult> {
-    const cwd = opts.cwd ? this.resolveInWorkspace(opts.cwd, "cwd") : this.workspace;
-    const started = Date.now();
-    if (opts.signal?.aborted) return { exitCode: null, signal: "SIGKILL", interrupted: true, durationMs: 0 };
-    const child = execa("bash", ["-lc", command], {
+    const cwd = opts.cwd ? this.resolve(opts.cwd, "cwd") : this.workdir;
+    await mkdir(cwd, { recursive: true });
+    const argv = this.sandboxed
+      ? bwrapArgs(
+          {
+            bwrapPath: this.ctx.settings.local.bwrapPath,
+            sessionDir: this.hostDir,
+            workRoot: path.resolve(this.ctx.workRoot),
+            cwd,
+            allowInternet: this.spec.allow_internet,
+            bridge: this.bridge
+              ? {
+                  socketPath: this.bridge.socketPath,
+                  shimPath: this.shimPath,
+                  proxyPort: Number(new URL(this.ctx.proxyUrl).port),
+                }
+              : undefined,
+            hostHome: gatewayHome(),
+          },
+          command,
+        )
+      : ["bash", "-lc", command];
+    return runProcess(argv, {
+      env: { ...this.spec.env, ...opts.env },
       cwd,
-      env: opts.env,
-      extendEnv: false,
-      // Own process group: killing -pid reaches every descendant (the agent's tools, servers, …).
-      detached: true,
-      cleanup: true,
-      reject: false,
-      stdin: "ignore",
-      stdout: { file: path.join(this.logsDir, `${opts.logName}.stdout.log`), append: true },
-      stderr: { file: path.join(this.logsDir, `${opts.logName}.stderr.log`), append: true },
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+      logsDir: this.logsDir,
+      logName: opts.logName,
+      capture: opts.capture,
     });
-    const pid = child.pid;
-    if (pid !== undefined) this.groups.add(pid);
-    let interrupted = false;
-    const onAbort = () => {
-      interrupted = true;
-      killGroup(pid);
-    };
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-    try {
-      const result = await child;
-      return {
-        exitCode: result.exitCode ?? null,
-        signal: result.signal ?? null,
-        interrupted,
-        durationMs: Date.now() - started,
-      };
-    } finally {
-      opts.signal?.removeEventListener("abort", onAbort);
-      // Background children the command left behind must not outlive it.
-      killGroup(pid);
-      if (pid !== undefined) this.groups.delete(pid);
-    }
   }
 
-  /** Copies a host file into the workspace. */
   async uploadFile(source: string, target: string): Promise<void> {
-    const dest = this.resolveInWorkspace(target, "target");
+    const dest = this.resolve(target, "target");
     const info = await stat(source).catch(() => null);
     if (!info?.isFile()) throw new SessionFailure("infra", `upload_file: source '${source}' is not a file`);
     await mkdir(path.dirname(dest), { recursive: true });
     await cp(source, dest);
   }
 
-  /** Copies a host folder into the workspace. */
   async uploadDir(source: string, target: string): Promise<void> {
-    const dest = this.resolveInWorkspace(target, "target");
+    const dest = this.resolve(target, "target");
     const info = await stat(source).catch(() => null);
     if (!info?.isDirectory())
       throw new SessionFailure("infra", `upload_dir: source '${source}' is not a folder`);
     await cp(source, dest, { recursive: true });
   }
 
-  /**
-   * Runs the prepare actions in order, each up to its `max_attempts`. Throws a
-   * {@link SessionFailure} of kind `infra` naming the failing action.
-   */
-  async prepare(
-    actions: readonly PrepareAction[],
-    env: Record<string, string>,
-    signal?: AbortSignal,
-  ): Promise<void> {
-    for (const [i, action] of actions.entries()) {
-      let lastError = "";
-      let done = false;
-      for (let attempt = 1; attempt <= action.max_attempts && !done; attempt++) {
-        if (signal?.aborted) throw signal.reason;
-        try {
-          if (action.type === "exec") {
-            const r = await this.exec(action.command, {
-              env: { ...env, ...action.env },
-              cwd: action.cwd,
-              signal,
-              logName: `prepare-${i}`,
-            });
-            if (r.interrupted)
-              throw signal?.reason ?? new SessionFailure("infra", `prepare[${i}] interrupted`);
-            if (r.exitCode === 0) done = true;
-            else
-              lastError = `exited with ${r.exitCode === null ? `signal ${r.signal}` : `code ${r.exitCode}`}`;
-          } else {
-            if (action.type === "upload_file") await this.uploadFile(action.source, action.target);
-            else await this.uploadDir(action.source, action.target);
-            done = true;
-          }
-        } catch (err) {
-          if (signal?.aborted) throw signal.reason;
-          lastError = messageOf(err);
-        }
-      }
-      if (!done) {
-        throw new SessionFailure(
-          "infra",
-          `prepare[${i}] (${action.type}) failed after ${action.max_attempts} attempt(s): ${lastError}`,
-        );
-      }
-    }
-  }
-
-  /** Kills whatever still runs and removes the session folder unless `keep`. */
   async teardown(opts: { keep: boolean }): Promise<void> {
-    for (const pid of this.groups) killGroup(pid);
-    this.groups.clear();
-    if (!opts.keep) await rm(this.sessionDir, { recursive: true, force: true });
+    await this.bridge?.close();
+    this.bridge = null;
+    if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
   }
 }

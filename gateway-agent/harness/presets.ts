@@ -1,0 +1,387 @@
+/**
+ * Harness presets: for each supported agent CLI, its pinned install step, the config files and
+ * environment that point it at the recording proxy, and its command line. How each CLI reaches a
+ * local server was checked offline (see the project's harness notes): the versions pinned here
+ * are the ones seen working; `agent.settings.version` overrides a pin.
+ *
+ * Common `agent.settings`: `version` (string), `install` (false skips the install step, for images
+ * that ship the CLI), `extra_args` (list of strings appended to the command line).
+ *
+ * @module
+ */
+import { stringify as toToml } from "smol-toml";
+import type { AgentSpec } from "../../protocol";
+import { SessionFailure } from "../errors";
+import { type Harness, type HarnessPlan, INSTRUCTION_ARG, sessionPaths, sq } from "./plan";
+
+/** Pinned CLI packages (npm, or PyPI for mini-swe-agent). */
+export const PRESET_PACKAGES = {
+  claude_code: { pkg: "@anthropic-ai/claude-code", version: "2.1.197", bin: "claude", via: "npm" },
+  codex: { pkg: "@openai/codex", version: "0.171.0", bin: "codex", via: "npm" },
+  qwen_code: { pkg: "@qwen-code/qwen-code", version: "0.15.10", bin: "qwen", via: "npm" },
+  opencode: { pkg: "opencode-ai", version: "1.18.33", bin: "opencode", via: "npm" },
+  gemini_cli: { pkg: "@google/gemini-cli", version: "0.38.1", bin: "gemini", via: "npm" },
+  pi: { pkg: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi", via: "npm" },
+  mini_swe_agent: { pkg: "mini-swe-agent", version: "2.4.2", bin: "mini", via: "pip" },
+} as const;
+export type PresetName = keyof typeof PRESET_PACKAGES;
+
+/** Provider name the presets register for the proxy in their config files. */
+export const PROVIDER = "polar";
+
+interface CommonSettings {
+  version: string;
+  install: boolean;
+  extraArgs: string[];
+}
+
+function setting<T>(
+  agent: AgentSpec,
+  key: string,
+  check: (v: unknown) => v is T,
+  what: string,
+): T | undefined {
+  const value = agent.settings[key];
+  if (value === undefined) return undefined;
+  if (!check(value)) throw new SessionFailure("agent", `agent.settings.${key}: must be ${what}`);
+  return value;
+}
+const isString = (v: unknown): v is string => typeof v === "string" && v.length > 0;
+const isBool = (v: unknown): v is boolean => typeof v === "boolean";
+const isInt = (v: unknown): v is number => Number.isInteger(v) && (v as number) > 0;
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === "string");
+
+function common(name: PresetName, agent: AgentSpec): CommonSettings {
+  const version = setting(agent, "version", isString, "a version string") ?? PRESET_PACKAGES[name].version;
+  if (!/^[0-9A-Za-z.+-]+$/.test(version))
+    throw new SessionFailure("agent", `agent.settings.version: '${version}' is not a plain version`);
+  return {
+    version,
+    install: setting(agent, "install", isBool, "true or false") ?? true,
+    extraArgs: setting(agent, "extra_args", isStrings, "a list of strings") ?? [],
+  };
+}
+
+/**
+ * The pinned install command: skipped when the CLI is on PATH already (images that ship it).
+ *
+ * @example
+ * ```ts
+ * installCommand("codex", "0.171.0"); // command -v codex >/dev/null 2>&1 || npm install -g @openai/codex@0.171.0
+ * ```
+ */
+export function installCommand(name: PresetName, version: string): string {
+  const p = PRESET_PACKAGES[name];
+  const install =
+    p.via === "npm"
+      ? `npm install -g --no-audit --no-fund ${p.pkg}@${version}`
+      : `pip install --no-input ${p.pkg}==${version}`;
+  return `command -v ${p.bin} >/dev/null 2>&1 || ${install}`;
+}
+
+function noMcp(name: string, agent: AgentSpec): void {
+  if (agent.mcp_servers.length > 0)
+    throw new SessionFailure("agent", `agent.mcp_servers: harness '${name}' does not support MCP servers`);
+}
+function noSkills(name: string, agent: AgentSpec): void {
+  if (agent.skills_path !== undefined)
+    throw new SessionFailure("agent", `agent.skills_path: harness '${name}' does not support skills`);
+}
+
+/** MCP servers in the `mcpServers` JSON shape shared by Claude Code, Qwen Code and Gemini CLI. */
+function mcpJson(agent: AgentSpec, httpKey: "url" | "httpUrl"): Record<string, unknown> {
+  const servers: Record<string, unknown> = {};
+  for (const s of agent.mcp_servers) {
+    if (s.transport === "stdio") {
+      if (!s.command)
+        throw new SessionFailure("agent", `agent.mcp_servers.${s.name}.command: required for stdio`);
+      servers[s.name] = { command: s.command, args: s.args };
+    } else {
+      if (!s.url)
+        throw new SessionFailure("agent", `agent.mcp_servers.${s.name}.url: required for ${s.transport}`);
+      servers[s.name] =
+        s.transport === "sse" ? { type: "sse", url: s.url } : { type: "http", [httpKey]: s.url };
+    }
+  }
+  return servers;
+}
+
+function tee(name: string, command: string): string {
+  // pipefail: the step's exit status is the CLI's, not tee's.
+  return `set -o pipefail; ${command} 2>&1 | tee -a "$AGENT_LOG_DIR/${name}.txt"`;
+}
+
+function base(name: PresetName, s: CommonSettings): Omit<HarnessPlan, "steps" | "files" | "env"> {
+  return {
+    name,
+    install: s.install ? installCommand(name, s.version) : null,
+    postprocess: [],
+  };
+}
+
+const extra = (s: CommonSettings) => (s.extraArgs.length ? ` ${s.extraArgs.map(sq).join(" ")}` : "");
+
+const claudeCode: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("claude_code", agent);
+  const { home } = sessionPaths(ctx);
+  const configDir = `${home}/.claude`;
+  const files: HarnessPlan["files"] = [];
+  let flags = "";
+  const maxTurns = setting(agent, "max_turns", isInt, "a positive integer");
+  if (maxTurns) flags += ` --max-turns ${maxTurns}`;
+  const allowed = setting(agent, "allowed_tools", isStrings, "a list of tool names");
+  if (allowed) flags += ` --allowedTools ${sq(allowed.join(","))}`;
+  if (agent.mcp_servers.length) {
+    const file = `${configDir}/polar-mcp.json`;
+    files.push({ path: file, content: JSON.stringify({ mcpServers: mcpJson(agent, "url") }, null, 2) });
+    flags += ` --mcp-config ${sq(file)}`;
+  }
+  return {
+    ...base("claude_code", s),
+    files,
+    env: {
+      CLAUDE_CONFIG_DIR: configDir,
+      IS_SANDBOX: "1",
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_AUTOUPDATER: "1",
+      ANTHROPIC_MODEL: ctx.model,
+      ANTHROPIC_SMALL_FAST_MODEL: ctx.model,
+      ANTHROPIC_DEFAULT_OPUS_MODEL: ctx.model,
+      ANTHROPIC_DEFAULT_SONNET_MODEL: ctx.model,
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: ctx.model,
+    },
+    uploads: agent.skills_path ? [{ source: agent.skills_path, target: `${configDir}/skills` }] : [],
+    steps: [
+      {
+        command: tee(
+          "claude_code",
+          `claude -p ${INSTRUCTION_ARG} --output-format=stream-json --verbose --dangerously-skip-permissions --model ${sq(ctx.model)}${flags}${extra(s)}`,
+        ),
+      },
+    ],
+  };
+};
+
+const codex: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("codex", agent);
+  const { home } = sessionPaths(ctx);
+  const codexHome = `${home}/.codex`;
+  const config: Record<string, unknown> = {
+    model: ctx.model,
+    model_provider: PROVIDER,
+    model_providers: {
+      [PROVIDER]: {
+        name: "Polar proxy",
+        base_url: `${ctx.proxyUrl}/v1`,
+        env_key: "OPENAI_API_KEY",
+        wire_api: "responses",
+      },
+    },
+  };
+  const effort = setting(agent, "reasoning_effort", isString, "a string");
+  if (effort) config.model_reasoning_effort = effort;
+  if (agent.mcp_servers.length) {
+    const servers: Record<string, unknown> = {};
+    for (const m of agent.mcp_servers) {
+      if (m.transport === "stdio") {
+        if (!m.command)
+          throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.command: required for stdio`);
+        servers[m.name] = { command: m.command, args: m.args };
+      } else if (m.transport === "streamable-http" && m.url) servers[m.name] = { url: m.url };
+      else
+        throw new SessionFailure(
+          "agent",
+          `agent.mcp_servers.${m.name}: codex supports stdio and streamable-http`,
+        );
+    }
+    config.mcp_servers = servers;
+  }
+  return {
+    ...base("codex", s),
+    files: [{ path: `${codexHome}/config.toml`, content: toToml(config) }],
+    env: { CODEX_HOME: codexHome },
+    uploads: agent.skills_path ? [{ source: agent.skills_path, target: `${codexHome}/skills` }] : [],
+    steps: [
+      {
+        command: tee(
+          "codex",
+          `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox${extra(s)} ${INSTRUCTION_ARG}`,
+        ),
+      },
+    ],
+    // Its own session logs are the richest record of what it did.
+    postprocess: [
+      { command: `cp -r "$CODEX_HOME/sessions" "$AGENT_LOG_DIR/codex-sessions" 2>/dev/null || true` },
+    ],
+  };
+};
+
+const qwenCode: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("qwen_code", agent);
+  noSkills("qwen_code", agent);
+  const { home } = sessionPaths(ctx);
+  return {
+    ...base("qwen_code", s),
+    files: agent.mcp_servers.length
+      ? [
+          {
+            path: `${home}/.qwen/settings.json`,
+            content: JSON.stringify({ mcpServers: mcpJson(agent, "httpUrl") }, null, 2),
+          },
+        ]
+      : [],
+    env: {},
+    steps: [
+      {
+        command: tee(
+          "qwen_code",
+          `qwen -p ${INSTRUCTION_ARG} --yolo --auth-type openai -m ${sq(ctx.model)}${extra(s)}`,
+        ),
+      },
+    ],
+  };
+};
+
+const opencode: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("opencode", agent);
+  noSkills("opencode", agent);
+  const { home } = sessionPaths(ctx);
+  const configFile = `${home}/.config/opencode/opencode.json`;
+  const mcp: Record<string, unknown> = {};
+  for (const m of agent.mcp_servers) {
+    if (m.transport === "stdio") {
+      if (!m.command)
+        throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.command: required for stdio`);
+      mcp[m.name] = { type: "local", command: [m.command, ...m.args], enabled: true };
+    } else {
+      if (!m.url)
+        throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.url: required for ${m.transport}`);
+      mcp[m.name] = { type: "remote", url: m.url, enabled: true };
+    }
+  }
+  const config = {
+    $schema: "https://opencode.ai/config.json",
+    provider: {
+      [PROVIDER]: {
+        npm: "@ai-sdk/openai-compatible",
+        name: "Polar proxy",
+        options: { baseURL: `${ctx.proxyUrl}/v1`, apiKey: ctx.sessionKey },
+        models: { [ctx.model]: {} },
+      },
+    },
+    model: `${PROVIDER}/${ctx.model}`,
+    autoupdate: false,
+    ...(agent.mcp_servers.length ? { mcp } : {}),
+  };
+  return {
+    ...base("opencode", s),
+    files: [{ path: configFile, content: JSON.stringify(config, null, 2) }],
+    env: {
+      OPENCODE_CONFIG: configFile,
+      XDG_CONFIG_HOME: `${home}/.config`,
+      XDG_DATA_HOME: `${home}/.local/share`,
+      XDG_CACHE_HOME: `${home}/.cache`,
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+    },
+    steps: [{ command: tee("opencode", `opencode run${extra(s)} ${INSTRUCTION_ARG}`) }],
+  };
+};
+
+const geminiCli: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("gemini_cli", agent);
+  noSkills("gemini_cli", agent);
+  const { home } = sessionPaths(ctx);
+  const settings = {
+    security: { auth: { selectedType: "gemini-api-key" } },
+    ...(agent.mcp_servers.length ? { mcpServers: mcpJson(agent, "httpUrl") } : {}),
+  };
+  return {
+    ...base("gemini_cli", s),
+    files: [{ path: `${home}/.gemini/settings.json`, content: JSON.stringify(settings, null, 2) }],
+    env: { GEMINI_MODEL: ctx.model, GEMINI_CLI_NO_RELAUNCH: "true" },
+    steps: [
+      { command: tee("gemini_cli", `gemini -p ${INSTRUCTION_ARG} --yolo -m ${sq(ctx.model)}${extra(s)}`) },
+    ],
+  };
+};
+
+const pi: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("pi", agent);
+  noMcp("pi", agent);
+  noSkills("pi", agent);
+  const { home } = sessionPaths(ctx);
+  const models = {
+    providers: {
+      [PROVIDER]: {
+        baseUrl: `${ctx.proxyUrl}/v1`,
+        api: "openai-completions",
+        apiKey: ctx.sessionKey,
+        models: [{ id: ctx.model }],
+      },
+    },
+  };
+  return {
+    ...base("pi", s),
+    files: [{ path: `${home}/.pi/agent/models.json`, content: JSON.stringify(models, null, 2) }],
+    env: {},
+    steps: [
+      {
+        command: tee(
+          "pi",
+          `pi --provider ${PROVIDER} --model ${sq(ctx.model)} -p ${INSTRUCTION_ARG} --no-session${extra(s)}`,
+        ),
+      },
+    ],
+  };
+};
+
+const miniSweAgent: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("mini_swe_agent", agent);
+  noMcp("mini_swe_agent", agent);
+  noSkills("mini_swe_agent", agent);
+  const steps = setting(agent, "step_limit", isInt, "a positive integer");
+  const cost = setting(
+    agent,
+    "cost_limit",
+    (v): v is number => typeof v === "number" && v >= 0,
+    "a number >= 0",
+  );
+  let flags = "";
+  if (steps) flags += ` -c agent.step_limit=${steps}`;
+  if (cost !== undefined) flags += ` -l ${cost}`;
+  return {
+    ...base("mini_swe_agent", s),
+    files: [],
+    env: {
+      // LiteLLM's OpenAI route; the proxy does not bill, so cost tracking must not fail the run.
+      MSWEA_CONFIGURED: "true",
+      MSWEA_COST_TRACKING: "ignore_errors",
+    },
+    steps: [
+      {
+        command: tee(
+          "mini_swe_agent",
+          `mini -y --exit-immediately -m ${sq(`openai/${ctx.model}`)} -t ${INSTRUCTION_ARG} -o "$AGENT_LOG_DIR/mini_swe_agent.traj.json"${flags}${extra(s)}`,
+        ),
+      },
+    ],
+  };
+};
+
+/** Every preset by name. */
+export const PRESETS: Readonly<Record<PresetName, Harness>> = {
+  claude_code: claudeCode,
+  codex,
+  qwen_code: qwenCode,
+  opencode,
+  gemini_cli: geminiCli,
+  pi,
+  mini_swe_agent: miniSweAgent,
+};

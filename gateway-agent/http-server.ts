@@ -1,0 +1,146 @@
+/**
+ * The gateway's own small HTTP server for operators: `GET /health` (JSON) and `GET /metrics`
+ * (Prometheus text format, prom-client with a private registry).
+ *
+ * @module
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { SessionResult } from "../protocol";
+import type { GatewayStats } from "./gateway";
+
+/** Gateway metrics, updated by the gateway and read on each scrape. */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  private readonly results: Counter<"status">;
+  private readonly runStart: Histogram;
+  private readonly total: Histogram;
+
+  constructor(nodeId: string, stats: () => GatewayStats) {
+    this.registry.setDefaultLabels({ node_id: nodeId });
+    const stage = new Gauge({
+      name: "polar_gateway_stage_sessions",
+      help: "Sessions per stage (init_queue, init, ready, run, postrun_queue, postrun)",
+      labelNames: ["stage"],
+      registers: [this.registry],
+      collect() {
+        const m = stats().metrics;
+        this.set({ stage: "init_queue" }, m.init_queue_depth);
+        this.set({ stage: "init" }, m.init_inflight);
+        this.set({ stage: "ready" }, m.ready_depth);
+        this.set({ stage: "run" }, m.run_inflight);
+        this.set({ stage: "postrun_queue" }, m.postrun_queue_depth);
+        this.set({ stage: "postrun" }, m.postrun_inflight);
+      },
+    });
+    void stage;
+    new Gauge({
+      name: "polar_gateway_connected",
+      help: "1 while the control-plane socket is open",
+      registers: [this.registry],
+      collect() {
+        this.set(stats().connected ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "polar_gateway_unacked_results",
+      help: "Results journaled and not yet acknowledged",
+      registers: [this.registry],
+      collect() {
+        this.set(stats().unackedResults);
+      },
+    });
+    new Gauge({
+      name: "polar_gateway_outstanding_credit",
+      help: "Credit granted to the control plane and not yet used",
+      registers: [this.registry],
+      collect() {
+        this.set(stats().outstandingCredit);
+      },
+    });
+    this.results = new Counter({
+      name: "polar_gateway_results_total",
+      help: "Finished sessions by terminal status",
+      labelNames: ["status"],
+      registers: [this.registry],
+    });
+    this.runStart = new Histogram({
+      name: "polar_gateway_run_start_seconds",
+      help: "From a run slot's grant to the harness's first command (the warm pool's latency)",
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [this.registry],
+    });
+    this.total = new Histogram({
+      name: "polar_gateway_session_seconds",
+      help: "Session time on the gateway, queue to result",
+      buckets: [1, 5, 15, 60, 300, 900, 3600],
+      registers: [this.registry],
+    });
+  }
+
+  /** Records one finished session. */
+  observe(result: SessionResult, runStartMs: number | null): void {
+    this.results.inc({ status: result.status });
+    this.total.observe(result.timing.total_ms / 1000);
+    if (runStartMs !== null) this.runStart.observe(runStartMs / 1000);
+  }
+}
+
+/** A listening operator server. */
+export interface GatewayHttpServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves `/health` and `/metrics` on `host:port` (port 0 = any free port).
+ *
+ * @example
+ * ```ts
+ * const ops = await startGatewayHttp({ host: "127.0.0.1", port: 9100, metrics, health: () => ({ ok: true }) });
+ * ```
+ */
+export async function startGatewayHttp(o: {
+  host: string;
+  port: number;
+  metrics: GatewayMetrics;
+  health: () => Record<string, unknown>;
+}): Promise<GatewayHttpServer> {
+  const server = http.createServer((req, res) => {
+    void (async () => {
+      try {
+        const path = new URL(req.url ?? "/", "http://gateway").pathname;
+        if (req.method === "GET" && path === "/health") {
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(o.health()));
+        } else if (req.method === "GET" && path === "/metrics") {
+          const body = await o.metrics.registry.metrics();
+          res.writeHead(200, { "content-type": o.metrics.registry.contentType }).end(body);
+        } else {
+          res
+            .writeHead(404, { "content-type": "application/json" })
+            .end(
+              JSON.stringify({ error: { code: "not_found", message: `${req.method} ${path}: not found` } }),
+            );
+        }
+      } catch (err) {
+        res
+          .writeHead(500, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: { code: "internal", message: String(err) } }));
+      }
+    })();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(o.port, o.host, resolve);
+  });
+  const addr = server.address() as AddressInfo;
+  return {
+    url: `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${addr.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

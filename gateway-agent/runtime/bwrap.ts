@@ -1,0 +1,129 @@
+/**
+ * Bubblewrap argument construction for the `local` runtime: the host's filesystem read-only, the
+ * session folder the only writable place, a private /tmp, /proc and PID namespace, the gateway's
+ * work root (other sessions, the result journal) and the gateway user's home hidden, and no
+ * network when the task says `allow_internet: false`.
+ *
+ * @module
+ */
+import { execFileSync } from "node:child_process";
+import os from "node:os";
+import path from "node:path";
+
+/** Where the proxy socket appears inside a network-less sandbox (a private tmpfs). */
+export const SANDBOX_PROXY_SOCKET = "/tmp/.polar-proxy.sock";
+
+/** Inputs of {@link bwrapArgs}. */
+export interface BwrapPlan {
+  bwrapPath: string;
+  /** The session's host folder (bound read-write at the same path). */
+  sessionDir: string;
+  /** The gateway's work root: hidden behind an empty tmpfs. */
+  workRoot: string;
+  cwd: string;
+  allowInternet: boolean;
+  /** With no network: host socket bridged to the proxy, plus the shim that serves it inside. */
+  bridge?: { socketPath: string; shimPath: string; proxyPort: number };
+  /** The gateway user's home, hidden unless it holds the work root or the node binary. */
+  hostHome?: string;
+}
+
+const isInside = (child: string, parent: string) => {
+  const rel = path.relative(parent, child);
+  return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+};
+
+/**
+ * The full argv that runs `command` with `bash -lc` inside the sandbox.
+ *
+ * @example
+ * ```ts
+ * const argv = bwrapArgs({ bwrapPath: "bwrap", sessionDir, workRoot, cwd, allowInternet: true }, "make");
+ * ```
+ */
+export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
+  const args = [
+    plan.bwrapPath,
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--tmpfs",
+    plan.workRoot,
+  ];
+  const home = plan.hostHome;
+  if (
+    home &&
+    home !== "/" &&
+    !isInside(plan.workRoot, home) &&
+    !isInside(process.execPath, home) &&
+    !isInside(plan.bridge?.shimPath ?? "/", home)
+  ) {
+    args.push("--tmpfs", home);
+  }
+  args.push(
+    "--bind",
+    plan.sessionDir,
+    plan.sessionDir,
+    // Own PID namespace: the harness sees only its own processes, and when bwrap dies the
+    // namespace's init dies and the kernel kills everything left inside.
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--die-with-parent",
+    "--chdir",
+    plan.cwd,
+  );
+  if (!plan.allowInternet) {
+    args.push("--unshare-net");
+    if (plan.bridge) {
+      args.push("--bind", plan.bridge.socketPath, SANDBOX_PROXY_SOCKET, "--");
+      return [
+        ...args,
+        process.execPath,
+        plan.bridge.shimPath,
+        SANDBOX_PROXY_SOCKET,
+        String(plan.bridge.proxyPort),
+        "bash",
+        "-lc",
+        command,
+      ];
+    }
+  }
+  return [...args, "--", "bash", "-lc", command];
+}
+
+let probed: Map<string, boolean> | null = null;
+
+/**
+ * True when `bwrapPath` runs here (checked once per path: `bwrap --version`).
+ *
+ * @example
+ * ```ts
+ * if (!bwrapAvailable("bwrap")) logger.warn("no sandbox");
+ * ```
+ */
+export function bwrapAvailable(bwrapPath: string): boolean {
+  probed ??= new Map();
+  let ok = probed.get(bwrapPath);
+  if (ok === undefined) {
+    try {
+      execFileSync(bwrapPath, ["--version"], { stdio: "ignore" });
+      ok = true;
+    } catch {
+      ok = false;
+    }
+    probed.set(bwrapPath, ok);
+  }
+  return ok;
+}
+
+/** The gateway user's home folder (what {@link bwrapArgs} hides). */
+export function gatewayHome(): string | undefined {
+  return process.env.HOME ?? os.homedir();
+}

@@ -1,0 +1,64 @@
+/**
+ * The gateway's stage pools (upstream §1.5): INIT (`max_init` workers, priority queue), the READY
+ * buffer (at most `max_run` prepared runtimes waiting — the warm pool), RUN (`max_run`) and
+ * POST_RUN (`max_postrun`), plus the credit rule that follows them.
+ *
+ * A session that finished INIT takes a READY slot before it gives its INIT slot back, so READY
+ * can never exceed its target: when the buffer is full, finished INIT work waits in place.
+ *
+ * @module
+ */
+import type { GatewayCapacity, StageMetrics } from "../protocol";
+import { Semaphore } from "./semaphore";
+
+/**
+ * @example
+ * ```ts
+ * const pools = new StagePools({ max_init: 4, max_run: 2, max_postrun: 4 });
+ * await pools.init.acquire(signal, priority);
+ * ```
+ */
+export class StagePools {
+  readonly init: Semaphore;
+  readonly ready: Semaphore;
+  readonly run: Semaphore;
+  readonly post: Semaphore;
+
+  constructor(readonly capacity: GatewayCapacity) {
+    this.init = new Semaphore(capacity.max_init);
+    this.ready = new Semaphore(capacity.max_run);
+    this.run = new Semaphore(capacity.max_run);
+    this.post = new Semaphore(capacity.max_postrun);
+  }
+
+  /** Sessions per stage, as reported with credit and progress. */
+  metrics(): StageMetrics {
+    return {
+      init_queue_depth: this.init.waiting,
+      init_inflight: this.init.inUse,
+      ready_depth: this.ready.inUse,
+      run_inflight: this.run.inUse,
+      postrun_queue_depth: this.post.waiting,
+      postrun_inflight: this.post.inUse,
+    };
+  }
+
+  /** Sessions that may be held before RUN: every INIT slot plus a full READY buffer. */
+  get intakeCapacity(): number {
+    return this.capacity.max_init + this.capacity.max_run;
+  }
+
+  /** Sessions held before RUN (queued for INIT, in INIT, or READY). */
+  get intakeUsed(): number {
+    return this.init.waiting + this.init.inUse + this.ready.inUse;
+  }
+
+  /**
+   * Sessions the gateway can take now: free INIT slots plus the READY gap (upstream's credit),
+   * none while post-run is backed up to twice its pool (upstream refuses work then too).
+   */
+  creditAvailable(): number {
+    if (this.post.waiting >= 2 * this.capacity.max_postrun) return 0;
+    return Math.max(0, this.intakeCapacity - this.intakeUsed);
+  }
+}
