@@ -1,0 +1,266 @@
+/**
+ * Engines other than the default, replicas, the router, the weight-update fence, persistence and
+ * the standalone session API — all against real simulated engines on loopback.
+ */
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CompletionRecord, Trajectory } from "../protocol";
+import { startSimRouter } from "../sim/router";
+import { type SimEngineHandle, startSimEngine } from "../sim/server";
+import { type RecordingProxy, startProxy } from "./server";
+
+const MODEL = "Qwen/Qwen3-0.6B";
+const quiet = { info() {}, warn() {}, error() {} };
+const ask = [{ role: "user" as const, content: "What is 12 + 30?" }];
+
+let sglangA: SimEngineHandle;
+let sglangB: SimEngineHandle;
+let vllm: SimEngineHandle;
+let patched: SimEngineHandle;
+let slow: SimEngineHandle;
+const cleanups: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  [sglangA, sglangB, vllm, patched, slow] = await Promise.all([
+    startSimEngine({ model: MODEL }),
+    startSimEngine({ model: MODEL }),
+    startSimEngine({ model: MODEL, flavor: "vllm" }),
+    startSimEngine({ model: MODEL, flavor: "sglang-0.5.10-patched" }),
+    startSimEngine({ model: MODEL, decodeTokensPerSecond: 150 }),
+  ]);
+});
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  await Promise.all([sglangA, sglangB, vllm, patched, slow].map((s) => s.close()));
+});
+
+async function proxyFor(opts: Partial<Parameters<typeof startProxy>[0]>): Promise<RecordingProxy> {
+  const p = await startProxy({
+    engine: "sglang-openai",
+    modelServed: MODEL,
+    logger: quiet,
+    healthIntervalMs: 0,
+    ...opts,
+  });
+  cleanups.push(() => p.close());
+  return p;
+}
+
+function client(p: RecordingProxy, id: string): OpenAI {
+  return new OpenAI({ apiKey: p.openSession(id).key, baseURL: `${p.url}/v1`, maxRetries: 0 });
+}
+
+describe("engines", () => {
+  it("vllm: streams for real and records the ids the engine streamed", async () => {
+    const p = await proxyFor({ engine: "vllm", engineUrl: vllm.url });
+    const c = client(p, "v1");
+    const stream = await c.chat.completions.create({ model: "m", messages: ask, stream: true });
+    let text = "";
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      text += chunk.choices[0]?.delta?.content ?? "";
+    }
+    expect(chunks).toBeGreaterThan(4);
+    const [rec] = p.completions("v1").map((r) => CompletionRecord.parse(r));
+    expect(rec!.metadata).toMatchObject({ engine_stream: true, client_stream: true });
+    expect(rec!.request).toMatchObject({ stream: true, return_token_ids: true, top_logprobs: 0 });
+    // The same call non-streamed, straight to the engine with the same routing key: same tokens.
+    const direct = (await (
+      await fetch(`${vllm.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-smg-routing-key": "v1" },
+        body: JSON.stringify({
+          model: MODEL,
+          messages: ask,
+          logprobs: true,
+          top_logprobs: 0,
+          return_token_ids: true,
+        }),
+      })
+    ).json()) as {
+      prompt_token_ids: number[];
+      choices: Array<{ token_ids: number[]; message: { content: string } }>;
+    };
+    expect(rec!.prompt_ids).toEqual(direct.prompt_token_ids);
+    expect(rec!.response_ids).toEqual(direct.choices[0]!.token_ids);
+    expect(rec!.response_logprobs).toHaveLength(rec!.response_ids.length);
+    expect(text).toBe(direct.choices[0]!.message.content);
+  });
+
+  it("vllm: keeps earlier reasoning by sending it as `reasoning`", async () => {
+    const p = await proxyFor({ engine: "vllm", engineUrl: vllm.url });
+    const c = client(p, "v2");
+    const tools = [
+      {
+        type: "function" as const,
+        function: {
+          name: "calculator",
+          parameters: { type: "object", properties: { expression: { type: "string" } } },
+        },
+      },
+    ];
+    const first = await c.chat.completions.create({ model: "m", messages: ask, tools });
+    const msg = first.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+    expect(msg.reasoning_content?.length).toBeGreaterThan(0);
+    const call = msg.tool_calls![0]!;
+    const next = (withReasoning: boolean) =>
+      c.chat.completions.create({
+        model: "m",
+        tools,
+        messages: [
+          ...ask,
+          {
+            role: "assistant",
+            content: msg.content,
+            tool_calls: msg.tool_calls,
+            ...(withReasoning ? { reasoning_content: msg.reasoning_content } : {}),
+          } as never,
+          { role: "tool", tool_call_id: call.id, content: "42" },
+        ],
+      });
+    await next(true);
+    await next(false);
+    const [, withIt, without] = p.completions("v2");
+    expect((withIt!.request.messages as Array<Record<string, unknown>>)[1]!.reasoning).toBe(
+      msg.reasoning_content,
+    );
+    // The template rendered the reasoning of the turn after the last user query: more prompt tokens.
+    expect(withIt!.prompt_ids.length).toBeGreaterThan(without!.prompt_ids.length + 5);
+  });
+
+  it("sglang-openai: records the patched 0.5.10 shape", async () => {
+    const p = await proxyFor({ engineUrl: patched.url });
+    await client(p, "p1").chat.completions.create({ model: "m", messages: ask });
+    const [rec] = p.completions("p1");
+    expect(rec!.prompt_ids.length).toBeGreaterThan(5);
+    expect(rec!.response_logprobs).toHaveLength(rec!.response_ids.length);
+    expect(rec!.weight_version).toBeNull();
+  });
+});
+
+describe("replicas", () => {
+  it("keeps a session on its replica and spreads sessions round-robin", async () => {
+    const p = await proxyFor({ engineUrls: [sglangA.url, sglangB.url] });
+    for (const id of ["a1", "a2"]) {
+      const c = client(p, id);
+      for (let i = 0; i < 3; i++) await c.chat.completions.create({ model: "m", messages: ask });
+    }
+    const a1 = new Set(p.completions("a1").map((r) => r.replica));
+    const a2 = new Set(p.completions("a2").map((r) => r.replica));
+    expect(a1.size).toBe(1);
+    expect(a2.size).toBe(1);
+    expect([...a1, ...a2].sort()).toEqual([sglangA.url, sglangB.url].sort());
+    expect(p.status().replicas.map((r) => r.completions)).toEqual([3, 3]);
+  });
+
+  it("skips a dead replica and retries the call on a live one", async () => {
+    const dead = await startSimEngine({ model: MODEL });
+    const deadUrl = dead.url;
+    await dead.close();
+    const p = await proxyFor({ engineUrls: [deadUrl, sglangA.url] });
+    const c = client(p, "f1");
+    await c.chat.completions.create({ model: "m", messages: ask });
+    await c.chat.completions.create({ model: "m", messages: ask });
+    expect(p.completions("f1").map((r) => r.replica)).toEqual([sglangA.url, sglangA.url]);
+    const status = p.status().replicas;
+    expect(status.find((r) => r.url === deadUrl)).toMatchObject({ healthy: false, failures: 1 });
+  });
+
+  it("discovers SGLang router workers and calls them directly", async () => {
+    const router = await startSimRouter({ workers: [sglangA.url, sglangB.url] });
+    cleanups.push(() => router.close());
+    const p = await proxyFor({ routerUrl: router.url });
+    expect(p.status().replicas.map((r) => [r.url, r.source])).toEqual([
+      [sglangA.url, "worker"],
+      [sglangB.url, "worker"],
+    ]);
+    await client(p, "r1").chat.completions.create({ model: "m", messages: ask });
+    expect(p.completions("r1")).toHaveLength(1);
+    expect(router.forwarded.size).toBe(0);
+  });
+});
+
+describe("weight-update fence", () => {
+  it("drains in-flight calls, holds new ones while paused, stamps the policy version", async () => {
+    const p = await proxyFor({ engineUrl: slow.url });
+    p.setPolicyVersion("v1");
+    const c = client(p, "w1");
+    const inflight = c.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(() => p.status().inflight).toBe(1);
+    const short = await p.pause({ timeoutMs: 10 });
+    expect(short).toEqual({ drained: false, inflight: 1 });
+    const drained = await p.pause({ timeoutMs: 30_000 });
+    expect(drained).toEqual({ drained: true, inflight: 0 });
+    await inflight;
+    const held = c.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(() => p.status().waiting).toBe(1);
+    expect(p.completions("w1")).toHaveLength(1);
+    p.setPolicyVersion("v2");
+    p.resume();
+    await held;
+    expect(p.completions("w1").map((r) => r.metadata.policy_version)).toEqual(["v1", "v2"]);
+    expect(p.status()).toMatchObject({ paused: false, inflight: 0, waiting: 0, policy_version: "v2" });
+  });
+});
+
+describe("capture and the standalone API", () => {
+  it("persists records in the session folder", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "polar-proxy-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const p = await proxyFor({ engineUrl: sglangA.url, captureDir: dir });
+    await client(p, "d1").chat.completions.create({ model: "m", messages: ask });
+    await p.flush("d1");
+    const lines = (await readFile(path.join(dir, "d1", "completions.jsonl"), "utf8")).trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(CompletionRecord.parse(JSON.parse(lines[0]!))).toEqual(p.completions("d1")[0]);
+  });
+
+  it("creates sessions, serves records and trajectories, and fences over HTTP", async () => {
+    const p = await proxyFor({ engineUrl: sglangA.url, adminToken: "admin-secret" });
+    const admin = (method: string, url: string, body?: unknown, token = "admin-secret") =>
+      fetch(`${p.url}${url}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    expect((await admin("POST", "/sessions", {}, "wrong")).status).toBe(401);
+    const bad = await admin("POST", "/sessions", { session_id: "../x" });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^session_id:/);
+    const created = (await (
+      await admin("POST", "/sessions", { session_id: "ext-1", meta: { task_id: "t9" } })
+    ).json()) as { key: string };
+    const c = new OpenAI({ apiKey: created.key, baseURL: `${p.url}/v1`, maxRetries: 0 });
+    await c.chat.completions.create({ model: "m", messages: ask });
+    const recs = (await (await admin("GET", `/sessions/${created.key}/completions`)).json()) as {
+      completions: unknown[];
+    };
+    expect(recs.completions).toHaveLength(1);
+    const traj = Trajectory.parse(
+      await (await admin("GET", `/sessions/${created.key}/trajectory?builder=prefix_merging`)).json(),
+    );
+    expect(traj).toMatchObject({
+      status: "COMPLETED",
+      metadata: { builder: "prefix_merging", task_id: "t9" },
+    });
+    expect((await admin("GET", `/sessions/${created.key}/trajectory?builder=nope`)).status).toBe(400);
+    expect(await (await admin("POST", "/admin/inference/pause", { timeout_ms: 1000 })).json()).toEqual({
+      drained: true,
+      inflight: 0,
+    });
+    await admin("POST", "/admin/inference/policy_version", { policy_version: "step-3" });
+    expect(await (await admin("GET", "/admin/inference/status")).json()).toMatchObject({
+      paused: true,
+      policy_version: "step-3",
+    });
+    expect(await (await admin("POST", "/admin/inference/resume")).json()).toMatchObject({ paused: false });
+    expect((await admin("DELETE", `/sessions/${created.key}`)).status).toBe(200);
+    await expect(c.chat.completions.create({ model: "m", messages: ask })).rejects.toBeInstanceOf(
+      OpenAI.AuthenticationError,
+    );
+  });
+});
