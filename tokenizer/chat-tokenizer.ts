@@ -230,12 +230,18 @@ function tokenString(value: unknown): string | undefined {
 }
 
 async function readTokenizerFolder(dir: string): Promise<ChatTokenizer> {
-  const [tokenizerJson, config, jinjaFile, generationConfig] = await Promise.all([
+  const settled = await Promise.allSettled([
     readJsonFile(path.join(dir, "tokenizer.json"), true),
     readJsonFile(path.join(dir, "tokenizer_config.json"), true),
     readOptionalText(path.join(dir, "chat_template.jinja")),
     readJsonFile(path.join(dir, "generation_config.json"), false),
   ]);
+  // Report the first missing file in a fixed order (tokenizer.json first), not whichever read
+  // happened to fail first: Promise.all would make the error depend on I/O timing.
+  for (const r of settled) if (r.status === "rejected") throw r.reason;
+  const [tokenizerJson, config, jinjaFile, generationConfig] = settled.map((r) =>
+    r.status === "fulfilled" ? r.value : undefined,
+  ) as [JsonObject | undefined, JsonObject | undefined, string | undefined, JsonObject | undefined];
   // Newer checkpoints ship the template as its own file; it takes precedence, as in transformers.
   const source = jinjaFile ?? pickChatTemplate(config!);
   if (!source) {
