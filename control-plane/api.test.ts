@@ -256,3 +256,65 @@ describe("helpers", () => {
     expect(pieces.every((p) => !/[\ud800-\udbff]$/.test(p))).toBe(true);
   });
 });
+
+describe("openapi and upstream-compatible routes", () => {
+  it("publishes a generated OpenAPI document covering the API", async () => {
+    const res = await call("/openapi.json");
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as {
+      openapi: string;
+      paths: Record<
+        string,
+        Record<
+          string,
+          { requestBody?: { content: Record<string, { schema: { properties: Record<string, unknown> } }> } }
+        >
+      >;
+    };
+    expect(doc.openapi).toBe("3.1.0");
+    for (const p of [
+      "/v1/batches",
+      "/v1/batches/{id}/results",
+      "/v1/sessions/{id}/artifacts/{kind}",
+      "/rollout/task/submit",
+    ])
+      expect(Object.keys(doc.paths)).toContain(p);
+    const schema = doc.paths["/v1/batches"]!.post!.requestBody!.content["application/json"]!.schema;
+    expect(Object.keys(schema.properties)).toEqual(
+      expect.arrayContaining(["batch_id", "queue", "callback_url", "tasks"]),
+    );
+  });
+
+  it("accepts an upstream TaskRequest and answers upstream's TaskStatus shapes", async () => {
+    const auth = { Authorization: `Bearer ${TOKENS.trainer}` };
+    const taskId = uniqueId("up");
+    const submit = await call("/rollout/task/submit", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ ...task(taskId, { num_samples: 2 }), queue: uniqueId("upq") }),
+    });
+    expect(await submit.json()).toEqual({ task_id: taskId, status: "running" });
+    const status = await call(`/rollout/task/${taskId}`, { headers: auth });
+    expect(await status.json()).toEqual({
+      task_id: taskId,
+      status: "running",
+      total_sessions: 2,
+      completed_sessions: 0,
+      results: [],
+      result_paths: [],
+    });
+    const overview = (await (await call("/rollout/status", { headers: auth })).json()) as {
+      tasks: Record<string, string>;
+    };
+    expect(overview.tasks[taskId]).toBe("running");
+    const cancelled = (await (
+      await call(`/rollout/task/${taskId}`, { method: "DELETE", headers: auth })
+    ).json()) as {
+      status: string;
+      results: { status: string }[];
+    };
+    expect(cancelled.status).toBe("cancelled");
+    expect(cancelled.results.map((r) => r.status)).toEqual(["CANCELLED", "CANCELLED"]);
+    expect((await call("/rollout/task/never-seen", { headers: auth })).status).toBe(404);
+  });
+});

@@ -5,9 +5,11 @@
  */
 import { Hono } from "hono";
 import { ApiError, errorBody } from "./errors";
+import { openApiDocument } from "./openapi";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
+import { rolloutRoutes } from "./routes/rollout";
 import { sessionRoutes } from "./routes/sessions";
 
 /**
@@ -25,6 +27,8 @@ app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
 app.route("/v1/admin", adminRoutes);
+app.route("/rollout", rolloutRoutes);
+app.get("/openapi.json", (c) => c.json(openApiDocument()));
 
 app.notFound((c) =>
   c.json(errorBody("not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`), 404),

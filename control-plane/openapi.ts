@@ -1,0 +1,323 @@
+/**
+ * The OpenAPI document of the control plane (`GET /openapi.json`), generated from the same zod
+ * schemas the handlers validate with (`protocol/`), through @hono/zod-openapi's registry. The
+ * routes themselves stay plain Hono handlers, so their own checks (byte limits before parsing,
+ * errors naming the field) are unchanged; this module only describes them.
+ *
+ * @module
+ */
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { z } from "zod";
+import {
+  ArtifactRef,
+  BatchCreated,
+  BatchRequest,
+  BatchStatusBody,
+  ErrorBody,
+  LIMITS,
+  ResultsPage,
+  SessionResult,
+  TaskSpec,
+  Trajectory,
+} from "../protocol";
+import { AdminFanoutResponse, GatewayTokenBody, PauseBody, PolicyVersionBody } from "./routes/admin";
+
+type Method = "get" | "post" | "put" | "delete";
+
+const json = (schema: z.ZodType, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const errors = {
+  400: json(ErrorBody, "Invalid input; the message names the field"),
+  401: json(ErrorBody, "Missing or wrong bearer token"),
+  403: json(ErrorBody, "Token of another role"),
+  404: json(ErrorBody, "Not found"),
+};
+const idParam = (name: string) => z.object({ [name]: z.string() });
+
+function build(): OpenAPIHono {
+  const doc = new OpenAPIHono();
+  const registry = doc.openAPIRegistry;
+  registry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
+  const path = (
+    method: Method,
+    route: string,
+    summary: string,
+    responses: Record<number, ReturnType<typeof json>>,
+    request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject } = {},
+  ) =>
+    registry.registerPath({
+      method,
+      path: route,
+      summary,
+      security: [{ bearer: [] }],
+      request: {
+        ...(request.body ? { body: { content: { "application/json": { schema: request.body } } } } : {}),
+        ...(request.params ? { params: request.params } : {}),
+        ...(request.query ? { query: request.query } : {}),
+      },
+      responses: { ...errors, ...responses },
+    });
+  const batchId = idParam("id");
+  path(
+    "post",
+    "/v1/batches",
+    "Create a batch (idempotent by batch_id)",
+    {
+      200: json(BatchCreated, "Replay of the same body"),
+      201: json(BatchCreated, "Created"),
+      409: json(ErrorBody, "batch_id exists with another body, or was cancelled"),
+      413: json(ErrorBody, `Body over ${LIMITS.maxBodyBytes} bytes or a task over the limit`),
+      429: json(ErrorBody, "Queue full (LIMITS.maxQueueDepth); see Retry-After"),
+    },
+    { body: BatchRequest },
+  );
+  path(
+    "get",
+    "/v1/batches",
+    "List batches, newest first",
+    {
+      200: json(
+        z.object({
+          batches: z.array(
+            z.object({
+              batch_id: z.string(),
+              queue: z.string(),
+              tasks: z.number(),
+              sessions: z.number(),
+              created_at: z.number(),
+            }),
+          ),
+          next_before: z.number().nullable(),
+        }),
+        "Batches",
+      ),
+    },
+    { query: z.object({ limit: z.string().optional(), before: z.string().optional() }) },
+  );
+  path(
+    "get",
+    "/v1/batches/{id}",
+    "Batch status with per-task counts",
+    { 200: json(BatchStatusBody, "Status") },
+    { params: batchId },
+  );
+  path(
+    "get",
+    "/v1/batches/{id}/results",
+    "Results after a cursor; long-poll with wait=, or SSE (Accept: text/event-stream; id = seq, resumable with Last-Event-ID)",
+    {
+      200: json(ResultsPage, "A page of results"),
+    },
+    {
+      params: batchId,
+      query: z.object({
+        after: z.string().optional(),
+        wait: z.string().optional(),
+        limit: z.string().optional(),
+      }),
+    },
+  );
+  path(
+    "delete",
+    "/v1/batches/{id}",
+    "Cancel a batch (idempotent; the id cannot be resubmitted)",
+    {
+      200: json(
+        z.object({ batch_id: z.string(), status: z.literal("cancelled"), cancelled_sessions: z.number() }),
+        "Cancelled",
+      ),
+    },
+    { params: batchId },
+  );
+  path(
+    "delete",
+    "/v1/batches/{id}/tasks/{task_id}",
+    "Cancel one task of a batch",
+    {
+      200: json(
+        z.object({
+          batch_id: z.string(),
+          task_id: z.string(),
+          status: z.literal("cancelled"),
+          cancelled_sessions: z.number(),
+        }),
+        "Cancelled",
+      ),
+    },
+    { params: z.object({ id: z.string(), task_id: z.string() }) },
+  );
+  const sessionId = idParam("id");
+  path(
+    "get",
+    "/v1/sessions/{id}",
+    "Session state and its result (trajectory included)",
+    {
+      200: json(
+        z
+          .object({
+            session_id: z.string(),
+            status: z.string(),
+            attempt: z.number(),
+            result: SessionResult.nullable(),
+          })
+          .passthrough(),
+        "Session",
+      ),
+    },
+    { params: sessionId },
+  );
+  path(
+    "get",
+    "/v1/sessions/{id}/trajectory",
+    "The session's trajectory",
+    { 200: json(Trajectory, "Trajectory") },
+    { params: sessionId },
+  );
+  path(
+    "get",
+    "/v1/sessions/{id}/completions",
+    "The session's uploaded completion records",
+    { 200: json(z.array(z.record(z.string(), z.unknown())), "Completion records") },
+    { params: sessionId },
+  );
+  path(
+    "put",
+    "/v1/sessions/{id}/artifacts/{kind}",
+    "Gateway upload of a trajectory or completion records (gateway token, ?lease_id=)",
+    {
+      201: json(ArtifactRef, "Stored in R2"),
+      409: json(ErrorBody, "stale_lease: not the session's current lease"),
+      413: json(ErrorBody, `Over ${LIMITS.maxArtifactBytes} bytes (LIMITS.maxArtifactBytes)`),
+    },
+    {
+      params: z.object({ id: z.string(), kind: z.enum(["trajectory", "completions"]) }),
+      query: z.object({ lease_id: z.string() }),
+    },
+  );
+  path("get", "/v1/gateways", "Gateways of every queue, with stage metrics", {
+    200: json(
+      z.object({
+        gateways: z.array(z.record(z.string(), z.unknown())),
+        queues: z.array(z.record(z.string(), z.unknown())),
+      }),
+      "Gateways",
+    ),
+  });
+  path(
+    "get",
+    "/v1/gateways/connect",
+    "Gateway WebSocket (Upgrade: websocket; protocol/wire.ts)",
+    { 426: json(ErrorBody, "Not a WebSocket upgrade") },
+    { query: z.object({ queue: z.string().optional() }) },
+  );
+  path(
+    "post",
+    "/v1/gateways/{id}/drain",
+    "Drain a gateway (admin)",
+    { 200: json(z.object({ node_id: z.string(), draining: z.boolean() }).passthrough(), "Draining") },
+    { params: idParam("id") },
+  );
+  path(
+    "post",
+    "/v1/admin/inference/pause",
+    "Pause inference on every gateway (admin)",
+    {
+      200: json(AdminFanoutResponse, "Per-node acks"),
+      502: json(AdminFanoutResponse, "Every gateway failed"),
+    },
+    { body: PauseBody },
+  );
+  path("post", "/v1/admin/inference/resume", "Resume inference on every gateway (admin)", {
+    200: json(AdminFanoutResponse, "Per-node acks"),
+    502: json(AdminFanoutResponse, "Every gateway failed"),
+  });
+  path(
+    "post",
+    "/v1/admin/policy_version",
+    "Set the policy version stamped on completions (admin)",
+    {
+      200: json(AdminFanoutResponse, "Per-node acks"),
+      502: json(AdminFanoutResponse, "Every gateway failed"),
+    },
+    { body: PolicyVersionBody },
+  );
+  path(
+    "post",
+    "/v1/admin/gateway_tokens",
+    "Register a per-gateway token by its SHA-256 (admin)",
+    { 201: json(z.object({ node_id: z.string(), registered: z.boolean() }), "Registered") },
+    { body: GatewayTokenBody },
+  );
+  path(
+    "delete",
+    "/v1/admin/gateway_tokens/{node_id}",
+    "Revoke a node's gateway tokens (admin)",
+    { 200: json(z.object({ node_id: z.string(), revoked: z.number() }), "Revoked") },
+    { params: idParam("node_id") },
+  );
+  path(
+    "post",
+    "/rollout/task/submit",
+    "Upstream-compatible submit of one TaskRequest",
+    { 200: json(z.object({ task_id: z.string(), status: z.literal("running") }), "Accepted") },
+    { body: TaskSpec },
+  );
+  const taskStatus = z.object({
+    task_id: z.string(),
+    status: z.enum(["running", "completed", "cancelled"]),
+    total_sessions: z.number(),
+    completed_sessions: z.number(),
+    results: z.array(SessionResult),
+    result_paths: z.array(z.string()),
+  });
+  path(
+    "get",
+    "/rollout/task/{id}",
+    "Upstream-compatible TaskStatus",
+    { 200: json(taskStatus, "Status") },
+    { params: idParam("id") },
+  );
+  path(
+    "delete",
+    "/rollout/task/{id}",
+    "Upstream-compatible cancel (tombstone when unknown)",
+    { 200: json(taskStatus, "Cancelled") },
+    { params: idParam("id") },
+  );
+  path("get", "/rollout/status", "Upstream-compatible service status", {
+    200: json(
+      z.object({
+        tasks: z.record(z.string(), z.string()),
+        pipeline: z.object({ pending_sessions: z.number() }),
+        nodes: z.object({ nodes: z.array(z.record(z.string(), z.unknown())) }),
+      }),
+      "Status",
+    ),
+  });
+  return doc;
+}
+
+let cached: unknown = null;
+
+/**
+ * The OpenAPI 3.1 document (built once per isolate).
+ *
+ * @example
+ * ```ts
+ * app.get("/openapi.json", (c) => c.json(openApiDocument()));
+ * ```
+ */
+export function openApiDocument(): unknown {
+  cached ??= build().getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Polar-TS control plane",
+      version: "1",
+      description:
+        "Rollout service for agentic RL. Errors are {error:{code,message,details?}}. Limits: protocol/limits.ts.",
+    },
+  });
+  return cached;
+}
