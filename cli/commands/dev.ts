@@ -21,13 +21,17 @@ export async function runDev(opts: DevOptions): Promise<void> {
     tokens,
     inheritOutput: true,
   });
-  const usingDefaults = tokens.trainer === DEV_TOKENS.trainer || tokens.gateway === DEV_TOKENS.gateway;
+  const usingDefaults =
+    tokens.trainer === DEV_TOKENS.trainer ||
+    tokens.gateway === DEV_TOKENS.gateway ||
+    tokens.admin === DEV_TOKENS.admin;
   console.log(`\nPolar-TS control plane (local) at ${cp.url}, state in ${opts.persistTo}`);
   if (usingDefaults) {
     console.log("Using the documented dev tokens (set POLAR_*_TOKEN to override):");
     console.log(`  export POLAR_URL=${cp.url}`);
     console.log(`  export POLAR_TRAINER_TOKEN=${tokens.trainer}`);
     console.log(`  export POLAR_GATEWAY_TOKEN=${tokens.gateway}`);
+    console.log(`  export POLAR_ADMIN_TOKEN=${tokens.admin}`);
   }
   const stop = async () => {
     await cp.stop();
