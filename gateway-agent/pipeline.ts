@@ -278,8 +278,10 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   const postStart = now();
   let trajectory: Trajectory;
   let reward: number | null = null;
+  let records: CompletionRecord[] = [];
   try {
-    trajectory = buildTrajectory(a, builder, deps.proxy.completions(a.session_id));
+    records = deps.proxy.completions(a.session_id);
+    trajectory = buildTrajectory(a, builder, records);
     if (status === "COMPLETED" && trajectory.status !== "COMPLETED") {
       // The harness exited 0 but left nothing to train on (e.g. it never called the model): an
       // agent outcome, not an infra fault, so it is reported and not retried.
@@ -396,7 +398,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       error,
       metadata: a.metadata,
     },
-    records: deps.proxy.completions(a.session_id),
+    records,
     runStartMs,
   };
 }

@@ -146,9 +146,16 @@ export function harnessEnv(
     ...ctx.session.agent.env,
     ...plan.env,
     ...wiringEnv(ctx),
-    POLAR_INSTRUCTION: ctx.session.instruction,
+    // Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN): a longer instruction would
+    // make every spawn fail with E2BIG, so it is only in the file then.
+    ...(Buffer.byteLength(ctx.session.instruction) <= MAX_INSTRUCTION_ENV_BYTES
+      ? { POLAR_INSTRUCTION: ctx.session.instruction }
+      : {}),
   };
 }
+
+/** Longest instruction also passed as `POLAR_INSTRUCTION` (bytes); `POLAR_INSTRUCTION_FILE` always has it. */
+export const MAX_INSTRUCTION_ENV_BYTES = 64 * 1024;
 
 /** Shell-quotes one word for `bash -c` (single quotes). */
 export function sq(word: string): string {

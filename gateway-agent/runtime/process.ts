@@ -96,6 +96,11 @@ export async function runProcess(argv: string[], opts: ProcessOptions): Promise<
       : undefined;
   try {
     const result = await child;
+    if (result.exitCode === undefined && !result.signal) {
+      // The process never started (E2BIG, ENOENT, …): say why in the log.
+      stderrLog.write(`polar: could not run ${file}: ${result.message}\n`);
+      return { exitCode: 127, signal: null, interrupted, timedOut, durationMs: Date.now() - started };
+    }
     return {
       exitCode: result.exitCode ?? null,
       signal: result.signal ?? null,

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { createHash } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer } from "ws";
@@ -21,6 +22,22 @@ export interface FakeControlPlaneOptions {
   token: string;
   /** Acknowledge results as `accepted` as soon as they arrive (default true). */
   autoAck?: boolean;
+  /**
+   * The artifact route `PUT /v1/sessions/:id/artifacts/:kind?lease_id=L`: `store` (default)
+   * answers 201 with an ArtifactRef, `missing` answers 404 like a control plane without the route,
+   * a number N fails the first N uploads with 503 and then stores.
+   */
+  artifacts?: "store" | "missing" | number;
+}
+
+/** An artifact the fake stored. */
+export interface StoredArtifact {
+  session_id: string;
+  kind: string;
+  lease_id: string | null;
+  authorization: string | undefined;
+  body: unknown;
+  key: string;
 }
 
 /** A running fake control plane. */
@@ -29,6 +46,10 @@ export interface FakeControlPlane {
   received: Received[];
   /** Raw frames that did not parse as a `GatewayMessage` (must stay empty). */
   invalid: string[];
+  /** Artifacts uploaded (stored ones only). */
+  artifacts: StoredArtifact[];
+  /** Upload attempts, including refused ones. */
+  uploadAttempts: number;
   /** Upgrade requests, with their URL and authorization header. */
   upgrades: Array<{ url: string; authorization: string | undefined }>;
   autoAck: boolean;
@@ -57,7 +78,50 @@ export interface FakeControlPlane {
  * ```
  */
 export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Promise<FakeControlPlane> {
-  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  const artifactMode = opts.artifacts ?? "store";
+  let failuresLeft = typeof artifactMode === "number" ? artifactMode : 0;
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://cp");
+    const m = /^\/v1\/sessions\/([^/]+)\/artifacts\/(trajectory|completions)$/.exec(url.pathname);
+    if (req.method !== "PUT" || !m || artifactMode === "missing") {
+      res
+        .writeHead(404, { "content-type": "application/json" })
+        .end('{"error":{"code":"not_found","message":"no route"}}');
+      return;
+    }
+    state.uploadAttempts++;
+    if (req.headers.authorization !== `Bearer ${opts.token}`) {
+      res.writeHead(401).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (failuresLeft > 0) {
+        failuresLeft--;
+        res
+          .writeHead(503, { "content-type": "application/json" })
+          .end('{"error":{"code":"unavailable","message":"try later"}}');
+        return;
+      }
+      const raw = Buffer.concat(chunks);
+      const sessionId = decodeURIComponent(m[1] as string);
+      const key = `${sessionId}/${m[2]}`;
+      state.artifacts.push({
+        session_id: sessionId,
+        kind: m[2] as string,
+        lease_id: url.searchParams.get("lease_id"),
+        authorization: req.headers.authorization,
+        body: JSON.parse(raw.toString("utf8")),
+        key,
+      });
+      res
+        .writeHead(201, { "content-type": "application/json" })
+        .end(
+          JSON.stringify({ key, bytes: raw.length, sha256: createHash("sha256").update(raw).digest("hex") }),
+        );
+    });
+  });
   const wss = new WebSocketServer({ noServer: true });
   const sockets: WebSocket[] = [];
   const listeners = new Set<() => void>();
@@ -65,6 +129,8 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
     received: [] as Received[],
     invalid: [] as string[],
     upgrades: [] as Array<{ url: string; authorization: string | undefined }>,
+    artifacts: [] as StoredArtifact[],
+    uploadAttempts: 0,
     autoAck: opts.autoAck ?? true,
     events: [] as Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>,
   };
