@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayMessage, type ProgressMessage, ResultMessage, WIRE_VERSION } from "../protocol";
+import { type ProgressMessage, ResultMessage, WIRE_VERSION } from "../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway";
 import { bwrapAvailable } from "./runtime/bwrap";
@@ -230,7 +230,7 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
     expect(s.result.trajectory.traces).toHaveLength(1);
     const stored = cp.artifacts.find((x) => x.key === s.completions_ref?.key);
     expect(stored).toMatchObject({ lease_id: small.lease_id, authorization: `Bearer ${TOKEN}` });
-    expect((stored?.body as unknown[]).length).toBe(1);
+    expect(stored?.body).toHaveLength(1);
 
     const b = ResultMessage.parse(await cp.waitFor(isResultOf(big.lease_id)));
     expect(b.result.error).toBeNull();
@@ -308,5 +308,3 @@ describe.skipIf(!bwrapAvailable("bwrap"))("sessions in the bubblewrap sandbox", 
     }
   });
 });
-
-export type { GatewayMessage };
