@@ -38,12 +38,12 @@ describe("auth", () => {
     expect(wrongGet.status).toBe(401);
   });
 
-  it("refuses the gateway token on batches and the trainer token on connect (403)", async () => {
-    expect((await postBatch(batch, TOKENS.gateway)).status).toBe(403);
+  it("refuses the gateway token on batches and the trainer token on connect (401)", async () => {
+    expect((await postBatch(batch, TOKENS.gateway)).status).toBe(401);
     const res = await call("/v1/gateways/connect", {
       headers: { Upgrade: "websocket", Authorization: `Bearer ${TOKENS.trainer}` },
     });
-    expect(res.status).toBe(403);
+    expect(res.status).toBe(401);
     const none = await call("/v1/gateways/connect", { headers: { Upgrade: "websocket" } });
     expect(none.status).toBe(401);
   });

@@ -118,7 +118,8 @@ async function matchesAny(token: string, candidates: (string | undefined)[]): Pr
 /**
  * Checks a request's token for `role` and returns who it is: 503 `not_configured` when the
  * role's secret is unset (and no per-gateway token applies), 401 `unauthorized` when the token is
- * missing or wrong, 403 `forbidden` when it is valid for another role.
+ * missing or wrong — also when it is a valid token of another role (the message says so; the
+ * walking-skeleton contract fixed 401 for a gateway token on trainer routes).
  *
  * @example
  * ```ts
@@ -139,7 +140,7 @@ export async function authorize(
     let ok = false;
     for (const h of hashes) ok = crypto.subtle.timingSafeEqual(presented, fromHex(h)) || ok;
     if (!ok) throw ApiError.unauthorized(`invalid or revoked gateway token for node '${node}'`);
-    if (role !== "gateway") throw ApiError.forbidden(`a gateway token cannot use ${role} routes`);
+    if (role !== "gateway") throw ApiError.unauthorized(`a gateway token cannot use ${role} routes`);
     return { role: "gateway", nodeId: node };
   }
   if (!env[secretName]) {
@@ -153,7 +154,7 @@ export async function authorize(
   const others = (Object.keys(ROLE_SECRET) as Role[])
     .filter((r) => r !== role)
     .map((r) => env[ROLE_SECRET[r]]);
-  if (await matchesAny(token, others)) throw ApiError.forbidden(`this token may not use ${role} routes`);
+  if (await matchesAny(token, others)) throw ApiError.unauthorized(`this is not a ${role} token: it belongs to another role`);
   throw ApiError.unauthorized(`invalid ${role} token`);
 }
 

@@ -353,7 +353,7 @@ describe("artifacts in R2", () => {
         body: "{}",
       },
     );
-    expect(trainerPut.status).toBe(403);
+    expect(trainerPut.status).toBe(401);
     const uploaded = await put("trajectory", a.lease_id, JSON.stringify(full.trajectory));
     expect(uploaded.status).toBe(201);
     const ref = ArtifactRef.parse(await uploaded.json());
@@ -455,7 +455,7 @@ describe("admin, drain, per-gateway tokens, limits", () => {
           headers: { Authorization: `Bearer ${TOKENS.trainer}` },
         })
       ).status,
-    ).toBe(403);
+    ).toBe(401);
     const bad = await asAdmin("/v1/admin/policy_version", { method: "POST", body: "{}" });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^policy_version:/);
@@ -503,7 +503,7 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     const impostor = await connect(queue, token);
     impostor.hello("node-other", 0);
     expect(await impostor.expect("error")).toMatchObject({ code: "node_id_mismatch" });
-    expect((await postBatch({ tasks: [task("t")] }, token)).status).toBe(403);
+    expect((await postBatch({ tasks: [task("t")] }, token)).status).toBe(401);
     const wrong = await call(`/v1/gateways/connect?queue=${queue}`, {
       headers: { Upgrade: "websocket", Authorization: `Bearer gw_node-tok.${"B".repeat(32)}` },
     });
