@@ -56,7 +56,7 @@ export function dockerCreateArgs(
   for (const volume of [...spec.volumes, ...stringList(spec.kwargs.volumes, "runtime.kwargs.volumes")]) {
     args.push("-v", volume);
   }
-  if (spec.workdir) args.push("-w", spec.workdir);
+  // No `-w` here: the workdir usually comes from a prepare step; each `exec` passes its own.
   for (const [k, v] of Object.entries(spec.env)) args.push("-e", `${k}=${v}`);
   args.push(spec.image, "sleep", "infinity");
   return args;
