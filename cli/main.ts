@@ -85,6 +85,22 @@ program
   .option("--json", "print JSON", false)
   .action(async (batchId, opts) => (await import("./commands/status")).runStatus(batchId, opts));
 
+const token = program.command("token").description("Manage access tokens");
+token
+  .command("create")
+  .description("Print a fresh token and what to set")
+  .requiredOption("--role <role>", "trainer | gateway | admin")
+  .option("--node-id <id>", "per-gateway token for this node (role gateway)")
+  .option("--register", "register the per-gateway token's hash (needs POLAR_ADMIN_TOKEN)", false)
+  .option("--url <url>", "control plane URL (or POLAR_URL)")
+  .action(async (opts) => (await import("./commands/token")).runTokenCreate(opts));
+
+program
+  .command("deploy")
+  .description("Deploy the control plane with wrangler (needs a Cloudflare login)")
+  .option("--dry-run", "only bundle and check", false)
+  .action(async (opts) => (await import("./commands/deploy")).runDeploy(opts));
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
