@@ -34,7 +34,7 @@ const isInside = (child: string, parent: string) => {
 };
 
 /**
- * The full argv that runs `command` with `bash -lc` inside the sandbox.
+ * The full argv that runs `command` with `bash -c` inside the sandbox.
  *
  * @example
  * ```ts
@@ -90,12 +90,12 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
         SANDBOX_PROXY_SOCKET,
         String(plan.bridge.proxyPort),
         "bash",
-        "-lc",
+        "-c",
         command,
       ];
     }
   }
-  return [...args, "--", "bash", "-lc", command];
+  return [...args, "--", "bash", "-c", command];
 }
 
 let probed: Map<string, boolean> | null = null;

@@ -3,6 +3,9 @@
  * installed every command runs inside it (see `bwrap.ts`); without it the runtime says so loudly
  * and falls back to plain process isolation (own process group, allow-listed environment).
  *
+ * Commands run with `bash -c`, not a login shell: Debian's /etc/profile resets PATH, which would
+ * drop the allow-listed PATH of the gateway (where the agent CLIs are installed).
+ *
  * Layout: `<workRoot>/sessions/<name>/{workspace,logs,home,artifacts}`; commands see the same paths.
  *
  * @module
@@ -147,7 +150,7 @@ export class LocalRuntime implements Runtime {
           },
           command,
         )
-      : ["bash", "-lc", command];
+      : ["bash", "-c", command];
     return runProcess(argv, {
       env: { ...this.spec.env, ...opts.env },
       cwd,
