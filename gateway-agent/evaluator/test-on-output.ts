@@ -9,8 +9,10 @@
  *
  * @module
  */
+import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { SessionFailure } from "../errors";
+import type { Runtime } from "../runtime/types";
 import { applyPatch, extractPatch, parseTestStatusLines, patchConfig } from "./patch";
 import type { EvalContext, Evaluator } from "./types";
 
@@ -45,6 +47,13 @@ export function secondsOf(config: Record<string, unknown>, key: string, d: numbe
   return v * 1000;
 }
 
+/** `p` as seen in `to` when it lies inside `from`'s session folder; else unchanged. */
+export function samePlaceIn(from: Runtime, to: Runtime, p: string): string {
+  const rel = path.posix.relative(from.sessionPath, p);
+  if (rel.startsWith("..") || path.posix.isAbsolute(rel)) return p;
+  return rel ? path.posix.join(to.sessionPath, rel) : to.sessionPath;
+}
+
 /** Extracts and (in a fresh runtime) applies the agent's patch; null reward means "go on". */
 export async function extractAndApply(ctx: EvalContext, cfgDefaults: Record<string, unknown>) {
   const runtime = ctx.runtime;
@@ -61,19 +70,17 @@ export async function extractAndApply(ctx: EvalContext, cfgDefaults: Record<stri
   };
   if (report.empty_generation) return { cfg, env, grading: null, report };
   const grading = ctx.evalRuntime ?? runtime;
+  // A repo inside the agent's session folder is at the same place in the fresh runtime's
+  // (containers mount both at /polar/session; local runtimes have one folder each).
+  const gradingCfg = { ...cfg, repoDir: samePlaceIn(runtime, grading, cfg.repoDir) };
   if (ctx.evalRuntime) {
-    const applied = await applyPatch(
-      ctx.evalRuntime,
-      patch,
-      cfg,
-      { ...ctx.evalRuntime.baseEnv(), ...ctx.env },
-      ctx.signal,
-    );
+    const evalEnv = { ...ctx.evalRuntime.baseEnv(), ...ctx.env };
+    const applied = await applyPatch(ctx.evalRuntime, patch, gradingCfg, evalEnv, ctx.signal);
     report.failed_apply_patch = !applied.applied;
     report.apply_method = applied.method;
-    if (!applied.applied) return { cfg, env, grading: null, report };
+    if (!applied.applied) return { cfg: gradingCfg, env, grading: null, report };
   }
-  return { cfg, env: { ...grading.baseEnv(), ...ctx.env }, grading, report };
+  return { cfg: gradingCfg, env: { ...grading.baseEnv(), ...ctx.env }, grading, report };
 }
 
 /**
