@@ -31,8 +31,8 @@ export interface GatewayOptions {
   token: string;
   /** Queue to pull from; default `default`. */
   queue?: string;
-  /** Inference engine kind. */
-  engine: "sglang-openai";
+  /** Inference engine kind (a proxy engine name, e.g. `sglang-openai`). */
+  engine: Parameters<typeof startProxy>[0]["engine"];
   /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
   engineUrl: string;
   /** More engine replicas (data-parallel servers), when the proxy supports several. */

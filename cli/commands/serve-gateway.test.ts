@@ -1,0 +1,217 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
+import { ASK, isResultOf, makeAssign } from "../../gateway-agent/testing/session-fixtures";
+import { loadTopology, parseTopology } from "../../gateway-agent/topology";
+import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
+import { UsageError } from "../usage-error";
+import { resolveServeGatewayOptions, startServeGateway } from "./serve-gateway";
+
+const TOKEN = "topology-test-token";
+let scratch: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), "polar-topology-test-"));
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+const minimal = (extra = "") => `
+gateway:
+  control_plane_url: http://127.0.0.1:8787/
+  nodes:
+    - id: gpu-0
+      model_served: Qwen/Qwen3-8B
+      inference: { engine: sglang, base_url: "http://127.0.0.1:30000" }${extra}
+`;
+
+describe("topology.yaml", () => {
+  it("maps upstream keys onto the gateway's options", async () => {
+    const text = `
+rollout: { host: 0.0.0.0, port: 8080, public_url: "http://cp.internal:8080" }
+gateway:
+  heartbeat_interval_seconds: 30
+  completion_persistence: { enabled: true, max_field_bytes: 1048576, queue_size: 1024 }
+  nodes:
+    - id: a
+      host: 127.0.0.1
+      port: 8100
+      model_served: M
+      inference: { engine: sglang, base_url: "http://127.0.0.1:8000" }
+      max_init_workers: 8
+      max_run_workers: 3
+      max_postrun_workers: 5
+      default_runtime: { backend: docker, image: "img:1" }
+    - id: b
+      model_served: M
+      inference: { engine: vllm, base_url: "http://127.0.0.1:8001" }
+`;
+    expect(parseTopology(text, "t.yaml").gateway.nodes).toHaveLength(2);
+    const file = path.join(scratch, "upstream.yaml");
+    await writeFile(file, text);
+    const a = resolveServeGatewayOptions({ config: file, nodeId: "a" }, TOKEN);
+    expect(a).toMatchObject({
+      controlPlaneUrl: "http://cp.internal:8080", // rollout.public_url, as upstream's rollout_server_url default
+      nodeId: "a",
+      engine: "sglang-openai", // upstream 'sglang'
+      engineUrl: "http://127.0.0.1:8000",
+      model: "M",
+      maxInit: 8,
+      maxRun: 3,
+      maxPostrun: 5,
+      http: { host: "127.0.0.1", port: 8100 },
+      defaultRuntime: { backend: "docker", image: "img:1", allow_internet: true },
+    });
+    // The flags-only form still names what is missing.
+    expect(() => resolveServeGatewayOptions({}, TOKEN)).toThrow(/--control-plane is required/);
+    expect(
+      resolveServeGatewayOptions(
+        { controlPlane: "http://x:1", nodeId: "n", engineUrl: "http://e:1", model: "m" },
+        TOKEN,
+      ),
+    ).toMatchObject({ controlPlaneUrl: "http://x:1", engine: "sglang-openai" });
+  });
+
+  it("rejects unknown keys, bad values, duplicate ids and unset variables, naming the key", () => {
+    expect(() => parseTopology(minimal("\n      max_run_wrokers: 2"), "t.yaml")).toThrow(
+      /t\.yaml: gateway\.nodes\[0\]: .*'max_run_wrokers'/,
+    );
+    expect(() => parseTopology(minimal("\n      max_run_workers: 0"), "t.yaml")).toThrow(
+      /gateway\.nodes\[0\]\.max_run_workers/,
+    );
+    expect(() => parseTopology(minimal().replace("http://127.0.0.1:30000", "ftp://x"), "t.yaml")).toThrow(
+      /gateway\.nodes\[0\]\.inference\.base_url: must be an http\(s\) URL/,
+    );
+    expect(() =>
+      parseTopology(
+        `${minimal()}    - id: gpu-0\n      model_served: M\n      inference: { base_url: "http://e:1" }\n`,
+        "t.yaml",
+      ),
+    ).toThrow(/gateway\.nodes\[1\]\.id: duplicate node id 'gpu-0'/);
+    expect(() =>
+      parseTopology(minimal().replace("http://127.0.0.1:8787/", `\${NO_SUCH_VAR_POLAR}`), "t.yaml", {}),
+    ).toThrow(/gateway\.control_plane_url: environment variable NO_SUCH_VAR_POLAR is not set/);
+    expect(() => parseTopology("gateway: [", "t.yaml")).toThrow(/t\.yaml: not valid YAML/);
+  });
+
+  it("chooses the node by --node-id (required with several), lets flags override, names bad choices", async () => {
+    const file = path.join(scratch, "two.yaml");
+    await writeFile(
+      file,
+      `${minimal()}    - id: gpu-1\n      model_served: M2\n      inference: { engine: vllm, base_url: "http://127.0.0.1:30001" }\n`,
+    );
+    expect(() => resolveServeGatewayOptions({ config: file }, TOKEN)).toThrow(
+      /2 nodes: choose one with --node-id/,
+    );
+    expect(() => resolveServeGatewayOptions({ config: file, nodeId: "gpu-9" }, TOKEN)).toThrow(
+      /--node-id: 'gpu-9' is not in/,
+    );
+    const one = resolveServeGatewayOptions({ config: file, nodeId: "gpu-1", maxRun: 7 }, TOKEN);
+    expect(one).toMatchObject({
+      controlPlaneUrl: "http://127.0.0.1:8787",
+      nodeId: "gpu-1",
+      engine: "vllm",
+      engineUrl: "http://127.0.0.1:30001",
+      model: "M2",
+      maxRun: 7,
+      maxInit: 4,
+    });
+    const bad = path.join(scratch, "bad-engine.yaml");
+    await writeFile(bad, minimal().replace("engine: sglang", "engine: tgi"));
+    expect(() => resolveServeGatewayOptions({ config: bad }, TOKEN)).toThrow(UsageError);
+    expect(() => resolveServeGatewayOptions({ config: bad }, TOKEN)).toThrow(/inference\.engine.*'tgi'/);
+    expect(() => resolveServeGatewayOptions({ config: path.join(scratch, "missing.yaml") }, TOKEN)).toThrow(
+      /-c: cannot read/,
+    );
+  });
+
+  it("the example topology parses", () => {
+    const t = loadTopology(path.join(import.meta.dirname, "..", "..", "examples", "topology.yaml"), {
+      POLAR_URL: "http://127.0.0.1:8787",
+    });
+    expect(t.gateway.nodes[0]).toMatchObject({ id: "gpu-0", max_run_workers: 4 });
+  });
+});
+
+describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000 }, () => {
+  let engine: FixtureEngine;
+  beforeAll(async () => {
+    engine = await startFixtureEngine({ model: "Qwen/Qwen3-8B" });
+  });
+  afterAll(async () => {
+    await engine.close();
+  });
+
+  it("runs from a topology file and serves /health and Prometheus /metrics", async () => {
+    const cp = await startFakeControlPlane({ token: TOKEN });
+    const file = path.join(scratch, "run.yaml");
+    await writeFile(
+      file,
+      `gateway:
+  control_plane_url: \${TEST_CP_URL}
+  work_root: ${JSON.stringify(path.join(scratch, "work"))}
+  runtimes: { local: { sandbox: never } }
+  nodes:
+    - id: topo-node
+      host: 127.0.0.1
+      port: 0
+      model_served: Qwen/Qwen3-8B
+      inference: { engine: sglang, base_url: "${engine.url}" }
+      max_init_workers: 2
+      max_run_workers: 1
+      max_postrun_workers: 1
+`,
+    );
+    process.env.POLAR_GATEWAY_TOKEN = TOKEN;
+    process.env.TEST_CP_URL = cp.url;
+    const lines: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array) => {
+      lines.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    let gateway: Awaited<ReturnType<typeof startServeGateway>> | null = null;
+    try {
+      gateway = await startServeGateway({ config: file }, { installSignalHandlers: false });
+      const hello = await cp.waitFor((m) => m.type === "hello");
+      expect(hello).toMatchObject({
+        node_id: "topo-node",
+        capacity: { max_init: 2, max_run: 1, max_postrun: 1 },
+        credit: 3,
+      });
+      const a = makeAssign({ command: ASK });
+      cp.send(a);
+      expect((await cp.waitFor(isResultOf(a.lease_id))).result.status).toBe("COMPLETED");
+
+      const health = await (await fetch(`${gateway.httpUrl}/health`)).json();
+      expect(health).toMatchObject({ status: "ok", node_id: "topo-node", connected: true, run_inflight: 0 });
+      const res = await fetch(`${gateway.httpUrl}/metrics`);
+      expect(res.headers.get("content-type")).toContain("text/plain");
+      const text = await res.text();
+      expect(text).toContain('polar_gateway_stage_sessions{stage="ready",node_id="topo-node"} 0');
+      expect(text).toContain('polar_gateway_results_total{status="COMPLETED",node_id="topo-node"} 1');
+      expect(text).toContain("polar_gateway_run_start_seconds_count");
+      expect(text).toContain('polar_gateway_connected{node_id="topo-node"} 1');
+      expect((await fetch(`${gateway.httpUrl}/nope`)).status).toBe(404);
+    } finally {
+      process.stderr.write = write;
+      await gateway?.stop();
+      await cp.close();
+      delete process.env.TEST_CP_URL;
+      delete process.env.POLAR_GATEWAY_TOKEN;
+    }
+    const logs = lines
+      .join("")
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    expect(logs.find((l) => l.msg === "gateway started")).toMatchObject({
+      level: "info",
+      node_id: "topo-node",
+      component: "gateway",
+    });
+  });
+});
