@@ -85,6 +85,19 @@ program
   .option("--json", "print JSON", false)
   .action(async (batchId, opts) => (await import("./commands/status")).runStatus(batchId, opts));
 
+program
+  .command("proxy")
+  .description("Run the recording proxy standalone (sessions via POST /sessions with POLAR_ADMIN_TOKEN)")
+  .requiredOption("--engine <name>", "sglang-openai | vllm")
+  .option("--engine-url <urls>", "engine URL(s), comma-separated")
+  .option("--router-url <url>", "SGLang router to discover workers from (GET /workers)")
+  .requiredOption("--model <name>", "model name the engine serves")
+  .option("--port <n>", "port to listen on (0 = any)", port, 4000)
+  .option("--host <host>", "address to bind", "127.0.0.1")
+  .option("--tokenizer-path <dir>", "tokenizer folder for exact count_tokens")
+  .option("--capture-dir <dir>", "persist each session's records under DIR/<session id>/")
+  .action(async (opts) => (await import("./commands/proxy")).runProxy(opts));
+
 const token = program.command("token").description("Manage access tokens");
 token
   .command("create")
