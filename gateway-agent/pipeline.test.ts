@@ -14,7 +14,7 @@ import {
   type FakeControlPlaneOptions,
   startFakeControlPlane,
 } from "./testing/fake-control-plane";
-import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
+import { ASK, ASK_SCRIPT, isResultOf, makeAssign } from "./testing/session-fixtures";
 
 const TOKEN = "test-gateway-token";
 const MODEL = "Qwen/Qwen3-8B";
@@ -216,6 +216,33 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
 
 /** Reads the instruction from its file (any size) and asks the model once. */
 const ASK_FILE = `node --input-type=module -e 'const fs = await import("node:fs"); const q = fs.readFileSync(process.env.POLAR_INSTRUCTION_FILE, "utf8"); const r = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {method: "POST", headers: {authorization: "Bearer " + process.env.OPENAI_API_KEY, "content-type": "application/json"}, body: JSON.stringify({model: "m", messages: [{role: "user", content: q}]})}); if (!r.ok) process.exit(2);'`;
+
+describe("custom modules by path", { timeout: 60_000 }, () => {
+  it("runs a custom harness in a custom runtime backend", async () => {
+    const { cp, gateway } = await start({ keepWorkspaces: true });
+    const modules = path.join(import.meta.dirname, "testing", "modules");
+    const a = makeAssign({
+      command: "",
+      agent: {
+        import_path: `${modules}/custom-harness.mjs:plan`,
+        settings: { then: ASK },
+        env: { ASK_SCRIPT },
+      },
+      runtime: { import_path: `${modules}/custom-runtime.mjs:create`, kwargs: { flavour: "vanilla" } },
+    });
+    cp.send(a);
+    const { result } = await cp.waitFor(isResultOf(a.lease_id));
+    expect(result.error).toBeNull();
+    expect(result.reward).toBe(1);
+    const dir = path.join(gateway.workRoot, "sessions", a.session.session_id);
+    const { readFile } = await import("node:fs/promises");
+    expect(await readFile(path.join(dir, "commands.log"), "utf8")).toMatch(
+      /^start vanilla\ncat "\$HOME\/custom.json"/,
+    );
+    expect(await readFile(path.join(dir, "home", "custom.json"), "utf8")).toBe(`{"model":"${MODEL}"}`);
+    expect(result.trajectory.traces).toHaveLength(1); // the plan's command reached the proxy
+  });
+});
 
 describe("artifact uploads", { timeout: 60_000 }, () => {
   it("uploads completion records, and a large trajectory by reference with empty inline traces", async () => {
