@@ -225,7 +225,7 @@ describe("custom modules by path", { timeout: 60_000 }, () => {
       command: "",
       agent: {
         import_path: `${modules}/custom-harness.mjs:plan`,
-        settings: { then: ASK },
+        settings: { after: ASK },
         env: { ASK_SCRIPT },
       },
       runtime: { import_path: `${modules}/custom-runtime.mjs:create`, kwargs: { flavour: "vanilla" } },

@@ -8,7 +8,7 @@ export function plan(ctx) {
     env: { CUSTOM_FLAVOUR: "mint" },
     steps: [
       {
-        command: `cat "$HOME/custom.json"; echo " $CUSTOM_FLAVOUR"; ${ctx.session.agent.settings.then ?? "true"}`,
+        command: `cat "$HOME/custom.json"; echo " $CUSTOM_FLAVOUR"; ${ctx.session.agent.settings.after ?? "true"}`,
       },
     ],
     postprocess: [],
