@@ -42,17 +42,25 @@ program
   .command("serve_gateway")
   .alias("serve-gateway")
   .description("Run a gateway agent: dial out to the control plane, run sessions, proxy model calls")
-  .requiredOption("--control-plane <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL)
-  .requiredOption("--node-id <id>", "this node's id", process.env.POLAR_GATEWAY_NODE_ID)
-  .option("--queue <name>", "queue to pull sessions from", "default")
-  .option("--engine <name>", "inference engine API: sglang-openai", "sglang-openai")
-  .requiredOption("--engine-url <url>", "inference server base URL")
-  .requiredOption("--model <name>", "model name served by the engine")
-  .option("--max-init <n>", "INIT workers", positiveInt("--max-init"), 2)
-  .option("--max-run <n>", "RUN workers", positiveInt("--max-run"), 2)
-  .option("--max-postrun <n>", "POST_RUN workers", positiveInt("--max-postrun"), 2)
-  .option("--work-root <dir>", "folder for session workspaces (default: a temporary folder)")
-  .option("--keep-workspaces", "keep session folders after they finish", false)
+  .option("-c, --config <file>", "topology.yaml (flags given as well override it)")
+  .option("--control-plane <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL)
+  .option(
+    "--node-id <id>",
+    "this node's id (required when the topology has several nodes)",
+    process.env.POLAR_GATEWAY_NODE_ID,
+  )
+  .option("--queue <name>", "queue to pull sessions from")
+  .option("--engine <name>", "inference engine API: sglang-openai | vllm (topology: sglang)")
+  .option("--engine-url <url>", "inference server base URL")
+  .option("--model <name>", "model name served by the engine")
+  .option("--max-init <n>", "INIT workers", positiveInt("--max-init"))
+  .option("--max-run <n>", "RUN workers", positiveInt("--max-run"))
+  .option("--max-postrun <n>", "POST_RUN workers", positiveInt("--max-postrun"))
+  .option("--work-root <dir>", "folder for session workspaces and the result journal")
+  .option("--keep-workspaces", "keep session folders after they finish")
+  .option("--http-port <n>", "serve /health and /metrics on this port (0 = any)", port)
+  .option("--http-host <host>", "address for /health and /metrics", "127.0.0.1")
+  .option("--log-format <format>", "json | text (default: json with -c)")
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program
