@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { type AgentOutcome, type AgentStep, decideAgentStep } from "./agent-policy";
 
 /** Probability that an arithmetic answer is wrong (at temperature > 0). */
 export const WRONG_ANSWER_PROBABILITY = 0.25;
@@ -23,10 +24,12 @@ export const SELF_CORRECTION_PROBABILITY = 0.5;
 export interface PolicyAnswer {
   /** The assistant text to emit (may start with a `<think>` block; no end-of-turn token). */
   text: string;
-  kind: "arithmetic" | "tool_call" | "tool_result" | "recheck" | "generic";
+  kind: "arithmetic" | "tool_call" | "tool_result" | "recheck" | "generic" | "agent_step" | "agent_final";
   /** For arithmetic answers: the correct result and whether the emitted one is correct. */
   expected?: string;
   correct?: boolean;
+  /** For agent steps: what the session does to the bug, and which step this is. */
+  agent?: { outcome: AgentOutcome; action: AgentStep["action"] };
 }
 
 /** Inputs of {@link decideAnswer}. */
@@ -73,8 +76,15 @@ export function hash32(text: string): number {
   return h >>> 0;
 }
 
-/** mulberry32: a small deterministic PRNG giving floats in [0, 1). */
-function prng(seed: number): () => number {
+/**
+ * mulberry32: a small deterministic PRNG giving floats in [0, 1).
+ *
+ * @example
+ * ```ts
+ * const random = prng(hash32("seed")); random(); // e.g. 0.4172
+ * ```
+ */
+export function prng(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -245,6 +255,17 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
   const lastUser = userTurns.at(-1)?.content ?? "";
   // "Reply with just the number." is honoured: the answer after the think block is the bare result.
   const terse = /\b(just|only) (the|a) (number|result|answer)\b/i.test(lastUser);
+
+  // A coding task with tools to act through: the scripted agent takes over.
+  const step = decideAgentStep({
+    seed: input.seed,
+    routingKey: input.routingKey,
+    prompt: input.prompt,
+    greedy,
+    say: (reasoning, answer) => withThinking(thinking, reasoning, answer),
+  });
+  if (step)
+    return { text: step.text, kind: step.kind, agent: { outcome: step.outcome, action: step.action } };
 
   // A tool result: answer the original question with it.
   if (lastUser.trimStart().startsWith("<tool_response>")) {

@@ -1,0 +1,349 @@
+/**
+ * The scripted agent policy driven through each real harness's tool vocabulary: every turn the
+ * conversation is rendered with the real Qwen3 template, the policy answers, its `<tool_call>` is
+ * parsed with the sim's own qwen25 parser and run for real (bash, files) on a copy of the
+ * calculator example; the bug-fix outcome is then checked by running the example's tests.
+ */
+import { spawnSync } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type ChatMessage,
+  type ChatTokenizer,
+  loadChatTokenizer,
+  sglangToolDumps,
+} from "../tokenizer/chat-tokenizer";
+import {
+  agentOutcome,
+  findArithmeticBug,
+  GROUP_OUTCOMES,
+  MAX_AGENT_STEPS,
+  stripReadDecorations,
+} from "./agent-policy";
+import { parseOfferedTools, toolboxOf } from "./agent-tools";
+import { parseToolCalls, separateReasoning } from "./output-parsers";
+import { decideAnswer } from "./policy";
+
+const REPO = resolve(import.meta.dirname, "../examples/calculator/repo");
+const INSTRUCTION =
+  "The tests in test_calculator.js fail. Find and fix the bug in calculator.js. Run the tests with `node test_calculator.js`.";
+
+type Props = Record<string, { type: string; items?: unknown }>;
+const fn = (name: string, properties: Props, required = Object.keys(properties)) => ({
+  type: "function" as const,
+  function: { name, description: `${name} tool`, parameters: { type: "object", properties, required } },
+});
+const s = { type: "string" };
+
+/** A file system + shell the tools act on, and how each harness formats what it returns. */
+interface Ops {
+  sh(cmd: string): string;
+  read(path: string): string;
+  write(path: string, content: string): string;
+  edit(path: string, old: string, neu: string): string;
+}
+interface Vocabulary {
+  tools: ReturnType<typeof fn>[];
+  run(ops: Ops, name: string, a: Record<string, unknown>): string;
+  systemPrompt(cwd: string): string;
+}
+
+const str = (v: unknown) => String(v);
+const VOCABULARIES: Record<string, Vocabulary> = {
+  claude_code: {
+    tools: [
+      fn("Bash", { command: s, description: s, timeout: { type: "number" } }, ["command"]),
+      fn("Read", { file_path: s, offset: { type: "number" }, limit: { type: "number" } }, ["file_path"]),
+      fn("Write", { file_path: s, content: s }),
+      fn("Edit", { file_path: s, old_string: s, new_string: s, replace_all: { type: "boolean" } }, [
+        "file_path",
+        "old_string",
+        "new_string",
+      ]),
+    ],
+    run: (o, n, a) =>
+      n === "Bash"
+        ? o.sh(str(a.command))
+        : n === "Read"
+          ? o
+              .read(str(a.file_path))
+              .split("\n")
+              .map((l, i) => `${String(i + 1).padStart(6)}\t${l}`)
+              .join("\n")
+          : n === "Write"
+            ? o.write(str(a.file_path), str(a.content))
+            : o.edit(str(a.file_path), str(a.old_string), str(a.new_string)),
+    systemPrompt: (cwd) => `You are Claude Code.\n<env>\nWorking directory: ${cwd}\n</env>`,
+  },
+  qwen_code: {
+    tools: [
+      fn("read_file", { absolute_path: s, offset: { type: "number" } }, ["absolute_path"]),
+      fn("list_directory", { path: s }),
+      fn("run_shell_command", { command: s, description: s, is_background: { type: "boolean" } }, [
+        "command",
+        "is_background",
+      ]),
+      fn("write_file", { file_path: s, content: s }),
+      fn("edit", { file_path: s, old_string: s, new_string: s }),
+    ],
+    run: (o, n, a) => {
+      if (n === "run_shell_command") {
+        if (typeof a.is_background !== "boolean") return "Error: is_background is required";
+        return `Command: ${a.command}\nStdout: ${o.sh(str(a.command))}\nExit Code: 0`;
+      }
+      if (n === "read_file") return o.read(str(a.absolute_path));
+      if (n === "write_file") return o.write(str(a.file_path), str(a.content));
+      if (n === "edit") return o.edit(str(a.file_path), str(a.old_string), str(a.new_string));
+      return "Error: unexpected tool";
+    },
+    systemPrompt: (cwd) => `I'm currently working in the directory: ${cwd}`,
+  },
+  codex: {
+    tools: [fn("exec_command", { cmd: s, workdir: s, yield_time_ms: { type: "number" } }, ["cmd"])],
+    run: (o, _n, a) => `Process exited with code 0\nOutput:\n${o.sh(str(a.cmd))}`,
+    systemPrompt: (cwd) => `<environment_context>\n  <cwd>${cwd}</cwd>\n</environment_context>`,
+  },
+  opencode: {
+    tools: [
+      fn("bash", { command: s, description: s }),
+      fn("read", { filePath: s }),
+      fn("write", { filePath: s, content: s }),
+      fn("edit", { filePath: s, oldString: s, newString: s }),
+    ],
+    run: (o, n, a) =>
+      n === "bash"
+        ? o.sh(str(a.command))
+        : n === "read"
+          ? `<file>\n${o
+              .read(str(a.filePath))
+              .split("\n")
+              .map((l, i) => `${String(i + 1).padStart(5, "0")}| ${l}`)
+              .join("\n")}\n</file>`
+          : n === "write"
+            ? o.write(str(a.filePath), str(a.content))
+            : o.edit(str(a.filePath), str(a.oldString), str(a.newString)),
+    systemPrompt: (cwd) => `Working directory: ${cwd}`,
+  },
+  pi: {
+    tools: [
+      fn("read", { path: s }),
+      fn("bash", { command: s }),
+      fn("edit", {
+        path: s,
+        edits: { type: "array", items: { type: "object", properties: { oldText: s, newText: s } } },
+      }),
+      fn("write", { path: s, content: s }),
+    ],
+    run: (o, n, a) => {
+      if (n === "read") return o.read(str(a.path));
+      if (n === "bash") return o.sh(str(a.command));
+      if (n === "write") return o.write(str(a.path), str(a.content));
+      const edits = a.edits as Array<{ oldText: string; newText: string }>;
+      return edits.map((e) => o.edit(str(a.path), e.oldText, e.newText)).join("\n");
+    },
+    systemPrompt: (cwd) => `Current working directory: ${cwd}`,
+  },
+  codex_argv_shell: {
+    tools: [fn("shell", { command: { type: "array", items: s } })],
+    run: (o, _n, a) => {
+      const argv = a.command as string[];
+      return o.sh(argv.at(-1)!);
+    },
+    systemPrompt: () => "You are a coding agent.",
+  },
+  generic_execute: {
+    tools: [fn("execute", { command: s })],
+    run: (o, _n, a) => o.sh(str(a.command)),
+    systemPrompt: () => "You are a coding agent.",
+  },
+};
+
+let tok: ChatTokenizer;
+const roots: string[] = [];
+beforeAll(async () => {
+  tok = await loadChatTokenizer();
+});
+afterAll(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+function workspace(): string {
+  const root = mkdtempSync(join(tmpdir(), "sim-agent-"));
+  roots.push(root);
+  cpSync(REPO, root, { recursive: true });
+  return root;
+}
+
+function opsIn(cwd: string): Ops {
+  const p = (f: string) => resolve(cwd, f);
+  return {
+    sh: (cmd) => {
+      const r = spawnSync("bash", ["-c", cmd], { cwd, encoding: "utf8" });
+      return `${r.stdout}${r.stderr}${r.status ? `[exit code ${r.status}]` : ""}`;
+    },
+    read: (f) => readFileSync(p(f), "utf8"),
+    write: (f, c) => {
+      writeFileSync(p(f), c);
+      return "ok";
+    },
+    edit: (f, o, n) => {
+      const text = readFileSync(p(f), "utf8");
+      if (text.split(o).length !== 2) return "Error: old text not found exactly once";
+      writeFileSync(
+        p(f),
+        text.replace(o, () => n),
+      );
+      return "The file has been updated.";
+    },
+  };
+}
+
+/** Runs the agent loop for one session; returns the turns it took and the final message. */
+function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0) {
+  const messages: ChatMessage[] = [
+    { role: "system", content: vocab.systemPrompt(cwd) },
+    { role: "user", content: INSTRUCTION },
+  ];
+  const names = vocab.tools.map((t) => t.function.name);
+  const ops = opsIn(cwd);
+  const actions: string[] = [];
+  for (let turn = 1; turn <= MAX_AGENT_STEPS + 1; turn++) {
+    const prompt = tok.render(messages, { tools: sglangToolDumps(vocab.tools), addGenerationPrompt: true });
+    const answer = decideAnswer({ seed, routingKey, prompt });
+    const { reasoning, text } = separateReasoning(answer.text);
+    const { normal, calls } = parseToolCalls(text, names);
+    if (calls.length === 0) {
+      expect(answer.kind).toBe("agent_final");
+      return { turns: turn, final: text, actions, outcome: answer.agent!.outcome };
+    }
+    actions.push(answer.agent!.action);
+    messages.push({
+      role: "assistant",
+      content: normal,
+      ...(reasoning ? { reasoning_content: reasoning } : {}),
+      tool_calls: calls.map((c, i) => ({ id: `c${turn}_${i}`, type: "function", function: c })),
+    } as ChatMessage);
+    for (const [i, c] of calls.entries()) {
+      const result = vocab.run(ops, c.name, JSON.parse(c.arguments) as Record<string, unknown>);
+      messages.push({ role: "tool", tool_call_id: `c${turn}_${i}`, content: result } as ChatMessage);
+    }
+  }
+  throw new Error(`no final answer within ${MAX_AGENT_STEPS + 1} turns`);
+}
+
+const testsPass = (cwd: string) =>
+  spawnSync("node", ["test_calculator.js"], { cwd, encoding: "utf8" }).stdout.includes("4 passed, 0 failed");
+
+describe("tool vocabularies", () => {
+  it("maps each harness's tools to roles and argument names", () => {
+    const box = (v: string) =>
+      toolboxOf(
+        parseOfferedTools(
+          tok.render([{ role: "user", content: "x" }], { tools: sglangToolDumps(VOCABULARIES[v]!.tools) }),
+        ),
+      );
+    expect(box("claude_code")).toMatchObject({
+      shell: { main: "command" },
+      read: { main: "file_path" },
+      write: { main: "file_path", second: "content" },
+      edit: { main: "file_path", second: "old_string", third: "new_string" },
+    });
+    expect(box("qwen_code")).toMatchObject({
+      shell: { main: "command" },
+      read: { main: "absolute_path" },
+      list: { main: "path" },
+    });
+    expect(box("codex")).toEqual({ shell: expect.objectContaining({ main: "cmd" }) });
+    expect(box("opencode").edit).toMatchObject({ main: "filePath", second: "oldString", third: "newString" });
+    expect(box("pi").edit).toMatchObject({
+      main: "path",
+      editsArray: { property: "edits", old: "oldText", new: "newText" },
+    });
+    expect(box("codex_argv_shell").shell).toMatchObject({ main: "command", argv: true });
+  });
+});
+
+describe("the agent fixes, breaks or leaves the calculator through every vocabulary", () => {
+  for (const [name, vocab] of Object.entries(VOCABULARIES)) {
+    it(`${name}: outcome per session is what the files show; bounded turns`, () => {
+      const seen = new Set<string>();
+      for (const sample of [0, 1, 2, 3]) {
+        const cwd = workspace();
+        const before = readFileSync(join(cwd, "calculator.js"), "utf8");
+        const r = runSession(vocab, cwd, `grp-${name}.0.${sample}`);
+        seen.add(r.outcome);
+        expect(r.turns).toBeLessThanOrEqual(MAX_AGENT_STEPS + 1);
+        const after = readFileSync(join(cwd, "calculator.js"), "utf8");
+        if (r.outcome === "fix") expect(testsPass(cwd), `${name} sample ${sample}: ${r.final}`).toBe(true);
+        if (r.outcome === "wrong") {
+          expect(after).not.toBe(before);
+          expect(testsPass(cwd)).toBe(false);
+        }
+        if (r.outcome === "none") expect(after).toBe(before);
+        expect(r.actions).toContain(r.outcome === "none" ? "read" : "edit");
+        if (r.actions.includes("test")) expect(r.final).toMatch(/pass|fail/);
+      }
+      expect([...seen].sort()).toEqual(["fix", "none", "wrong"]);
+    });
+  }
+});
+
+describe("draws", () => {
+  it("a group of four gets two fixes, one wrong edit and one non-edit, for any seed and group", () => {
+    for (const seed of [0, 1, 7]) {
+      for (const group of ["b_1.0", "b_2.3", "x"]) {
+        const outcomes = [0, 1, 2, 3].map((i) => agentOutcome(seed, `${group}.${i}`, false));
+        expect(outcomes.slice().sort()).toEqual([...GROUP_OUTCOMES].sort());
+        expect([0, 1, 2, 3].map((i) => agentOutcome(seed, `${group}.${i}`, false))).toEqual(outcomes);
+      }
+    }
+    expect(agentOutcome(3, "b.0.2", true)).toBe("fix");
+    const free = ["a", "b", "c", "d", "e", "f", "g", "h"].map((k) => agentOutcome(0, k, false));
+    expect(new Set(free).size).toBeGreaterThan(1);
+  });
+
+  it("the same seed and key give the same conversation; another seed may differ", () => {
+    const a = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
+    const b = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
+    expect(b).toEqual(a);
+  });
+});
+
+describe("findArithmeticBug", () => {
+  it("finds operator and operand-order bugs in JS functions, arrows and Python", () => {
+    expect(findArithmeticBug("const multiply = (a, b) => a + b;\n", () => 0)).toMatchObject({
+      functionName: "multiply",
+      fixedLine: "const multiply = (a, b) => a * b;",
+      wrongLine: "const multiply = (a, b) => a - b;",
+    });
+    expect(findArithmeticBug("def divide(x, y):\n    return y / x\n")?.fixedLine).toBe("    return x / y");
+    expect(findArithmeticBug(readFileSync(join(REPO, "calculator.js"), "utf8"))).toMatchObject({
+      functionName: "subtract",
+      bugLine: 7,
+      fixedLine: "  return a - b;",
+    });
+    const fixed = readFileSync(join(REPO, "calculator.js"), "utf8").replace(
+      /(subtract\(a, b\) \{\n\s+return a) \+/,
+      "$1 -",
+    );
+    expect(findArithmeticBug(fixed)).toBeUndefined();
+  });
+
+  it("strips read-tool gutters but leaves plain text alone", () => {
+    expect(stripReadDecorations("     1\tfoo\n     2\t  bar")).toBe("foo\n  bar");
+    expect(stripReadDecorations("<file>\n00001| foo\n00002| bar\n</file>")).toBe("foo\nbar");
+    expect(stripReadDecorations("1 apple\nbanana")).toBe("1 apple\nbanana");
+  });
+});
+
+describe("chat prompts without an agent task keep the chat policy", () => {
+  it("a fix request without file or shell tools is not an agent task", () => {
+    const prompt = tok.render([{ role: "user", content: "Please fix the bug in my code" }], {
+      tools: sglangToolDumps([fn("calculator", { expression: s })]),
+      addGenerationPrompt: true,
+    });
+    expect(decideAnswer({ seed: 0, routingKey: "k", prompt }).kind).toBe("generic");
+  });
+});
