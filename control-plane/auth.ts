@@ -154,7 +154,8 @@ export async function authorize(
   const others = (Object.keys(ROLE_SECRET) as Role[])
     .filter((r) => r !== role)
     .map((r) => env[ROLE_SECRET[r]]);
-  if (await matchesAny(token, others)) throw ApiError.unauthorized(`this is not a ${role} token: it belongs to another role`);
+  if (await matchesAny(token, others))
+    throw ApiError.unauthorized(`this is not a ${role} token: it belongs to another role`);
   throw ApiError.unauthorized(`invalid ${role} token`);
 }
 
