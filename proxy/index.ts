@@ -16,10 +16,12 @@ export {
   type SessionOptions,
 } from "./capture";
 export {
+  type ChatEngineName,
   ENGINE_NAMES,
   type EngineAdapter,
   type EngineName,
   engineAdapter,
+  isTokenEngine,
   type NormalizedCompletion,
   VllmStreamAccumulator,
 } from "./engines";
@@ -44,3 +46,11 @@ export {
   type RecordingProxy as Proxy,
   startProxy,
 } from "./server";
+export { ABORT_REQUEST_TIMEOUT_MS, TOKEN_ENGINE_NAME } from "./token-inference";
+export {
+  DEFAULT_CONTEXT_LENGTH,
+  MAX_BRIDGED_SESSIONS,
+  TokenMode,
+  TokenModeConfigError,
+  type TokenModeOptions,
+} from "./token-mode";

@@ -16,11 +16,16 @@ import type { Family, ParsedRequest } from "./families/types";
 import type { InferenceFence } from "./fence";
 import { isObject, randomId } from "./json";
 import type { ReplicaSet } from "./replicas";
+import { serveTokenTurn } from "./token-inference";
+import type { TokenMode } from "./token-mode";
 import { postJson, postStream } from "./upstream";
 
 /** What a call needs from the proxy around it. */
 export interface InferenceDeps {
-  engine: EngineAdapter;
+  /** The chat engine adapter; null in token mode (`sglang`). */
+  engine: EngineAdapter | null;
+  /** Token mode state (engine `sglang`): the proxy renders, bridges and parses itself. */
+  tokenMode: TokenMode | null;
   store: CaptureStore;
   fence: InferenceFence;
   replicas: ReplicaSet;
@@ -93,10 +98,14 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   try {
     const policyVersion = await deps.fence.enter(clientGone.signal);
     admitted = true;
-    const record =
-      call.parsed.stream && deps.engine.streamsWithIds
-        ? await streamReal(deps, call, policyVersion, clientGone.signal)
-        : await serveWhole(deps, call, policyVersion, clientGone.signal);
+    const engine = deps.engine;
+    const record = deps.tokenMode
+      ? await serveTokenTurn(deps, deps.tokenMode, call, policyVersion, clientGone.signal)
+      : !engine
+        ? null
+        : call.parsed.stream && engine.streamsWithIds
+          ? await streamReal(deps, engine, call, policyVersion, clientGone.signal)
+          : await serveWhole(deps, engine, call, policyVersion, clientGone.signal);
     if (record) {
       deps.store.commit(call.session.sessionId, record);
       committed = true;
@@ -108,8 +117,15 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   }
 }
 
-/** Tries replicas in turn; a transport failure moves on to the next one (nothing was sent yet). */
-async function withReplica<T>(
+/**
+ * Tries replicas in turn; a transport failure moves on to the next one (nothing was sent yet).
+ *
+ * @example
+ * ```ts
+ * const { value, url } = await withReplica(deps, sessionId, (base) => postJson(`${base}/generate`, body, {}, { timeoutMs }));
+ * ```
+ */
+export async function withReplica<T>(
   deps: InferenceDeps,
   sessionId: string,
   attempt: (url: string) => Promise<T>,
@@ -134,23 +150,24 @@ async function withReplica<T>(
 
 function buildRecord(
   deps: InferenceDeps,
+  engine: EngineAdapter,
   call: InferenceCall,
   served: JsonObject,
   raw: JsonObject,
   extra: { latency_ms: number; replica: string; policyVersion: string | null; streamed: boolean },
 ): CompletionRecord {
-  const n = deps.engine.normalizeChatResponse(raw);
+  const n = engine.normalizeChatResponse(raw);
   return {
     completion_id: newCompletionId(),
     session_id: call.session.sessionId,
     timestamp: new Date().toISOString(),
     api_type: call.family.api,
-    engine: deps.engine.name,
+    engine: engine.name,
     model_requested: call.parsed.requestedModel,
     model_used: deps.modelServed,
     original_request: call.original,
     request: served,
-    response: deps.engine.recordableResponse(raw),
+    response: engine.recordableResponse(raw),
     prompt_ids: n.prompt_ids,
     response_ids: n.response_ids,
     response_logprobs: n.response_logprobs,
@@ -173,17 +190,18 @@ function buildRecord(
 /** Non-streaming engine call; the reply is JSON or a stream synthesised from the whole answer. */
 async function serveWhole(
   deps: InferenceDeps,
+  engine: EngineAdapter,
   call: InferenceCall,
   policyVersion: string | null,
   signal: AbortSignal,
 ): Promise<CompletionRecord> {
-  const served = deps.engine.buildChatRequest(call.parsed.chat, {
+  const served = engine.buildChatRequest(call.parsed.chat, {
     modelServed: deps.modelServed,
     sessionId: call.session.sessionId,
   });
   const started = performance.now();
   const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
-    postJson(`${base}${deps.engine.chatPath}`, served.body, served.headers, {
+    postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
       timeoutMs: deps.timeoutMs,
       signal,
     }),
@@ -199,20 +217,33 @@ async function serveWhole(
     throw new EngineContractError("(body)", "is not valid JSON");
   }
   if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
-  const record = buildRecord(deps, call, served.body, raw, {
+  const record = buildRecord(deps, engine, call, served.body, raw, {
     latency_ms,
     replica: url,
     policyVersion,
     streamed: false,
   });
-  const completion = deps.engine.clientCompletion(raw);
+  replyWhole(call, engine.clientCompletion(raw));
+  return record;
+}
+
+/**
+ * Answers a complete (internal-form) completion in the harness's family: JSON, or the family's
+ * stream synthesised from the whole answer when the harness asked to stream.
+ *
+ * @example
+ * ```ts
+ * replyWhole(call, { id: "c1", choices: [{ index: 0, message, finish_reason: "stop" }], usage });
+ * ```
+ */
+export function replyWhole(call: InferenceCall, completion: JsonObject): void {
   const { res, family, parsed } = call;
   if (!parsed.stream) {
     const text = JSON.stringify(family.respond(completion, parsed));
     res
       .writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })
       .end(text);
-    return record;
+    return;
   }
   const writer = family.stream(parsed, {
     id: String(completion.id ?? randomId("")),
@@ -222,7 +253,6 @@ async function serveWhole(
   for (const ev of completionDeltas(completion, parsed.reply.wantLogprobs === true)) out += writer.delta(ev);
   out += writer.finish(completion);
   res.writeHead(200, headersOf(writer.contentType)).end(out);
-  return record;
 }
 
 /**
@@ -232,18 +262,19 @@ async function serveWhole(
  */
 async function streamReal(
   deps: InferenceDeps,
+  engine: EngineAdapter,
   call: InferenceCall,
   policyVersion: string | null,
   signal: AbortSignal,
 ): Promise<CompletionRecord | null> {
-  const served = deps.engine.buildChatRequest(call.parsed.chat, {
+  const served = engine.buildChatRequest(call.parsed.chat, {
     modelServed: deps.modelServed,
     sessionId: call.session.sessionId,
     stream: true,
   });
   const started = performance.now();
   const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
-    postStream(`${base}${deps.engine.chatPath}`, served.body, served.headers, {
+    postStream(`${base}${engine.chatPath}`, served.body, served.headers, {
       timeoutMs: deps.timeoutMs,
       signal,
     }),
@@ -272,7 +303,7 @@ async function streamReal(
       if (out) res.write(out);
     }
     const raw = acc.result();
-    const record = buildRecord(deps, call, served.body, raw, {
+    const record = buildRecord(deps, engine, call, served.body, raw, {
       latency_ms: performance.now() - started,
       replica: url,
       policyVersion,
@@ -280,7 +311,7 @@ async function streamReal(
     });
     let out = "";
     for (const c of acc.toolCalls()) out += writer.delta({ kind: "tool_call", ...c });
-    res.end(out + writer.finish(deps.engine.clientCompletion(raw)));
+    res.end(out + writer.finish(engine.clientCompletion(raw)));
     return record;
   } catch (err) {
     upstream.cancel();

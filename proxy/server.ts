@@ -9,6 +9,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { CompletionRecord, JsonObject } from "../protocol";
+import type { Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
 import {
@@ -17,7 +18,7 @@ import {
   MAX_SESSION_CAPTURE_BYTES,
   type SessionOptions,
 } from "./capture";
-import { type EngineAdapter, type EngineName, engineAdapter } from "./engines";
+import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { openAiError, ProxyHttpError } from "./errors";
 import {
   anthropicToChat,
@@ -32,6 +33,7 @@ import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
 import { type InferenceDeps, sendFamilyError, serveCall } from "./inference";
 import { isObject } from "./json";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
+import { TokenMode, type TokenModeOptions } from "./token-mode";
 
 /** Largest request body a harness may send (bytes); above it the proxy answers 413. */
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
@@ -73,8 +75,22 @@ export interface ProxyOptions {
   captureDir?: string;
   /** Enables the standalone session API and `/admin/inference/*` for this bearer token. */
   adminToken?: string;
-  /** Tokenizer folder for exact `count_tokens` answers (else an estimate of 4 characters per token). */
+  /**
+   * Tokenizer folder (`tokenizer.json`, `tokenizer_config.json` or `chat_template.jinja`). Engine
+   * `sglang` renders prompts with it (default: the bundled Qwen3 files); the chat engines use it
+   * for exact `count_tokens` answers (else an estimate of 4 characters per token).
+   */
   tokenizerPath?: string;
+  /** Token mode (`sglang`): tool-call parser; default `qwen3`. */
+  toolCallParser?: string;
+  /** Token mode (`sglang`): reasoning parser; default `qwen3`. */
+  reasoningParser?: string;
+  /** Token mode (`sglang`): the model's context window; default 40 960. */
+  contextLength?: number;
+  /** Token mode (`sglang`): `bridge` (default) or `new_chain` when the template rewrites history. */
+  onTemplateMismatch?: "bridge" | "new_chain";
+  /** Token mode (`sglang`): parse with SGLang's `/separate_reasoning` + `/parse_function_call`. */
+  delegateParsing?: boolean;
   logger?: ProxyLogger;
 }
 
@@ -82,6 +98,8 @@ export interface ProxyOptions {
 export interface ProxyStatus extends FenceStatus {
   replicas: ReplicaStatus[];
   sessions: number;
+  /** Token mode: turn verdict counts per (harness, model) since start; empty for chat engines. */
+  bridge: VerdictRow[];
 }
 
 /** A running proxy. */
@@ -101,6 +119,12 @@ export interface RecordingProxy {
   /** Releases waiting calls. */
   resume(): void;
   status(): ProxyStatus;
+  /**
+   * Token mode: the session's turn verdict counts (`extended`, `template_mismatch`, `new_chain`,
+   * `compacted`, `history_rewritten`), for the session result's metadata; null for chat engines or
+   * a session that made no call. Read it before `closeSession`.
+   */
+  bridgeVerdicts(sessionId: string): Record<Verdict, number> | null;
   /** Policy version stamped (`metadata.policy_version`) on records of calls admitted from now on. */
   setPolicyVersion(version: string | null): void;
   /** Stops listening and closes open connections. */
@@ -163,13 +187,16 @@ export class ProxyServer {
   readonly store: CaptureStore;
   readonly fence = new InferenceFence();
   readonly replicas: ReplicaSet;
-  readonly engine: EngineAdapter;
+  /** Chat engine adapter; null in token mode. */
+  readonly engine: EngineAdapter | null;
   private readonly deps: InferenceDeps;
   private tokenizer: Promise<ChatTokenizer> | null = null;
 
   constructor(
     readonly opts: ProxyOptions,
     readonly log: ProxyLogger,
+    /** Token mode state; given exactly when `opts.engine` is `sglang`. */
+    readonly tokenMode: TokenMode | null = null,
   ) {
     this.store = new CaptureStore(
       opts.maxRecordsPerSession ?? MAX_RECORDS_PER_SESSION,
@@ -177,7 +204,9 @@ export class ProxyServer {
       (sessionId, error) =>
         log.error("could not persist a completion record", { sessionId, error: error.message }),
     );
-    this.engine = engineAdapter(opts.engine);
+    if (isTokenEngine(opts.engine) !== (tokenMode !== null))
+      throw new Error("engine: token mode state is required exactly for engine 'sglang'");
+    this.engine = tokenMode ? null : engineAdapter(opts.engine);
     const urls = [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])];
     this.replicas = new ReplicaSet(urls, {
       ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
@@ -186,6 +215,7 @@ export class ProxyServer {
     });
     this.deps = {
       engine: this.engine,
+      tokenMode,
       store: this.store,
       fence: this.fence,
       replicas: this.replicas,
@@ -195,7 +225,12 @@ export class ProxyServer {
   }
 
   status(): ProxyStatus {
-    return { ...this.fence.status(), replicas: this.replicas.status(), sessions: this.store.size };
+    return {
+      ...this.fence.status(),
+      replicas: this.replicas.status(),
+      sessions: this.store.size,
+      bridge: this.tokenMode?.snapshot() ?? [],
+    };
   }
 
   /** Entry point of every request; nothing thrown here can take the server down. */
@@ -300,7 +335,8 @@ export class ProxyServer {
 
   /** Prompt tokens of a chat request: exact with a tokenizer, else about 4 characters per token. */
   private async countTokens(chat: JsonObject): Promise<number> {
-    if (!this.opts.tokenizerPath) return Math.ceil(JSON.stringify(chat.messages ?? []).length / 4);
+    if (this.tokenMode) this.tokenizer ??= Promise.resolve(this.tokenMode.tokenizer);
+    else if (!this.opts.tokenizerPath) return Math.ceil(JSON.stringify(chat.messages ?? []).length / 4);
     if (!this.tokenizer) {
       const { loadChatTokenizer } = await import("../tokenizer/chat-tokenizer");
       this.tokenizer = loadChatTokenizer(this.opts.tokenizerPath);
@@ -313,12 +349,23 @@ export class ProxyServer {
   }
 }
 
+function tokenModeOptions(opts: ProxyOptions): TokenModeOptions {
+  return {
+    ...(opts.tokenizerPath !== undefined ? { tokenizerPath: opts.tokenizerPath } : {}),
+    ...(opts.toolCallParser !== undefined ? { toolCallParser: opts.toolCallParser } : {}),
+    ...(opts.reasoningParser !== undefined ? { reasoningParser: opts.reasoningParser } : {}),
+    ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
+    ...(opts.onTemplateMismatch !== undefined ? { onTemplateMismatch: opts.onTemplateMismatch } : {}),
+    ...(opts.delegateParsing !== undefined ? { delegateParsing: opts.delegateParsing } : {}),
+  };
+}
+
 /**
  * Starts the proxy on `host:port` (default `127.0.0.1:0`).
  *
  * @example
  * ```ts
- * const proxy = await startProxy({ engine: "sglang-openai", engineUrl: "http://127.0.0.1:30000", modelServed: "Qwen/Qwen3-8B" });
+ * const proxy = await startProxy({ engine: "sglang", engineUrl: "http://127.0.0.1:30000", modelServed: "Qwen/Qwen3-8B" });
  * const { key } = proxy.openSession("sess-1", { task_id: "t1" });
  * // harness: OPENAI_BASE_URL=`${proxy.url}/v1` OPENAI_API_KEY=key (or ANTHROPIC_BASE_URL=proxy.url, …)
  * const records = proxy.completions("sess-1");
@@ -328,7 +375,10 @@ export class ProxyServer {
  */
 export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
   const log = opts.logger ?? consoleLogger;
-  const server = new ProxyServer(opts, log);
+  const tokenMode = isTokenEngine(opts.engine)
+    ? await TokenMode.create(tokenModeOptions(opts), opts.modelServed)
+    : null;
+  const server = new ProxyServer(opts, log, tokenMode);
   await server.replicas.start();
   const httpServer = http.createServer(server.handle);
   // Generations can take minutes; the engine timeout is the one that counts, not Node's defaults.
@@ -356,11 +406,13 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     flush: (sessionId) => server.store.flush(sessionId),
     closeSession: (sessionId) => {
       server.replicas.forget(sessionId);
+      tokenMode?.forget(sessionId);
       return server.store.close(sessionId);
     },
     pause: (o) => server.fence.pause(o),
     resume: () => server.fence.resume(),
     status: () => server.status(),
+    bridgeVerdicts: (sessionId) => tokenMode?.verdicts(sessionId) ?? null,
     setPolicyVersion: (v) => server.fence.setPolicyVersion(v),
     close: () =>
       new Promise<void>((resolve) => {

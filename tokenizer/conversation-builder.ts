@@ -160,7 +160,8 @@ const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== nu
 /**
  * Rebuilds a turn from a completion record written by the proxy's token mode, which keeps the
  * bridge's decision in `metadata.bridge` (`{turn_id, parent_turn_id, verdict, reason}`), the
- * harness request in `original_request` and the returned message in `response.choices[0]`.
+ * request in its internal chat form in `request` (else `original_request`) and the returned
+ * message in `response.choices[0]`.
  *
  * @example
  * ```ts
@@ -177,8 +178,11 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
   const choices = record.response.choices;
   const message =
     Array.isArray(choices) && isObj(choices[0]) && isObj(choices[0].message) ? choices[0].message : {};
-  const messages = record.original_request.messages;
-  const tools = record.original_request.tools;
+  // The proxy keeps the internal (OpenAI chat) form it rendered from in `request`; the harness's
+  // own body (Anthropic, Responses, Gemini shapes) is only a fallback.
+  const source = Array.isArray(record.request.messages) ? record.request : record.original_request;
+  const messages = source.messages;
+  const tools = source.tools;
   const policy = record.metadata.policy_version;
   return {
     turn_id: bridge.turn_id,

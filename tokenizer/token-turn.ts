@@ -19,6 +19,8 @@ export interface TurnOutcomeOptions {
   startsInReasoning?: boolean;
   makeId?: (index: number) => string;
   provenance?: Partial<TurnProvenance>;
+  /** A view parsed elsewhere (SGLang's `/parse_function_call` + `/separate_reasoning`); skips the TS parsers. */
+  view?: AssistantView;
 }
 
 /** The harness view and the bridge outcome of one turn. */
@@ -48,13 +50,15 @@ export function turnOutcome(
   options: TurnOutcomeOptions = {},
 ): TurnResult {
   const text = visibleOutputText(tok, result.outputIds, result.finish);
-  const view = parseAssistantOutput(text, {
-    tools: options.tools,
-    toolCallParser: options.toolCallParser,
-    reasoningParser: options.reasoningParser,
-    startsInReasoning: options.startsInReasoning,
-    makeId: options.makeId,
-  });
+  const view =
+    options.view ??
+    parseAssistantOutput(text, {
+      tools: options.tools,
+      toolCallParser: options.toolCallParser,
+      reasoningParser: options.reasoningParser,
+      startsInReasoning: options.startsInReasoning,
+      makeId: options.makeId,
+    });
   const message: ChatMessage = { role: "assistant", content: view.content };
   if (view.reasoning_content !== null) message.reasoning_content = view.reasoning_content;
   if (view.tool_calls.length > 0) {

@@ -1,6 +1,6 @@
 /**
- * Registry of trajectory builders: strategy name → builder. Built-ins are `per_request` and
- * `prefix_merging`; custom builders are registered in code ({@link registerBuilder}) or loaded by
+ * Registry of trajectory builders: strategy name → builder. Built-ins are `per_request`,
+ * `prefix_merging` and `conversation` (token-mode records); custom builders are registered in code ({@link registerBuilder}) or loaded by
  * module path (`path/to/module.js:exportName`, upstream's `module:Class` convention) with
  * {@link loadBuilder}.
  *
@@ -9,6 +9,7 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { JsonObject } from "../../protocol";
+import { conversationBuilder } from "../../tokenizer/conversation-builder";
 import { UnknownBuilderError } from "../errors";
 import { type BuildContext, buildPerRequest, type TrajectoryBuilder } from "./per-request";
 import { buildPrefixMerging } from "./prefix-merging";
@@ -19,6 +20,8 @@ export { buildPrefixMerging, detectEndOfTurn, groupChains } from "./prefix-mergi
 const BUILDERS = new Map<string, TrajectoryBuilder>([
   ["per_request", buildPerRequest],
   ["prefix_merging", buildPrefixMerging],
+  // Token mode (engine `sglang`): one trace per bridged chain, see docs/token-mode.md.
+  ["conversation", conversationBuilder],
 ]);
 
 /** Names of the built-in builders. */

@@ -24,15 +24,34 @@ import {
 export type { NormalizedCompletion, ServedRequest } from "./sglang-openai";
 export { VllmStreamAccumulator } from "./vllm";
 
-/** Engine names the proxy can serve. */
-export type EngineName = "sglang-openai" | "vllm";
+/**
+ * Engine names the proxy can serve: `sglang` is the token mode (the proxy renders the template and
+ * calls `/generate` with ids; the default for SGLang), the others go through the engine's chat API.
+ */
+export type EngineName = "sglang" | "sglang-openai" | "vllm";
 
-/** Names accepted by {@link engineAdapter}. */
-export const ENGINE_NAMES: readonly EngineName[] = ["sglang-openai", "vllm"];
+/** Every engine name the proxy accepts. */
+export const ENGINE_NAMES: readonly EngineName[] = ["sglang", "sglang-openai", "vllm"];
+
+/** Engines served through their OpenAI chat endpoint (names accepted by {@link engineAdapter}). */
+export type ChatEngineName = Exclude<EngineName, "sglang">;
+
+/**
+ * True for the token-mode engine (`sglang`), which has no chat adapter.
+ *
+ * @example
+ * ```ts
+ * isTokenEngine("sglang"); // true
+ * isTokenEngine("vllm"); // false
+ * ```
+ */
+export function isTokenEngine(name: string): name is "sglang" {
+  return name === "sglang";
+}
 
 /** What the proxy needs from an engine. */
 export interface EngineAdapter {
-  name: EngineName;
+  name: ChatEngineName;
   /** Path of the chat endpoint on the engine. */
   chatPath: string;
   /** True when the engine returns token ids on streamed answers (so the proxy can stream for real). */
@@ -65,7 +84,7 @@ function sglangClientCompletion(raw: JsonObject): JsonObject {
   };
 }
 
-const ADAPTERS: Record<EngineName, EngineAdapter> = {
+const ADAPTERS: Record<ChatEngineName, EngineAdapter> = {
   "sglang-openai": {
     name: "sglang-openai",
     chatPath: "/v1/chat/completions",
@@ -87,7 +106,8 @@ const ADAPTERS: Record<EngineName, EngineAdapter> = {
 };
 
 /**
- * Looks up the adapter of an engine; throws on an unknown name.
+ * Looks up the chat adapter of an engine; throws on an unknown name and for `sglang` (token mode
+ * has no chat adapter: see `proxy/token-inference.ts`).
  *
  * @example
  * ```ts
@@ -96,6 +116,13 @@ const ADAPTERS: Record<EngineName, EngineAdapter> = {
  */
 export function engineAdapter(name: string): EngineAdapter {
   const adapter = (ADAPTERS as Record<string, EngineAdapter | undefined>)[name];
-  if (!adapter) throw new Error(`engine: unknown engine '${name}' (known: ${ENGINE_NAMES.join(", ")})`);
+  if (!adapter) {
+    const known = Object.keys(ADAPTERS).join(", ");
+    throw new Error(
+      isTokenEngine(name)
+        ? "engine: 'sglang' is the token mode and has no chat adapter"
+        : `engine: unknown engine '${name}' (known: ${ENGINE_NAMES.join(", ")}; chat adapters: ${known})`,
+    );
+  }
   return adapter;
 }

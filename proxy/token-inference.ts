@@ -1,0 +1,348 @@
+/**
+ * One harness call in token mode (engine `sglang`): the proxy renders the chat template itself,
+ * bridges the prompt ids from the session's earlier turns (so sampled ids are never re-encoded),
+ * calls SGLang's native `POST /generate` with `input_ids` and explicit sampling parameters under
+ * its own `rid`, parses the sampled text into the assistant message of the harness's API, and
+ * records the exact ids with the bridge's verdict. See docs/token-mode.md.
+ *
+ * @module
+ */
+import { performance } from "node:perf_hooks";
+import type { CompletionRecord, JsonObject } from "../protocol";
+import type { PreparedTurn } from "../tokenizer/bridge";
+import {
+  type ChatMessage,
+  ChatTemplateError,
+  sglangToolDumps,
+  type ToolDefinition,
+} from "../tokenizer/chat-tokenizer";
+import type { AssistantView } from "../tokenizer/parsers";
+import { newToolCallId, pythonJsonDumps, tryParseJson } from "../tokenizer/parsers";
+import {
+  buildGenerateRequest,
+  collectImageData,
+  GenerateResponseError,
+  type GenerateResult,
+  newRid,
+  parseGenerateResponse,
+  SamplingParamError,
+  samplingFromRequest,
+  visibleOutputText,
+} from "../tokenizer/sglang-generate";
+import { turnOutcome } from "../tokenizer/token-turn";
+import { newCompletionId } from "./capture";
+import { ROUTING_KEY_HEADER } from "./engines/sglang-openai";
+import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpError } from "./errors";
+import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "./inference";
+import { isObject, objects } from "./json";
+import type { TokenMode } from "./token-mode";
+import { postJson } from "./upstream";
+
+/** How long the proxy waits for SGLang to acknowledge `/abort_request` (ms); best effort. */
+export const ABORT_REQUEST_TIMEOUT_MS = 5_000;
+
+/** The engine name token-mode records carry. */
+export const TOKEN_ENGINE_NAME = "sglang";
+
+/** A harness field the token mode cannot serve → 400 naming it (context overflow as OpenAI names it). */
+function badRequest(err: SamplingParamError | ChatTemplateError): ProxyHttpError {
+  if (err instanceof SamplingParamError && err.field === "messages") {
+    // LiteLLM-based agents only compact their history when they see this code.
+    return new ProxyHttpError(
+      400,
+      "invalid_request_error",
+      "context_length_exceeded",
+      `This model's maximum context length was exceeded: ${err.message}`,
+      "messages",
+    );
+  }
+  const field = err instanceof SamplingParamError ? err.field : (err.field ?? "messages");
+  const message = err.message.startsWith(`${field}:`) ? err.message : `${field}: ${err.message}`;
+  return new ProxyHttpError(400, "invalid_request_error", "invalid_request", message, field);
+}
+
+/** Tells SGLang to stop a request nobody is waiting for any more. Never throws. */
+async function abortRequest(base: string, rid: string, sessionId: string): Promise<void> {
+  try {
+    await postJson(
+      `${base}/abort_request`,
+      { rid },
+      { "content-type": "application/json", [ROUTING_KEY_HEADER]: sessionId },
+      { timeoutMs: ABORT_REQUEST_TIMEOUT_MS },
+    );
+  } catch {
+    // Best effort: a dead engine has nothing left to abort.
+  }
+}
+
+/** The view from SGLang's own parsers (`/separate_reasoning`, then `/parse_function_call`). */
+async function delegatedView(
+  deps: InferenceDeps,
+  mode: TokenMode,
+  base: string,
+  text: string,
+  tools: readonly ToolDefinition[],
+  startsInReasoning: boolean,
+): Promise<AssistantView> {
+  const post = async (path: string, body: JsonObject): Promise<JsonObject> => {
+    const r = await postJson(
+      `${base}${path}`,
+      body,
+      { "content-type": "application/json" },
+      { timeoutMs: deps.timeoutMs },
+    );
+    if (r.status < 200 || r.status >= 300) throw new EngineStatusError(r.status, r.body, r.contentType);
+    const json = tryParseJson(r.body);
+    if (!isObject(json)) throw new EngineContractError(`${path} (body)`, "is not a JSON object");
+    return json as JsonObject;
+  };
+  let reasoning: string | null = null;
+  let rest = text;
+  if (mode.reasoningParser !== "none") {
+    // SGLang's parser reads the output as starting inside the block only for its *-thinking names.
+    const sep = await post("/separate_reasoning", {
+      text: startsInReasoning && !text.includes("<think>") ? `<think>${text}` : text,
+      reasoning_parser: mode.reasoningParser,
+    });
+    if (typeof sep.text !== "string") throw new EngineContractError("/separate_reasoning text");
+    rest = sep.text;
+    reasoning =
+      typeof sep.reasoning_text === "string" && sep.reasoning_text !== "" ? sep.reasoning_text : null;
+  }
+  const calls: AssistantView["tool_calls"] = [];
+  if (tools.length > 0) {
+    const parsed = await post("/parse_function_call", {
+      text: rest,
+      tool_call_parser: mode.toolCallParser,
+      tools,
+    });
+    if (typeof parsed.normal_text !== "string")
+      throw new EngineContractError("/parse_function_call normal_text");
+    rest = parsed.normal_text;
+    for (const c of objects(parsed.calls)) {
+      if (typeof c.name !== "string") throw new EngineContractError("/parse_function_call calls[].name");
+      const params = typeof c.parameters === "string" ? tryParseJson(c.parameters) : c.parameters;
+      calls.push({
+        id: newToolCallId(),
+        type: "function",
+        function: {
+          name: c.name,
+          arguments:
+            typeof c.parameters === "string" && params === undefined
+              ? c.parameters
+              : pythonJsonDumps(params ?? {}),
+        },
+      });
+    }
+  }
+  const content = rest.trim();
+  return {
+    reasoning_content: reasoning,
+    content: content === "" && calls.length > 0 ? null : content,
+    tool_calls: calls,
+  };
+}
+
+/** OpenAI `logprobs.content` for the sampled ids (shown only when the harness asked for logprobs). */
+function clientLogprobs(mode: TokenMode, result: GenerateResult): JsonObject {
+  return {
+    content: result.outputIds.map((id, i) => {
+      const token = mode.tokenizer.decode([id]);
+      return { token, logprob: result.logprobs[i]!, bytes: [...Buffer.from(token)], top_logprobs: [] };
+    }),
+  };
+}
+
+/** Does the prompt end inside an opened think block (`…<think>\n`)? Then the output starts in reasoning. */
+function promptOpensThinking(mode: TokenMode, prompt: readonly number[]): boolean {
+  return /<think>\s*$/.test(mode.tokenizer.decode(prompt.slice(-4)));
+}
+
+/**
+ * Serves one admitted call in token mode and returns its record (the caller stores it). Throws
+ * typed errors before anything was written to the harness; aborts the engine request
+ * (`POST /abort_request {rid}`) when the harness hangs up or the call times out.
+ *
+ * @example
+ * ```ts
+ * const record = await serveTokenTurn(deps, deps.tokenMode!, call, policyVersion, clientGone.signal);
+ * ```
+ */
+export async function serveTokenTurn(
+  deps: InferenceDeps,
+  mode: TokenMode,
+  call: InferenceCall,
+  policyVersion: string | null,
+  signal: AbortSignal,
+): Promise<CompletionRecord> {
+  const chat = call.parsed.chat;
+  const messages = objects(chat.messages) as unknown as ChatMessage[];
+  const tools = objects(chat.tools) as unknown as ToolDefinition[];
+  const templateKwargs = isObject(chat.chat_template_kwargs) ? chat.chat_template_kwargs : undefined;
+  const { bridge, turn } = mode.bridgeFor(call.session);
+  let prepared: PreparedTurn;
+  let generate: JsonObject;
+  try {
+    const sampling = samplingFromRequest(chat);
+    prepared = bridge.prepare({
+      messages,
+      tools: sglangToolDumps(tools),
+      ...(templateKwargs ? { templateKwargs } : {}),
+    });
+    const imageData = collectImageData(messages);
+    generate = buildGenerateRequest({
+      inputIds: prepared.promptIds,
+      sampling,
+      contextLength: mode.contextLength,
+      rid: newRid(call.session.sessionId, turn),
+      ...(imageData.length > 0 ? { imageData } : {}),
+    });
+    // SGLang expands each image placeholder to the image's patch count: keep the ids it ran.
+    if (imageData.length > 0) generate.return_prompt_token_ids = true;
+  } catch (err) {
+    if (err instanceof SamplingParamError || err instanceof ChatTemplateError) throw badRequest(err);
+    throw err;
+  }
+  const rid = String(generate.rid);
+  const headers = { "content-type": "application/json", [ROUTING_KEY_HEADER]: call.session.sessionId };
+  const started = performance.now();
+  const tried: { url: string | null } = { url: null };
+  let upstream: Awaited<ReturnType<typeof postJson>>;
+  let url: string;
+  try {
+    const got = await withReplica(deps, call.session.sessionId, (base) => {
+      tried.url = base;
+      return postJson(`${base}/generate`, generate, headers, { timeoutMs: deps.timeoutMs, signal });
+    });
+    upstream = got.value;
+    url = got.url;
+  } catch (err) {
+    // Nobody will read this generation: free the engine's slot for calls that still matter.
+    const gone = err instanceof Error && err.name === "AbortError";
+    if (tried.url && (gone || err instanceof EngineTimeoutError))
+      void abortRequest(tried.url, rid, call.session.sessionId);
+    throw err;
+  }
+  const latency_ms = performance.now() - started;
+  if (upstream.status < 200 || upstream.status >= 300) {
+    throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
+  }
+  const raw = tryParseJson(upstream.body);
+  if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
+  let result: GenerateResult;
+  try {
+    result = parseGenerateResponse(raw);
+  } catch (err) {
+    if (err instanceof GenerateResponseError) throw new EngineContractError(err.field, err.message);
+    throw err;
+  }
+  if (result.finish.type === "abort") {
+    // A weight update or an operator aborted it: a partial turn is no answer; the harness retries.
+    throw new ProxyHttpError(
+      503,
+      "api_error",
+      "engine_aborted",
+      `the engine aborted the generation${result.finish.message ? `: ${result.finish.message}` : ""}; retry`,
+    );
+  }
+  const completionId = newCompletionId();
+  const startsInReasoning = promptOpensThinking(mode, prepared.promptIds);
+  const view = mode.delegateParsing
+    ? await delegatedView(
+        deps,
+        mode,
+        url,
+        visibleOutputText(mode.tokenizer, result.outputIds, result.finish),
+        tools,
+        startsInReasoning,
+      )
+    : undefined;
+  const { message, finishReason, outcome } = turnOutcome(mode.tokenizer, result, {
+    tools,
+    toolCallParser: mode.toolCallParser,
+    reasoningParser: mode.reasoningParser,
+    startsInReasoning,
+    ...(view ? { view } : {}),
+    provenance: { completion_id: completionId, policy_version: policyVersion, replica: url, rid },
+  });
+  const committed = bridge.commit(prepared, outcome);
+
+  const promptTokens = prepared.promptIds.length;
+  const cached = result.cachedTokens ?? 0;
+  const choice: JsonObject = {
+    index: 0,
+    message: message as unknown as JsonObject,
+    logprobs: clientLogprobs(mode, result),
+    finish_reason: finishReason,
+    matched_stop: result.finish.matched,
+  };
+  const completion: JsonObject = {
+    id: completionId,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: deps.modelServed,
+    choices: [choice],
+    usage: {
+      prompt_tokens: promptTokens,
+      completion_tokens: result.outputIds.length,
+      total_tokens: promptTokens + result.outputIds.length,
+      prompt_tokens_details: { cached_tokens: cached },
+    },
+  };
+  const { input_ids: _ids, ...generateRest } = generate;
+  const meta = isObject(raw.meta_info) ? raw.meta_info : {};
+  const {
+    output_token_logprobs: _o,
+    output_token_logprobs_val: _v,
+    output_token_logprobs_idx: _x,
+    ...metaRest
+  } = meta;
+  const record: CompletionRecord = {
+    completion_id: completionId,
+    session_id: call.session.sessionId,
+    timestamp: new Date().toISOString(),
+    api_type: call.family.api,
+    engine: TOKEN_ENGINE_NAME,
+    model_requested: call.parsed.requestedModel,
+    model_used: deps.modelServed,
+    original_request: call.original,
+    // The internal chat form the prompt was rendered from (builders read messages/tools here) and
+    // the /generate body without the ids (they are `prompt_ids`).
+    request: { ...chat, model: deps.modelServed, generate: generateRest },
+    response: { ...completion, choices: [{ ...choice, logprobs: null }], meta_info: metaRest },
+    prompt_ids: [...prepared.promptIds],
+    response_ids: result.outputIds,
+    response_logprobs: result.logprobs,
+    finish_reason: finishReason,
+    weight_version: result.weightVersion,
+    cached_tokens: result.cachedTokens,
+    latency_ms,
+    replica: url,
+    metadata: {
+      engine_response_id: rid,
+      session_meta: call.session.meta,
+      policy_version: policyVersion,
+      path: call.path,
+      client_stream: call.parsed.stream,
+      engine_stream: false,
+      bridge: {
+        turn_id: committed.turn_id,
+        parent_turn_id: committed.parent_turn_id,
+        verdict: committed.verdict,
+        reason: committed.reason,
+        rid,
+        bridged_count: committed.bridged_count,
+      },
+      ...(result.promptTokenIds && !sameIds(result.promptTokenIds, prepared.promptIds)
+        ? { server_prompt_ids: result.promptTokenIds }
+        : {}),
+    },
+  };
+  // Families show logprobs only when the harness asked for them.
+  replyWhole(call, completion);
+  return record;
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
+}

@@ -1,0 +1,169 @@
+/**
+ * State of the `sglang` token mode: the model's tokenizer and chat template (the proxy renders
+ * prompts itself), one {@link TokenBridge} per session, and the verdict tally per (harness, model).
+ * The per-call loop lives in `token-inference.ts`; the pure core in `tokenizer/`.
+ *
+ * @module
+ */
+import type { JsonObject } from "../protocol";
+import { TokenBridge, type Verdict, type VerdictRow, VerdictTally } from "../tokenizer/bridge";
+import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../tokenizer/parsers";
+
+/**
+ * Context window (prompt + completion tokens) assumed when none is configured: Qwen3's 40 960
+ * (`max_position_embeddings` of the Qwen3 dense models, also the simulated engine's limit).
+ */
+export const DEFAULT_CONTEXT_LENGTH = 40_960;
+
+/** Sessions tracked at once by the token bridge; sessions are closed by the caller, this bounds leaks. */
+export const MAX_BRIDGED_SESSIONS = 100_000;
+
+/** Token-mode settings (the `sglang` engine's part of the proxy options). */
+export interface TokenModeOptions {
+  /** Folder with `tokenizer.json` + `tokenizer_config.json` (or `chat_template.jinja`); default bundled Qwen3. */
+  tokenizerPath?: string;
+  /** Tool-call parser name (`qwen3`, `qwen25`, `hermes`, `qwen3_coder`, …); default `qwen3`. */
+  toolCallParser?: string;
+  /** Reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default `qwen3`. */
+  reasoningParser?: string;
+  /** Model context window; `max_new_tokens` is clamped to what is left. Default {@link DEFAULT_CONTEXT_LENGTH}. */
+  contextLength?: number;
+  /** When the template renders history differently from what the model saw; default `bridge`. */
+  onTemplateMismatch?: "bridge" | "new_chain";
+  /** Ask SGLang (`/separate_reasoning`, `/parse_function_call`) instead of parsing in TS. */
+  delegateParsing?: boolean;
+}
+
+/**
+ * A token-mode option is unusable (unknown parser, bad context length); the message names it.
+ *
+ * @example
+ * ```ts
+ * try { await TokenMode.create({ toolCallParser: "nope" }); } catch (e) { (e as TokenModeConfigError).option; } // "toolCallParser"
+ * ```
+ */
+export class TokenModeConfigError extends Error {
+  override readonly name = "TokenModeConfigError";
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
+    super(`${option}: ${message}`);
+  }
+}
+
+interface SessionBridge {
+  bridge: TokenBridge;
+  turns: number;
+}
+
+/** The harness name a session is tallied under: `meta.harness`, else `meta.agent` (string or `{name}`). */
+function harnessOf(meta: JsonObject): string {
+  if (typeof meta.harness === "string" && meta.harness) return meta.harness;
+  const agent = meta.agent;
+  if (typeof agent === "string" && agent) return agent;
+  if (agent && typeof agent === "object" && !Array.isArray(agent)) {
+    const name = (agent as JsonObject).name ?? (agent as JsonObject).harness;
+    if (typeof name === "string" && name) return name;
+  }
+  return "unknown";
+}
+
+/**
+ * The token mode of one proxy.
+ *
+ * @example
+ * ```ts
+ * const mode = await TokenMode.create({ toolCallParser: "qwen3" }, "Qwen/Qwen3-8B");
+ * const { bridge, turn } = mode.bridgeFor({ sessionId: "s1", meta: { harness: "codex" } });
+ * mode.verdicts("s1"); // { extended: 0, ... }
+ * mode.tally.snapshot(); // [{ harness: "codex", model: "Qwen/Qwen3-8B", counts }]
+ * ```
+ */
+export class TokenMode {
+  readonly tally = new VerdictTally();
+  private readonly sessions = new Map<string, SessionBridge>();
+  readonly toolCallParser: string;
+  readonly reasoningParser: string;
+  readonly contextLength: number;
+  readonly delegateParsing: boolean;
+
+  private constructor(
+    readonly tokenizer: ChatTokenizer,
+    readonly model: string,
+    private readonly options: TokenModeOptions,
+  ) {
+    this.toolCallParser = options.toolCallParser ?? "qwen3";
+    this.reasoningParser = options.reasoningParser ?? "qwen3";
+    this.contextLength = options.contextLength ?? DEFAULT_CONTEXT_LENGTH;
+    this.delegateParsing = options.delegateParsing ?? false;
+  }
+
+  /**
+   * Checks the options and loads the tokenizer (cached per folder). Throws
+   * {@link TokenModeConfigError} naming the option, or `TokenizerLoadError` naming the file.
+   */
+  static async create(options: TokenModeOptions, model: string): Promise<TokenMode> {
+    try {
+      toolCallParser(options.toolCallParser ?? "qwen3");
+    } catch (err) {
+      if (err instanceof UnknownParserError) throw new TokenModeConfigError("toolCallParser", err.message);
+      throw err;
+    }
+    const reasoning = options.reasoningParser ?? "qwen3";
+    if (!(REASONING_PARSERS as readonly string[]).includes(reasoning)) {
+      throw new TokenModeConfigError(
+        "reasoningParser",
+        `unknown reasoning parser '${reasoning}' (known: ${REASONING_PARSERS.join(", ")})`,
+      );
+    }
+    const ctx = options.contextLength;
+    if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {
+      throw new TokenModeConfigError("contextLength", `must be an integer >= 2, got ${ctx}`);
+    }
+    const tok = await loadChatTokenizer(options.tokenizerPath);
+    const mode = new TokenMode(tok, model, options);
+    // Fails now (not on the first call) when the template has no recognisable end-of-turn token.
+    new TokenBridge(tok, { model });
+    return mode;
+  }
+
+  /** The session's bridge (created on first use) and the index of the call about to be served. */
+  bridgeFor(session: { sessionId: string; meta: JsonObject }): { bridge: TokenBridge; turn: number } {
+    let entry = this.sessions.get(session.sessionId);
+    if (!entry) {
+      if (this.sessions.size >= MAX_BRIDGED_SESSIONS) {
+        // Oldest first: Map iteration order is insertion order.
+        const oldest = this.sessions.keys().next().value;
+        if (oldest !== undefined) this.sessions.delete(oldest);
+      }
+      entry = {
+        bridge: new TokenBridge(this.tokenizer, {
+          harness: harnessOf(session.meta),
+          model: this.model,
+          tally: this.tally,
+          ...(this.options.onTemplateMismatch ? { onTemplateMismatch: this.options.onTemplateMismatch } : {}),
+        }),
+        turns: 0,
+      };
+      this.sessions.set(session.sessionId, entry);
+    }
+    return { bridge: entry.bridge, turn: entry.turns++ };
+  }
+
+  /** Verdict counts of one session, or null when it made no token-mode call (or was forgotten). */
+  verdicts(sessionId: string): Record<Verdict, number> | null {
+    return this.sessions.get(sessionId)?.bridge.verdictCounts() ?? null;
+  }
+
+  /** Counts per (harness, model) across every session of this proxy. */
+  snapshot(): VerdictRow[] {
+    return this.tally.snapshot();
+  }
+
+  /** Drops a closed session's turn tree (its records keep everything the builders need). */
+  forget(sessionId: string): void {
+    this.sessions.delete(sessionId);
+  }
+}
