@@ -6,6 +6,8 @@
  */
 import { ENGINE_NAMES, type EngineName } from "../../proxy/engines";
 import { startProxy } from "../../proxy/server";
+import { TokenModeConfigError } from "../../proxy/token-mode";
+import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
 
 /** Options of {@link runProxy}, as commander parses them. */
@@ -17,8 +19,53 @@ export interface ProxyCommandOptions {
   port: number;
   host: string;
   tokenizerPath?: string;
+  /** Token mode (`--engine sglang`): tool-call parser name. */
+  toolCallParser?: string;
+  /** Token mode: reasoning parser name. */
+  reasoningParser?: string;
+  /** Token mode: the model's context window in tokens (commander gives a string or a number). */
+  contextLength?: number | string;
+  /** Token mode: parse with SGLang's `/separate_reasoning` and `/parse_function_call`. */
+  delegateParsing?: boolean;
+  /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
+  onTemplateMismatch?: string;
   captureDir?: string;
   requestTimeoutMs?: number;
+}
+
+const TOKEN_FLAGS = [
+  ["toolCallParser", "--tool-call-parser"],
+  ["reasoningParser", "--reasoning-parser"],
+  ["contextLength", "--context-length"],
+  ["delegateParsing", "--delegate-parsing"],
+  ["onTemplateMismatch", "--on-template-mismatch"],
+] as const;
+
+/** The token-mode flags, checked; throws {@link UsageError} naming the flag. */
+function tokenModeFlags(opts: ProxyCommandOptions) {
+  if (opts.engine !== "sglang") {
+    for (const [key, flag] of TOKEN_FLAGS) {
+      if (opts[key] !== undefined && opts[key] !== false)
+        throw new UsageError(`${flag}: only applies to --engine sglang (token mode)`);
+    }
+    return {};
+  }
+  let contextLength: number | undefined;
+  if (opts.contextLength !== undefined) {
+    contextLength = Number(opts.contextLength);
+    if (!Number.isInteger(contextLength) || contextLength < 2)
+      throw new UsageError(`--context-length: must be an integer >= 2, got '${opts.contextLength}'`);
+  }
+  const mismatch = opts.onTemplateMismatch;
+  if (mismatch !== undefined && mismatch !== "bridge" && mismatch !== "new_chain")
+    throw new UsageError(`--on-template-mismatch: '${mismatch}' is not one of bridge, new_chain`);
+  return {
+    ...(opts.toolCallParser ? { toolCallParser: opts.toolCallParser } : {}),
+    ...(opts.reasoningParser ? { reasoningParser: opts.reasoningParser } : {}),
+    ...(contextLength !== undefined ? { contextLength } : {}),
+    ...(opts.delegateParsing ? { delegateParsing: true } : {}),
+    ...(mismatch ? { onTemplateMismatch: mismatch as "bridge" | "new_chain" } : {}),
+  };
 }
 
 /**
@@ -63,10 +110,13 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     host: opts.host,
     adminToken,
     ...(opts.tokenizerPath ? { tokenizerPath: opts.tokenizerPath } : {}),
+    ...tokenModeFlags(opts),
     ...(opts.captureDir ? { captureDir: opts.captureDir } : {}),
     ...(opts.requestTimeoutMs ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
   };
 }
+
+const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
 /**
  * Runs the proxy until SIGINT/SIGTERM.
@@ -77,7 +127,16 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
  * ```
  */
 export async function runProxy(opts: ProxyCommandOptions): Promise<void> {
-  const proxy = await startProxy(proxyOptionsFrom(opts, process.env.POLAR_ADMIN_TOKEN));
+  const options = proxyOptionsFrom(opts, process.env.POLAR_ADMIN_TOKEN);
+  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  try {
+    proxy = await startProxy(options);
+  } catch (err) {
+    // Start-up failures of token mode name an option or a file: say which flag that is.
+    if (err instanceof TokenizerLoadError) throw new UsageError(`--tokenizer-path: ${err.message}`);
+    if (err instanceof TokenModeConfigError) throw new UsageError(`--${kebab(err.option)}: ${err.message}`);
+    throw err;
+  }
   console.log(`polar proxy (${opts.engine}, model ${opts.model}) listening at ${proxy.url}`);
   console.log(
     `create a session: curl -X POST -H "Authorization: Bearer $POLAR_ADMIN_TOKEN" ${proxy.url}/sessions`,
