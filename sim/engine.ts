@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
 import { PrefixCache } from "./prefix-cache";
+import { type FaultOptions, GpuScheduler } from "./scheduler";
 
 /** Limits of the simulated engine. */
 export const SIM_LIMITS = {
@@ -25,7 +26,10 @@ export const SIM_LIMITS = {
 export const SIMULATOR_ID = "polar-sim-engine";
 
 /** SGLang's finish reason object. */
-export type FinishReason = { type: "stop"; matched: number | string } | { type: "length"; length: number };
+export type FinishReason =
+  | { type: "stop"; matched: number | string }
+  | { type: "length"; length: number }
+  | { type: "abort"; message: string };
 
 /** One generation request, after the endpoint has turned its body into prompt ids. */
 export interface EngineRequest {
@@ -80,8 +84,20 @@ export interface EngineOptions {
   weightVersion?: string;
   /** Simulated prefill speed (tokens/s) of uncached prompt tokens; 0 = instant. */
   prefillTokensPerSecond?: number;
-  /** Simulated decode speed (tokens/s); 0 = instant. */
+  /** Simulated decode speed (tokens/s per request); 0 = instant. */
   decodeTokensPerSecond?: number;
+  /** Requests decoding at once; more wait in a FIFO queue. 0 (default) = unlimited. */
+  maxRunningRequests?: number;
+  /** Fault injection (error rate, stalls, aborts); default none. */
+  faults?: FaultOptions;
+}
+
+/** Per-call hooks of {@link SimEngineCore.generate}. */
+export interface GenerateHooks {
+  /** Aborts the generation (client disconnect); it then finishes with `finish_reason.type == "abort"`. */
+  signal?: AbortSignal;
+  /** Called with the output ids decoded so far and their logprobs (cumulative), for streaming. */
+  onProgress?: (outputIds: readonly number[], logprobs: readonly number[]) => void;
 }
 
 /**
@@ -99,16 +115,25 @@ export class SimEngineCore {
   readonly seed: number;
   weightVersion: string;
   readonly cache = new PrefixCache();
-  private readonly prefillRate: number;
-  private readonly decodeRate: number;
+  /** The simulated GPU: latency, capacity, aborts, faults and busy counters. */
+  readonly gpu: GpuScheduler;
   private readonly vocabLimit: number;
 
   constructor(options: EngineOptions) {
     this.tokenizer = options.tokenizer;
     this.seed = options.seed ?? 0;
     this.weightVersion = options.weightVersion ?? "default";
-    this.prefillRate = options.prefillTokensPerSecond ?? 0;
-    this.decodeRate = options.decodeTokensPerSecond ?? 0;
+    this.gpu = new GpuScheduler({
+      seed: this.seed,
+      ...(options.prefillTokensPerSecond !== undefined
+        ? { prefillTokensPerSecond: options.prefillTokensPerSecond }
+        : {}),
+      ...(options.decodeTokensPerSecond !== undefined
+        ? { decodeTokensPerSecond: options.decodeTokensPerSecond }
+        : {}),
+      ...(options.maxRunningRequests !== undefined ? { maxRunningRequests: options.maxRunningRequests } : {}),
+      ...(options.faults ? { faults: options.faults } : {}),
+    });
     this.vocabLimit = options.tokenizer.vocabSize;
   }
 
@@ -147,7 +172,7 @@ export class SimEngineCore {
   }
 
   /** Runs one request through the policy and the stop/length rules. */
-  async generate(request: EngineRequest): Promise<EngineResult> {
+  async generate(request: EngineRequest, hooks: GenerateHooks = {}): Promise<EngineResult> {
     while (this.pauseGate) await this.pauseGate;
     const started = performance.now();
     const promptIds = request.promptIds;
@@ -168,13 +193,32 @@ export class SimEngineCore {
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     });
     const answerIds = this.tokenizer.encode(policy.text);
-    const { outputIds, finishReason } = this.cut(answerIds, maxNew, request);
-    const logprobs = outputIds.map((id, i) => syntheticLogprob(this.seed, request.routingKey, i, id));
+    const cut = this.cut(answerIds, maxNew, request);
+    const rid = request.rid ?? randomUUID().replaceAll("-", "");
+    const allLogprobs = cut.outputIds.map((id, i) => syntheticLogprob(this.seed, request.routingKey, i, id));
 
-    await this.simulateLatency(promptIds.length - cachedTokens, outputIds.length);
+    this.gpu.admit();
+    this.gpu.countPrompt(promptIds.length, cachedTokens);
+    const outcome = await this.gpu.run({
+      rid,
+      uncachedPromptTokens: promptIds.length - cachedTokens,
+      outputTokens: cut.outputIds.length,
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+      ...(hooks.onProgress
+        ? {
+            onProgress: (n: number) => hooks.onProgress?.(cut.outputIds.slice(0, n), allLogprobs.slice(0, n)),
+          }
+        : {}),
+    });
+    const outputIds = cut.outputIds.slice(0, outcome.produced);
+    const finishReason: FinishReason =
+      outcome.abortMessage !== undefined
+        ? { type: "abort", message: outcome.abortMessage }
+        : cut.finishReason;
+    const logprobs = allLogprobs.slice(0, outcome.produced);
     this.cache.insert([...promptIds, ...outputIds]);
     return {
-      rid: request.rid ?? randomUUID().replaceAll("-", ""),
+      rid,
       outputIds,
       logprobs,
       finishReason,
@@ -229,12 +273,5 @@ export class SimEngineCore {
       if (at !== -1) text = text.slice(0, at);
     }
     return text;
-  }
-
-  private async simulateLatency(prefillTokens: number, decodeTokens: number): Promise<void> {
-    const seconds =
-      (this.prefillRate > 0 ? prefillTokens / this.prefillRate : 0) +
-      (this.decodeRate > 0 ? decodeTokens / this.decodeRate : 0);
-    if (seconds > 0) await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   }
 }

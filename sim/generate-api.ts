@@ -4,9 +4,10 @@
  *
  * @module
  */
-import type { IncomingMessage } from "node:http";
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
+import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { HttpError, parseBody } from "./http";
 
 /** Header the SGLang Model Gateway uses for sticky routing; the sim keys its draws by it. */
@@ -67,16 +68,32 @@ export function routingKeyOf(req: IncomingMessage, ...fallbacks: Array<string | 
   return fallbacks.find((f) => typeof f === "string" && f.length > 0) ?? "";
 }
 
+/** Per-request context of {@link handleGenerate}. */
+export interface GenerateContext {
+  /** Aborted when the client goes away; the request then finishes as aborted. */
+  signal?: AbortSignal;
+  /** Where to write the SSE stream when the body asks for `stream: true`. */
+  res?: ServerResponse;
+  /** SGLang's `--incremental-streaming-output`: chunks carry deltas instead of snapshots. */
+  incrementalStreaming?: boolean;
+}
+
 /**
- * Handles one `/generate` body and returns the SGLang response object.
+ * Handles one `/generate` body and returns the SGLang response object; with `stream: true` it
+ * writes the SSE stream to `ctx.res` instead and returns `undefined`.
  *
  * @example
  * ```ts
  * const out = await handleGenerate(engine, req, { text: "1 + 2 =", sampling_params: { max_new_tokens: 16 } });
- * out.meta_info.finish_reason; // { type: "stop", matched: 151645 }
+ * out?.meta_info.finish_reason; // { type: "stop", matched: 151645 }
  * ```
  */
-export async function handleGenerate(engine: SimEngineCore, req: IncomingMessage, raw: unknown) {
+export async function handleGenerate(
+  engine: SimEngineCore,
+  req: IncomingMessage,
+  raw: unknown,
+  ctx: GenerateContext = {},
+) {
   if (
     raw &&
     typeof raw === "object" &&
@@ -92,11 +109,8 @@ export async function handleGenerate(engine: SimEngineCore, req: IncomingMessage
   if ((body.text === undefined) === (body.input_ids === undefined)) {
     throw new HttpError(400, "text / input_ids: give exactly one of text or input_ids");
   }
-  if (body.stream)
-    throw new HttpError(
-      400,
-      "stream: streaming /generate is not supported by the simulator; set stream=false",
-    );
+  if (body.stream && !ctx.res)
+    throw new HttpError(400, "stream: streaming needs an HTTP response to write to");
   const tok = engine.tokenizer;
   let promptIds: number[];
   if (body.input_ids !== undefined) {
@@ -107,43 +121,86 @@ export async function handleGenerate(engine: SimEngineCore, req: IncomingMessage
     if (promptIds.length === 0) throw new HttpError(400, "text: must not be empty");
   }
   const sp = body.sampling_params ?? {};
-  const result = await engine.generate({
-    promptIds,
-    routingKey: routingKeyOf(req, body.routing_key, body.rid),
-    maxNewTokens: sp.max_new_tokens ?? 128,
-    ...(sp.temperature != null ? { temperature: sp.temperature } : {}),
-    stop: stopList(sp.stop),
-    stopTokenIds: sp.stop_token_ids ?? [],
-    ignoreEos: sp.ignore_eos ?? false,
-    ...(body.rid ? { rid: body.rid } : {}),
-  });
-  const text = engine.outputText(result, {
+  const textOptions = {
     skipSpecialTokens: sp.skip_special_tokens ?? true,
     noStopTrim: sp.no_stop_trim ?? false,
-  });
+  };
   const withText = body.return_text_in_logprobs ?? false;
-  return {
-    text,
-    output_ids: result.outputIds,
+  const rid = body.rid ?? randomUUID().replaceAll("-", "");
+  const routingKey = routingKeyOf(req, body.routing_key, body.rid);
+  /** One response object (final, or a streamed snapshot/delta with `finish_reason: null`). */
+  const shape = (r: PartialResult, from: number, finished: boolean) => ({
+    text: finished
+      ? engine.outputText({ ...(r as EngineResult), outputIds: r.outputIds.slice(from) }, textOptions)
+      : tok.decode(r.outputIds.slice(from), { skipSpecialTokens: textOptions.skipSpecialTokens }),
+    output_ids: r.outputIds.slice(from),
     meta_info: {
-      id: result.rid,
-      finish_reason: result.finishReason,
-      prompt_tokens: result.promptTokens,
-      completion_tokens: result.completionTokens,
-      cached_tokens: result.cachedTokens,
-      weight_version: result.weightVersion,
+      id: r.rid,
+      finish_reason: finished ? r.finishReason : null,
+      prompt_tokens: r.promptTokens,
+      completion_tokens: r.outputIds.length,
+      ...(r.cachedTokens !== null ? { cached_tokens: r.cachedTokens } : {}),
+      weight_version: r.weightVersion,
       ...(body.return_logprob
         ? {
-            output_token_logprobs: result.outputIds.map((id, i) => [
-              result.logprobs[i]!,
-              id,
-              withText ? tok.decode([id]) : null,
-            ]),
+            output_token_logprobs: r.outputIds
+              .slice(from)
+              .map((id, i) => [r.logprobs[from + i]!, id, withText ? tok.decode([id]) : null]),
           }
         : {}),
-      e2e_latency: result.e2eLatency,
+      ...(finished ? { e2e_latency: r.e2eLatency } : {}),
       simulator: SIMULATOR_ID,
     },
     ...(body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
-  };
+  });
+  let streamed = 0;
+  const sse = (chunk: unknown) => ctx.res!.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  if (body.stream) {
+    ctx.res!.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  }
+  const result = await engine.generate(
+    {
+      promptIds,
+      routingKey,
+      maxNewTokens: sp.max_new_tokens ?? 128,
+      ...(sp.temperature != null ? { temperature: sp.temperature } : {}),
+      stop: stopList(sp.stop),
+      stopTokenIds: sp.stop_token_ids ?? [],
+      ignoreEos: sp.ignore_eos ?? false,
+      rid,
+    },
+    {
+      ...(ctx.signal ? { signal: ctx.signal } : {}),
+      ...(body.stream
+        ? {
+            onProgress: (ids: readonly number[], logprobs: readonly number[]) => {
+              if (ids.length === 0 || ids.length === streamed) return;
+              const partial: PartialResult = {
+                rid,
+                outputIds: [...ids],
+                logprobs: [...logprobs],
+                finishReason: null,
+                promptTokens: promptIds.length,
+                cachedTokens: null,
+                weightVersion: engine.weightVersion,
+                e2eLatency: 0,
+              };
+              sse(shape(partial, ctx.incrementalStreaming ? streamed : 0, false));
+              streamed = ids.length;
+            },
+          }
+        : {}),
+    },
+  );
+  if (!body.stream) return shape(result, 0, true);
+  // The last chunk carries the finish reason (and, incrementally, whatever was not sent yet).
+  sse(shape(result, ctx.incrementalStreaming ? Math.min(streamed, result.outputIds.length) : 0, true));
+  ctx.res!.end("data: [DONE]\n\n");
+  return undefined;
 }
+
+/** What a streamed chunk is built from: a finished result, or the part decoded so far. */
+type PartialResult = Pick<
+  EngineResult,
+  "rid" | "outputIds" | "logprobs" | "promptTokens" | "weightVersion" | "e2eLatency"
+> & { finishReason: EngineResult["finishReason"] | null; cachedTokens: number | null };

@@ -9,6 +9,7 @@ import type { z } from "zod";
 import { describeIssues, fieldIssues } from "../protocol";
 import { ChatTemplateError } from "../tokenizer/chat-tokenizer";
 import { EngineInputError } from "./engine";
+import { DuplicateRidError, EngineUnavailableError } from "./scheduler";
 
 /**
  * An error with an HTTP status; `type` follows SGLang/OpenAI (`BadRequestError`, ...).
@@ -104,6 +105,12 @@ export function sendError(res: ServerResponse, error: unknown): void {
   if (error instanceof HttpError) {
     status = error.status;
     type = error.type;
+  } else if (error instanceof EngineUnavailableError) {
+    status = 503;
+    type = "ServiceUnavailableError";
+  } else if (error instanceof DuplicateRidError) {
+    status = 400;
+    type = "BadRequestError";
   } else if (error instanceof EngineInputError || error instanceof ChatTemplateError) {
     status = 400;
     type = "BadRequestError";

@@ -104,6 +104,7 @@ export async function handleChatCompletion(
   res: ServerResponse,
   raw: unknown,
   flavor: SimFlavor = "sglang",
+  signal?: AbortSignal,
 ): Promise<void> {
   const body = parseBody(ChatRequest, raw);
   if (flavor === "vllm") {
@@ -138,16 +139,21 @@ export async function handleChatCompletion(
     });
     promptIds = tok.encode(prompt);
   }
-  const result = await generateAs(flavor, engine, {
-    promptIds,
-    routingKey: routingKeyOf(req, body.rid, body.user),
-    maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
-    ...(body.temperature != null ? { temperature: body.temperature } : {}),
-    stop: stopList(body.stop),
-    stopTokenIds: body.stop_token_ids ?? [],
-    ignoreEos: body.ignore_eos ?? false,
-    ...(body.rid ? { rid: body.rid } : {}),
-  });
+  const result = await generateAs(
+    flavor,
+    engine,
+    {
+      promptIds,
+      routingKey: routingKeyOf(req, body.rid, body.user),
+      maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
+      ...(body.temperature != null ? { temperature: body.temperature } : {}),
+      stop: stopList(body.stop),
+      stopTokenIds: body.stop_token_ids ?? [],
+      ignoreEos: body.ignore_eos ?? false,
+      ...(body.rid ? { rid: body.rid } : {}),
+    },
+    signal,
+  );
   // SGLang keeps special tokens when tools are active so the tool-call parser sees its markup.
   const text = engine.outputText(result, {
     skipSpecialTokens: toolsActive ? false : (body.skip_special_tokens ?? true),
@@ -248,9 +254,10 @@ async function generateAs(
   flavor: SimFlavor,
   engine: SimEngineCore,
   request: EngineRequest,
+  signal?: AbortSignal,
 ): Promise<EngineResult> {
   try {
-    return await engine.generate(request);
+    return await engine.generate(request, signal ? { signal } : {});
   } catch (error) {
     if (flavor === "vllm" && error instanceof EngineInputError && /context length/.test(error.message)) {
       throw new EngineInputError(

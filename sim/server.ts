@@ -1,27 +1,34 @@
 /**
  * The simulated SGLang engine: an HTTP server on node:http that speaks SGLang's wire formats
  * (`/generate`, `/v1/chat/completions` with the 0.5.13 TITO extensions, `/v1/models`, `/health`,
- * `/health_generate`, `/model_info`) over the real Qwen3 tokenizer and chat template, with a scripted
- * policy instead of a model. It is named as a simulator in every response.
+ * `/health_generate`, `/model_info`, and the control endpoints of `control-api.ts`) over the real
+ * Qwen3 tokenizer and chat template, with a scripted policy instead of a model and a simulated GPU
+ * (`scheduler.ts`: latency, running-request limit, aborts, faults). It is named as a simulator in
+ * every response.
  *
  * @module
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { controlRoutes, disconnectSignal, type Handler } from "./control-api";
 import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
 import { handleGenerate } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
 import { handleChatCompletion, type SimFlavor } from "./openai-chat";
+import type { FaultOptions } from "./scheduler";
 
 /** One paragraph for `polar sim-engine --help`. */
 export const SIM_ENGINE_HELP =
   "Starts polar-sim-engine, a simulator of an SGLang inference server for tests and demos. It needs no GPU and " +
-  "runs no model: answers come from a scripted, seeded policy (integer arithmetic questions answered with a short " +
-  "<think> block, right most of the time and wrong on purpose sometimes; a generic reply otherwise), tokenized " +
-  "with the real Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate, " +
-  "/v1/chat/completions (with return_prompt_token_ids, return_meta_info and logprobs), /v1/models, /health, " +
-  "/health_generate and /model_info, and marks every response as coming from the simulator.";
+  "runs no model: answers come from a scripted, seeded policy (integer arithmetic answered with a short <think> " +
+  "block, right most of the time and wrong on purpose sometimes; bug-fix tasks worked through the tools the " +
+  "harness offers, fixed in some sessions and not in others; a generic reply otherwise), tokenized with the real " +
+  "Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate (also streaming), " +
+  "/v1/chat/completions, /v1/models, /health, /health_generate, /model_info, /server_info, /abort_request, " +
+  "/pause_generation, /continue_generation, /update_weights_from_disk, /flush_cache, /v1/loads, /v1/tokenize, " +
+  "/v1/detokenize and /metrics, plus /sim/stats (busy time, queue, tokens), and marks every response as coming " +
+  "from the simulator.";
 
 /** Options of {@link startSimEngine}. */
 export interface SimEngineOptions {
@@ -43,6 +50,12 @@ export interface SimEngineOptions {
   decodeTokensPerSecond?: number;
   /** Server whose chat response shape to speak; default `sglang` (≥ 0.5.13). */
   flavor?: SimFlavor;
+  /** Requests decoding at once; more wait in a FIFO queue. Default 0 = unlimited. */
+  maxRunningRequests?: number;
+  /** Fault injection: error rate (503), stalls, engine-side aborts. Default none. */
+  faults?: FaultOptions;
+  /** Stream `/generate` as deltas (SGLang `--incremental-streaming-output`); default snapshots. */
+  incrementalStreaming?: boolean;
 }
 
 /** A running simulated engine. */
@@ -51,8 +64,6 @@ export interface SimEngineHandle {
   port: number;
   close(): Promise<void>;
 }
-
-type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 /**
  * Starts the simulated engine and resolves once it listens.
@@ -77,7 +88,19 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     ...(opts.decodeTokensPerSecond !== undefined
       ? { decodeTokensPerSecond: opts.decodeTokensPerSecond }
       : {}),
+    ...(opts.maxRunningRequests !== undefined ? { maxRunningRequests: opts.maxRunningRequests } : {}),
+    ...(opts.faults ? { faults: opts.faults } : {}),
   });
+  const config = {
+    model,
+    seed: engine.seed,
+    flavor: opts.flavor ?? "sglang",
+    prefill_tokens_per_second: opts.prefillTokensPerSecond ?? 0,
+    decode_tokens_per_second: opts.decodeTokensPerSecond ?? 0,
+    max_running_requests: opts.maxRunningRequests ?? 0,
+    incremental_streaming_output: opts.incrementalStreaming ?? false,
+    faults: opts.faults ?? {},
+  };
   const routes: Record<string, Record<string, Handler>> = {
     "/v1/chat/completions": {
       POST: async (req, res) =>
@@ -88,16 +111,20 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
           res,
           await readJsonBody(req, SIM_LIMITS.maxBodyBytes),
           opts.flavor ?? "sglang",
+          disconnectSignal(res),
         ),
     },
     "/generate": {
-      POST: async (req, res) =>
-        sendJson(
+      POST: async (req, res) => {
+        const out = await handleGenerate(engine, req, await readJsonBody(req, SIM_LIMITS.maxBodyBytes), {
+          signal: disconnectSignal(res),
           res,
-          200,
-          await handleGenerate(engine, req, await readJsonBody(req, SIM_LIMITS.maxBodyBytes)),
-        ),
+          incrementalStreaming: opts.incrementalStreaming ?? false,
+        });
+        if (out) sendJson(res, 200, out);
+      },
     },
+    ...controlRoutes(engine, config),
     "/v1/models": {
       GET: async (_req, res) =>
         sendJson(res, 200, {
@@ -128,29 +155,6 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
         res.end();
       },
     },
-    "/pause_generation": {
-      POST: async (_req, res) => {
-        engine.pause();
-        sendJson(res, 200, { success: true, message: "generation paused" });
-      },
-    },
-    "/continue_generation": {
-      POST: async (_req, res) => {
-        engine.resume();
-        sendJson(res, 200, { success: true, message: "generation continued" });
-      },
-    },
-    "/update_weights_from_disk": {
-      // No weights to load: only the reported weight_version changes, as after a real update.
-      POST: async (req, res) => {
-        const body = (await readJsonBody(req, SIM_LIMITS.maxBodyBytes)) as { weight_version?: unknown };
-        if (body.weight_version !== undefined && typeof body.weight_version !== "string") {
-          throw new HttpError(400, "weight_version: must be a string");
-        }
-        if (typeof body.weight_version === "string") engine.weightVersion = body.weight_version;
-        sendJson(res, 200, { success: true, message: "simulated weight update", num_paused_requests: 0 });
-      },
-    },
     "/model_info": {
       GET: async (_req, res) =>
         sendJson(res, 200, {
@@ -167,6 +171,8 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
         }),
     },
   };
+
+  routes["/get_model_info"] = routes["/model_info"]!;
 
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]!;
