@@ -1,0 +1,160 @@
+/**
+ * The conformance report of a harness run in token mode: from the session's records, per-turn
+ * verdicts and whether the harness honours sampling parameters, streams, rewrites or compacts its
+ * history — is it safe to train on? Pure; `polar conformance` runs the harness and prints it.
+ *
+ * @module
+ */
+import type { CompletionRecord, JsonObject } from "../protocol";
+
+/** Sampling parameters the task asked the harness to send. */
+export interface ExpectedSampling {
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  max_tokens?: number;
+}
+
+/** One turn of the report. */
+export interface ConformanceTurn {
+  turn: number;
+  turn_id: string;
+  api: string;
+  streamed: boolean;
+  verdict: string;
+  reason: string | null;
+  messages: number;
+  prompt_tokens: number;
+  sampled_tokens: number;
+  /** Sampling the harness sent (only the fields it set). */
+  sent: JsonObject;
+}
+
+/** The whole report. */
+export interface ConformanceReport {
+  harness: string;
+  turns: ConformanceTurn[];
+  verdicts: Record<string, number>;
+  /** True when every turn sent the expected sampling values; null when none were expected. */
+  honours_sampling: boolean | null;
+  sampling_mismatches: string[];
+  streams: "always" | "sometimes" | "never";
+  rewrites_history: boolean;
+  compacts_history: boolean;
+  /** Chains (traces of the `conversation` builder). */
+  chains: number;
+  /**
+   * One chain (the harness never rewrote, compacted or restarted its history) and sampling
+   * honoured: every sampled token trains in the context the model saw. `template_mismatch` turns
+   * do not count against it: they are the template's doing, and the bridge keeps them in the chain.
+   */
+  safe_to_train: boolean;
+}
+
+const SAMPLING_KEYS = ["temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens"] as const;
+
+/**
+ * Builds the report from a token-mode session's records (in completion order).
+ *
+ * @example
+ * ```ts
+ * const report = conformanceReport("shell", proxy.completions(id), { temperature: 0.6 });
+ * report.safe_to_train; // true for an append-only harness that sends temperature 0.6
+ * ```
+ */
+export function conformanceReport(
+  harness: string,
+  records: readonly CompletionRecord[],
+  expected: ExpectedSampling = {},
+): ConformanceReport {
+  const turns: ConformanceTurn[] = records.map((r, i) => {
+    const bridge = (r.metadata.bridge ?? {}) as JsonObject;
+    // The internal chat form: every family's sampling fields under their OpenAI names.
+    const sent: JsonObject = {};
+    for (const k of SAMPLING_KEYS) if (r.request[k] !== undefined) sent[k] = r.request[k];
+    return {
+      turn: i + 1,
+      turn_id: String(bridge.turn_id ?? "?"),
+      api: r.api_type,
+      streamed: r.metadata.client_stream === true,
+      verdict: typeof bridge.verdict === "string" ? bridge.verdict : "(not token mode)",
+      reason: typeof bridge.reason === "string" ? bridge.reason : null,
+      messages: Array.isArray(r.request.messages) ? r.request.messages.length : 0,
+      prompt_tokens: r.prompt_ids.length,
+      sampled_tokens: r.response_ids.length,
+      sent,
+    };
+  });
+  const verdicts: Record<string, number> = {};
+  for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
+  const mismatches: string[] = [];
+  const wanted = Object.entries(expected).filter(([, v]) => v !== undefined);
+  for (const t of turns) {
+    for (const [k, v] of wanted) {
+      const got = k === "max_tokens" ? (t.sent.max_tokens ?? t.sent.max_completion_tokens) : t.sent[k];
+      if (got !== v)
+        mismatches.push(
+          `turn ${t.turn}: ${k} ${got === undefined ? "not sent" : `= ${JSON.stringify(got)}`}, expected ${v}`,
+        );
+    }
+  }
+  const streamed = turns.filter((t) => t.streamed).length;
+  // A chain starts at every turn that is not bridged from an earlier one.
+  const chains = records.filter((r) => {
+    const b = (r.metadata.bridge ?? {}) as JsonObject;
+    return b.parent_turn_id === null || b.parent_turn_id === undefined;
+  }).length;
+  const honours = wanted.length === 0 ? null : mismatches.length === 0;
+  const rewrites = (verdicts.history_rewritten ?? 0) > 0;
+  const compacts = (verdicts.compacted ?? 0) > 0;
+  return {
+    harness,
+    turns,
+    verdicts,
+    honours_sampling: honours,
+    sampling_mismatches: mismatches,
+    streams: streamed === 0 ? "never" : streamed === turns.length ? "always" : "sometimes",
+    rewrites_history: rewrites,
+    compacts_history: compacts,
+    chains,
+    safe_to_train: turns.length > 0 && chains === 1 && honours !== false,
+  };
+}
+
+/**
+ * The report as a Markdown table plus a summary block.
+ *
+ * @example
+ * ```ts
+ * console.log(formatConformance(report));
+ * ```
+ */
+export function formatConformance(r: ConformanceReport): string {
+  const lines = [
+    `conformance of harness '${r.harness}' (token mode, simulated engine)`,
+    "",
+    "| turn | api | streamed | messages | prompt tokens | sampled | sent sampling | verdict | reason |",
+    "|---|---|---|---|---|---|---|---|---|",
+    ...r.turns.map(
+      (t) =>
+        `| ${t.turn} | ${t.api} | ${t.streamed ? "yes" : "no"} | ${t.messages} | ${t.prompt_tokens} | ${t.sampled_tokens} | ${
+          Object.entries(t.sent)
+            .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+            .join(" ") || "-"
+        } | ${t.verdict} | ${t.reason ?? ""} |`,
+    ),
+    "",
+    "| check | result |",
+    "|---|---|",
+    `| turns | ${r.turns.length} (${Object.entries(r.verdicts)
+      .map(([v, n]) => `${v} ${n}`)
+      .join(", ")}) |`,
+    `| chains | ${r.chains} |`,
+    `| honours sampling parameters | ${r.honours_sampling === null ? "not checked" : r.honours_sampling ? "yes" : `no: ${r.sampling_mismatches.slice(0, 3).join("; ")}`} |`,
+    `| streams | ${r.streams} |`,
+    `| rewrites history | ${r.rewrites_history ? "yes" : "no"} |`,
+    `| compacts history | ${r.compacts_history ? "yes" : "no"} |`,
+    `| safe to train on | ${r.safe_to_train ? "yes" : "no"} |`,
+  ];
+  return lines.join("\n");
+}
