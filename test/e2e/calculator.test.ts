@@ -33,6 +33,8 @@ beforeAll(async () => {
     results.push(result);
 });
 
+const batchTask = (file: string) => loadTaskFile(join(REPO_ROOT, "examples/calculator", file)).tasks[0]!;
+
 afterAll(async () => {
   await stack?.stop();
 });
@@ -71,6 +73,17 @@ describe("calculator × 4 samples with the shell agent on the simulated engine",
       POLAR_URL: stack.controlPlane.url,
     });
     expect(topology.gateway.nodes[0]).toMatchObject({ model_served: "Qwen/Qwen3-0.6B" });
+  });
+
+  it("every harness's task file parses and shares the shell task's instruction and grading", () => {
+    const shell = batchTask("task.yaml");
+    for (const h of ["claude_code", "qwen_code", "codex", "opencode", "pi"]) {
+      const task = batchTask(`task.${h}.yaml`);
+      expect(task.agent.harness).toBe(h);
+      expect(task.instruction).toBe(shell.instruction);
+      expect(task.evaluator).toEqual(shell.evaluator);
+      expect(task.runtime?.eval_prepare).toEqual(shell.runtime?.eval_prepare);
+    }
   });
 
   it("the agent worked in several turns through the tools the harness offered", () => {
