@@ -29,7 +29,7 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli}/**/*.test.ts"],
+          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples}/**/*.test.ts"],
         },
       },
       {
