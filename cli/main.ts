@@ -72,6 +72,20 @@ program
   .option("--host <host>", "address to bind", "127.0.0.1")
   .option("--model <name>", "model name it claims to serve", "Qwen/Qwen3-0.6B")
   .option("--seed <n>", "policy seed", (v) => Number.parseInt(v, 10), 0)
+  .option("--prefill-tps <n>", "simulated prefill tokens/s (0 = instant)", Number, 0)
+  .option("--decode-tps <n>", "simulated decode tokens/s per request (0 = instant)", Number, 0)
+  .option(
+    "--max-running-requests <n>",
+    "requests decoding at once; more wait in a queue (0 = unlimited)",
+    Number,
+    0,
+  )
+  .option("--flavor <name>", "sglang | sglang-0.5.10-patched | vllm", "sglang")
+  .option("--incremental-streaming", "stream /generate as deltas", false)
+  .option("--error-rate <p>", "fault: probability of HTTP 503", Number, 0)
+  .option("--stall-rate <p>", "fault: probability of a stall", Number, 0)
+  .option("--stall-ms <ms>", "fault: stall length", Number, 5000)
+  .option("--abort-rate <p>", "fault: probability of an engine abort halfway", Number, 0)
   .action(async (opts) => (await import("./commands/sim-engine")).runSimEngine(opts));
 
 program
@@ -96,15 +110,41 @@ program
 program
   .command("proxy")
   .description("Run the recording proxy standalone (sessions via POST /sessions with POLAR_ADMIN_TOKEN)")
-  .requiredOption("--engine <name>", "sglang-openai | vllm")
+  .requiredOption("--engine <name>", "sglang (token mode, default for SGLang) | sglang-openai | vllm")
   .option("--engine-url <urls>", "engine URL(s), comma-separated")
   .option("--router-url <url>", "SGLang router to discover workers from (GET /workers)")
   .requiredOption("--model <name>", "model name the engine serves")
   .option("--port <n>", "port to listen on (0 = any)", port, 4000)
   .option("--host <host>", "address to bind", "127.0.0.1")
-  .option("--tokenizer-path <dir>", "tokenizer folder for exact count_tokens")
+  .option(
+    "--tokenizer-path <dir>",
+    "tokenizer + chat template folder (token mode; exact count_tokens otherwise)",
+  )
+  .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
+  .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
+  .option("--context-length <n>", "token mode: model context window (default 40960)")
+  .option(
+    "--delegate-parsing",
+    "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
+  )
+  .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
   .option("--capture-dir <dir>", "persist each session's records under DIR/<session id>/")
   .action(async (opts) => (await import("./commands/proxy")).runProxy(opts));
+
+program
+  .command("conformance")
+  .description(
+    "Run a harness on a scripted multi-turn task against the simulated engine in token mode; print per-turn verdicts",
+  )
+  .option("--harness <name>", "shell | a preset")
+  .option("--command <cmd>", "shell: command to run (default: examples/conformance/scripted-client.ts)")
+  .option("--task <file>", "YAML/JSON: {harness, command?, instruction?, env?, sampling?}")
+  .option("--temperature <t>", "expected temperature (passed as POLAR_TEMPERATURE, checked)")
+  .option("--top-p <p>", "expected top_p (passed as POLAR_TOP_P, checked)")
+  .option("--json", "print JSON", false)
+  .action(async (opts) => {
+    await (await import("./commands/conformance")).runConformance(opts);
+  });
 
 const token = program.command("token").description("Manage access tokens");
 token

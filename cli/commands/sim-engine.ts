@@ -3,22 +3,77 @@
  *
  * @module
  */
+import type { SimFlavor } from "../../sim/openai-chat";
 import { SIM_ENGINE_HELP, startSimEngine } from "../../sim/server";
+import { UsageError } from "../usage-error";
 
 export interface SimEngineOptions {
   port: number;
   host: string;
   model: string;
   seed: number;
+  prefillTps: number;
+  decodeTps: number;
+  maxRunningRequests: number;
+  flavor: string;
+  incrementalStreaming: boolean;
+  errorRate: number;
+  stallRate: number;
+  stallMs: number;
+  abortRate: number;
+}
+
+const FLAVORS: readonly SimFlavor[] = ["sglang", "sglang-0.5.10-patched", "vllm"];
+
+/** Checks the numeric flags and names the first bad one. */
+export function validateSimEngineOptions(opts: SimEngineOptions): void {
+  const nonNegative: Array<[string, number]> = [
+    ["--prefill-tps", opts.prefillTps],
+    ["--decode-tps", opts.decodeTps],
+    ["--max-running-requests", opts.maxRunningRequests],
+    ["--stall-ms", opts.stallMs],
+  ];
+  for (const [flag, value] of nonNegative) {
+    if (!Number.isFinite(value) || value < 0)
+      throw new UsageError(`${flag}: must be a number >= 0, got ${value}`);
+  }
+  if (!Number.isInteger(opts.maxRunningRequests)) {
+    throw new UsageError(`--max-running-requests: must be an integer, got ${opts.maxRunningRequests}`);
+  }
+  const probabilities: Array<[string, number]> = [
+    ["--error-rate", opts.errorRate],
+    ["--stall-rate", opts.stallRate],
+    ["--abort-rate", opts.abortRate],
+  ];
+  for (const [flag, value] of probabilities) {
+    if (!Number.isFinite(value) || value < 0 || value > 1) {
+      throw new UsageError(`${flag}: must be a probability between 0 and 1, got ${value}`);
+    }
+  }
+  if (!(FLAVORS as readonly string[]).includes(opts.flavor)) {
+    throw new UsageError(`--flavor: '${opts.flavor}' is not one of ${FLAVORS.join(", ")}`);
+  }
 }
 
 /** Runs until SIGINT/SIGTERM. */
 export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
+  validateSimEngineOptions(opts);
   const engine = await startSimEngine({
     port: opts.port,
     host: opts.host,
     model: opts.model,
     seed: opts.seed,
+    prefillTokensPerSecond: opts.prefillTps,
+    decodeTokensPerSecond: opts.decodeTps,
+    maxRunningRequests: opts.maxRunningRequests,
+    flavor: opts.flavor as SimFlavor,
+    incrementalStreaming: opts.incrementalStreaming,
+    faults: {
+      errorRate: opts.errorRate,
+      stallRate: opts.stallRate,
+      stallMs: opts.stallMs,
+      abortRate: opts.abortRate,
+    },
   });
   console.log(SIM_ENGINE_HELP);
   console.log(`polar sim-engine (SIMULATOR, not a model) serving "${opts.model}" at ${engine.url}`);
