@@ -146,6 +146,16 @@ program
     await (await import("./commands/conformance")).runConformance(opts);
   });
 
+program
+  .command("inspect")
+  .description(
+    "Show a stored session result or trajectory decoded: what the model saw, sampled (mask 1) and context (mask 0)",
+  )
+  .argument("<file>", "a JSON file holding a session result or a trajectory")
+  .option("--full", "print whole prompts and responses", false)
+  .option("--tokenizer-path <dir>", "tokenizer folder (default: the bundled Qwen3 files)")
+  .action(async (file, opts) => (await import("./commands/inspect")).runInspect(file, opts));
+
 const token = program.command("token").description("Manage access tokens");
 token
   .command("create")

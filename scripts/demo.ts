@@ -1,25 +1,31 @@
 /**
- * `npm run demo`: the walking skeleton end to end on this machine.
+ * `npm run demo`: the calculator example end to end on this machine, no GPU.
  *
- * Starts the control plane (`wrangler dev`, temporary state), the SIMULATED SGLang engine and one
- * gateway agent; submits examples/hello/task.yaml (one task × 4 samples, a shell harness that asks
- * the model through the gateway's proxy); prints each session's result as it arrives; shuts
- * everything down. Exit code 0 only when every session COMPLETED with tokens recorded.
+ * Starts the control plane (`wrangler dev`, temporary state), the SIMULATED SGLang engine (a scripted
+ * coding policy answering through the real Qwen3 tokenizer and chat template) and one gateway agent;
+ * submits examples/calculator/task.yaml (one task × 4 samples: a small tools agent fixes a bug in a
+ * repository through the gateway's recording proxy; `test_on_output` grades its diff in a fresh
+ * runtime); prints each session's reward, turns and tokens as it arrives; saves every result to
+ * `.polar/demo/<batch>/` and shows how to open it; shuts everything down.
+ *
+ * Exit code 0 only when every session COMPLETED with tokens recorded and the group got both rewards.
  *
  * @module
  */
-import { join } from "node:path";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { startLocalStack } from "../cli/local-stack";
-import { sessionTable, summarize } from "../cli/report";
+import { sessionTable, summarize, table } from "../cli/report";
 import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
 import type { SessionResult } from "../protocol";
 
+const TASK_FILE = "examples/calculator/task.yaml";
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 
 console.log(
-  "Polar-TS demo: control plane (wrangler dev) + simulated SGLang engine + 1 gateway, all on loopback.",
+  "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
 const stack = await startLocalStack({ gateways: 1 });
 // wrangler runs in its own process group, so Ctrl-C would not reach it: stop everything ourselves.
@@ -29,36 +35,66 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     void stack.stop().finally(() => process.exit(130));
   });
 }
+
 let ok = false;
 try {
   console.log(
     `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
   );
-  const batch = loadTaskFile(join(REPO_ROOT, "examples/hello/task.yaml"));
+  const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE));
   const created = await stack.client.submit(batch);
   console.log(
-    `[${elapsed()}] submitted batch ${created.batch_id}: ${created.tasks} task × ${created.sessions} sessions`,
+    `[${elapsed()}] submitted ${TASK_FILE} as batch ${created.batch_id}: ${created.tasks} task × ${created.sessions} sessions`,
   );
 
+  const outDir = join(REPO_ROOT, ".polar", "demo", created.batch_id);
+  mkdirSync(outDir, { recursive: true });
   const results: SessionResult[] = [];
   for await (const { seq, result } of stack.client.streamResults(created.batch_id, { timeoutMs: 150_000 })) {
     results.push(result);
-    const answer = result.trajectory.traces.at(-1)?.response_messages[0]?.content;
+    writeFileSync(join(outDir, `${result.session_id}.json`), `${JSON.stringify(result, null, 2)}\n`);
+    const s = summarize(result);
     console.log(
-      `[${elapsed()}] result #${seq}: ${result.session_id} ${result.status} reward=${result.reward ?? "-"}` +
-        (typeof answer === "string" ? `  last answer: ${JSON.stringify(answer.slice(0, 60))}` : ""),
+      `[${elapsed()}] result #${seq}: ${result.session_id} ${result.status} reward=${result.reward ?? "-"} turns=${s.traces} tokens=${s.prompt_tokens}+${s.response_tokens}`,
     );
   }
+
   const summaries = results.map(summarize);
   console.log(`\n${sessionTable(summaries)}\n`);
+  const rewards = results.map((r) => r.reward);
   console.log(
-    `Trajectories (token ids, loss masks, logprobs) are in each result: GET ${stack.controlPlane.url}/v1/batches/${created.batch_id}/results`,
+    table(
+      ["group", "sessions", "mean reward", "rewards"],
+      [
+        [
+          batch.tasks[0]!.task_id,
+          results.length,
+          mean(rewards).toFixed(2),
+          rewards.map((r) => r ?? "-").join(" "),
+        ],
+      ],
+    ),
   );
+  const first = results[0];
+  console.log(
+    `\nTrajectories (token ids, loss masks, logprobs per turn) saved in ${relative(process.cwd(), outDir)}/`,
+  );
+  if (first) {
+    const file = relative(process.cwd(), join(outDir, `${first.session_id}.json`));
+    console.log(`Open one decoded:   npx polar inspect ${file}`);
+    console.log(
+      `Raw token ids:      node -p 'require("./${file}").trajectory.traces[0].response_ids.slice(0, 20)'`,
+    );
+  }
   ok =
     summaries.length === created.sessions &&
-    summaries.every((s) => s.status === "COMPLETED" && s.prompt_tokens > 0 && s.response_tokens > 0);
+    summaries.every((s) => s.status === "COMPLETED" && s.prompt_tokens > 0 && s.response_tokens > 0) &&
+    rewards.includes(1) &&
+    rewards.includes(0);
   console.log(
-    ok ? `[${elapsed()}] demo OK` : `[${elapsed()}] demo FAILED: not every session completed with tokens`,
+    ok
+      ? `[${elapsed()}] demo OK`
+      : `[${elapsed()}] demo FAILED: expected 4 COMPLETED sessions with tokens and mixed rewards`,
   );
 } catch (err) {
   console.error(`demo failed: ${(err as Error).message}`);
@@ -69,3 +105,8 @@ try {
   await stack.stop();
 }
 process.exit(ok ? 0 : 1);
+
+function mean(values: Array<number | null>): number {
+  const xs = values.filter((v): v is number => v !== null);
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
