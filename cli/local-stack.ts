@@ -19,6 +19,11 @@ export interface LocalStackOptions {
   model?: string;
   /** Extra `serve_gateway` flags for every gateway. */
   gatewayArgs?: string[];
+  /**
+   * The gateways' `--engine`: `sglang-openai` (default: SGLang's chat endpoint) or `sglang` (token
+   * mode: the proxy renders the template and calls the sim's `/generate` with ids).
+   */
+  engine?: "sglang" | "sglang-openai" | "vllm";
   /** Keep the temporary folder (state, workspaces) after stop. */
   keepState?: boolean;
 }
@@ -80,7 +85,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
           "--node-id",
           nodeId,
           "--engine",
-          "sglang-openai",
+          opts.engine ?? "sglang-openai",
           "--engine-url",
           engineUrl,
           "--model",

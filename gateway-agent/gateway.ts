@@ -9,12 +9,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { type HelloMessage, type RuntimeSpec, WIRE_VERSION } from "../protocol";
 import { startProxy } from "../proxy";
+import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { consoleLogger, type GatewayLogger } from "./errors";
 import { SUPPORTED_HARNESSES } from "./harness";
 import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
+import { registerBridgeMetrics } from "./metrics-bridge";
 import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, type RuntimeSettings } from "./runtime";
 import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
 
@@ -31,8 +33,23 @@ export interface GatewayOptions {
   token: string;
   /** Queue to pull from; default `default`. */
   queue?: string;
-  /** Inference engine kind (a proxy engine name, e.g. `sglang-openai`). */
+  /**
+   * Inference engine kind, a proxy engine name: `sglang` (token mode: the proxy renders the
+   * template and calls `/generate` with ids, see `docs/token-mode.md`), `sglang-openai` or `vllm`.
+   */
   engine: Parameters<typeof startProxy>[0]["engine"];
+  /** Tokenizer + chat template folder (token mode; default the bundled Qwen3 files). */
+  tokenizerPath?: string;
+  /** Token mode: tool-call parser (`qwen3`, `qwen3_coder`, …); default `qwen3`. */
+  toolCallParser?: string;
+  /** Token mode: reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default `qwen3`. */
+  reasoningParser?: string;
+  /** Token mode: the model's context window; default 40 960. */
+  contextLength?: number;
+  /** Token mode: `bridge` (default) or `new_chain` when the template rewrites history. */
+  onTemplateMismatch?: ProxyOptions["onTemplateMismatch"];
+  /** Token mode: parse with SGLang's `/separate_reasoning` + `/parse_function_call`. */
+  delegateParsing?: boolean;
   /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
   engineUrl: string;
   /** More engine replicas (data-parallel servers), when the proxy supports several. */
@@ -65,6 +82,19 @@ export interface GatewayOptions {
   /** Reconnect backoff; default 0.5 s doubling to 30 s, jittered. */
   reconnect?: ReconnectPolicy;
   logger?: GatewayLogger;
+}
+
+/** The proxy's token-mode options among the gateway's (unset ones are left to the proxy's defaults). */
+function tokenModeOptions(opts: GatewayOptions): Partial<ProxyOptions> {
+  const keys = [
+    "tokenizerPath",
+    "toolCallParser",
+    "reasoningParser",
+    "contextLength",
+    "onTemplateMismatch",
+    "delegateParsing",
+  ] as const;
+  return Object.fromEntries(keys.filter((k) => opts[k] !== undefined).map((k) => [k, opts[k]]));
 }
 
 /** Snapshot for monitoring and tests. */
@@ -131,6 +161,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
+    ...tokenModeOptions(opts),
     logger,
   } as Parameters<typeof startProxy>[0])) as GatewayProxy;
   let connection: ControlConnection | null = null;
@@ -189,6 +220,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     connects: conn.connects,
   });
   metrics = new GatewayMetrics(opts.nodeId, stats);
+  registerBridgeMetrics(metrics.registry, () => proxy.status().bridge);
   let ops: GatewayHttpServer | null = null;
   if (opts.http) {
     ops = await startGatewayHttp({

@@ -39,6 +39,8 @@ export interface AdminControls {
   resume?(): void;
   status?(): { paused: boolean; inflight: number; policy_version: string | null };
   setPolicyVersion?(version: string | null): void;
+  /** Token mode: the session's turn verdict counts (null for chat engines or no call); read before close. */
+  bridgeVerdicts?(sessionId: string): Record<string, number> | null;
 }
 
 /** What the runner needs from its gateway. */
@@ -305,6 +307,7 @@ export class SessionRunner {
 
   private async execute(s: ActiveSession): Promise<void> {
     const o = this.opts;
+    const session = sessionProxy(o.proxy, harnessName(s.assignment));
     let outcome: Awaited<ReturnType<typeof runSessionPipeline>>;
     try {
       outcome = await runSessionPipeline(s, {
@@ -315,12 +318,17 @@ export class SessionRunner {
         pools: this.pools,
         runtimeSettings: o.runtimeSettings,
         defaultRuntime: o.defaultRuntime ?? null,
-        proxy: o.proxy,
+        proxy: session.proxy,
         logger: o.logger,
         onStage: (status) => this.progress(s, status),
       });
     } finally {
       this.active.delete(s.leaseId);
+    }
+    const verdicts = session.verdicts();
+    if (verdicts) {
+      const t = outcome.result.trajectory;
+      outcome.result.trajectory = { ...t, metadata: { ...t.metadata, bridge_verdicts: verdicts } };
     }
     o.onFinished?.(outcome.result, outcome.runStartMs);
     await this.report(s.leaseId, outcome.result, outcome.records);
@@ -355,6 +363,44 @@ export class SessionRunner {
     // Unsent credit is not promised: the next hello grants the free capacity anyway.
     if (sent) this.outstandingCredit += grant;
   }
+}
+
+/** The name a session's token-bridge verdicts are tallied under: the preset, else the module path. */
+export function harnessName(a: SessionAssignment): string {
+  return a.agent.harness ?? a.agent.import_path ?? "unknown";
+}
+
+/**
+ * One session's view of the proxy: `openSession` adds `harness` to the session meta (the proxy
+ * tallies bridge verdicts per harness × model by it), and `closeSession` first keeps the
+ * session's verdict counts, which the proxy forgets on close.
+ *
+ * @example
+ * ```ts
+ * const session = sessionProxy(proxy, "codex");
+ * await runSessionPipeline(s, { ...deps, proxy: session.proxy });
+ * session.verdicts(); // { extended: 7, new_chain: 1, ... } in token mode, else null
+ * ```
+ */
+export function sessionProxy(
+  proxy: SessionRunnerOptions["proxy"],
+  harness: string,
+): { proxy: PipelineDeps["proxy"]; verdicts(): Record<string, number> | null } {
+  let verdicts: Record<string, number> | null = null;
+  return {
+    proxy: {
+      get url() {
+        return proxy.url;
+      },
+      openSession: (id, meta) => proxy.openSession(id, { ...meta, harness }),
+      completions: (id) => proxy.completions(id),
+      closeSession: (id) => {
+        verdicts = proxy.bridgeVerdicts?.(id) ?? null;
+        return proxy.closeSession(id);
+      },
+    },
+    verdicts: () => verdicts,
+  };
 }
 
 function refusedResult(a: SessionAssignment, nodeId: string, message: string): SessionResult {

@@ -37,6 +37,13 @@ const NodeSpec = z.strictObject({
     base_url: Url,
     base_urls: z.array(Url).optional(),
     request_timeout_seconds: z.number().positive().optional(),
+    // Token mode (`engine: sglang`) only; the proxy validates parser names at start-up.
+    tokenizer_path: z.string().min(1).optional(),
+    tool_call_parser: z.string().min(1).optional(),
+    reasoning_parser: z.string().min(1).optional(),
+    context_length: z.number().int().min(2).optional(),
+    on_template_mismatch: z.enum(["bridge", "new_chain"]).optional(),
+    delegate_parsing: z.boolean().optional(),
   }),
   max_init_workers: Workers.default(4),
   max_run_workers: Workers.default(2),
@@ -135,8 +142,21 @@ function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: PropertyKey
   return value;
 }
 
-/** Upstream engine names → the proxy's. */
-export const ENGINE_ALIASES: Readonly<Record<string, string>> = { sglang: "sglang-openai" };
+/**
+ * Upstream engine names → the proxy's. Empty today: upstream's `sglang` is the proxy's `sglang`
+ * (token mode, the default for SGLang); write `sglang-openai` to keep SGLang's chat endpoint.
+ */
+export const ENGINE_ALIASES: Readonly<Record<string, string>> = {};
+
+/** `inference.*` keys that only the token mode (`engine: sglang`) reads. */
+export const TOKEN_MODE_KEYS = [
+  ["tokenizer_path", "tokenizerPath"],
+  ["tool_call_parser", "toolCallParser"],
+  ["reasoning_parser", "reasoningParser"],
+  ["context_length", "contextLength"],
+  ["on_template_mismatch", "onTemplateMismatch"],
+  ["delegate_parsing", "delegateParsing"],
+] as const;
 
 /**
  * Parses a topology document (YAML text) strictly.
@@ -209,6 +229,19 @@ export function gatewayOptionsFromTopology(
       `${source}: gateway.control_plane_url is required (or upstream's gateway.rollout_server_url / rollout.public_url)`,
     );
   const engine = ENGINE_ALIASES[node.inference.engine] ?? node.inference.engine;
+  const index = nodes.indexOf(node);
+  const tokenMode: Partial<GatewayOptions> = {};
+  for (const [key, option] of TOKEN_MODE_KEYS) {
+    const value = node.inference[key];
+    if (value === undefined) continue;
+    // The tokenizer folder also gives chat engines exact `count_tokens` answers; the rest is
+    // token mode only, and silently ignoring it would hide a misconfigured node.
+    if (engine !== "sglang" && key !== "tokenizer_path")
+      throw new TopologyError(
+        `${source}: gateway.nodes[${index}].inference.${key}: only applies to engine 'sglang' (token mode), not '${engine}'`,
+      );
+    Object.assign(tokenMode, { [option]: value });
+  }
   const rt = t.gateway.runtimes;
   return {
     controlPlaneUrl,
@@ -225,6 +258,7 @@ export function gatewayOptionsFromTopology(
     workRoot: t.gateway.work_root,
     keepWorkspaces: t.gateway.keep_workspaces,
     defaultRuntime: node.default_runtime,
+    ...tokenMode,
     ...(node.inference.request_timeout_seconds
       ? { requestTimeoutMs: node.inference.request_timeout_seconds * 1000 }
       : {}),

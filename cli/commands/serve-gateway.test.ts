@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
 import { ASK, isResultOf, makeAssign } from "../../gateway-agent/testing/session-fixtures";
 import { loadTopology, parseTopology } from "../../gateway-agent/topology";
-import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
+import { type SimEngineHandle, startSimEngine } from "../../sim/server";
 import { UsageError } from "../usage-error";
 import { resolveServeGatewayOptions, startServeGateway } from "./serve-gateway";
 
@@ -55,7 +55,7 @@ gateway:
     expect(a).toMatchObject({
       controlPlaneUrl: "http://cp.internal:8080", // rollout.public_url, as upstream's rollout_server_url default
       nodeId: "a",
-      engine: "sglang-openai", // upstream 'sglang'
+      engine: "sglang", // upstream's 'sglang' is the token mode
       engineUrl: "http://127.0.0.1:8000",
       model: "M",
       maxInit: 8,
@@ -127,6 +127,93 @@ gateway:
     );
   });
 
+  it("token mode: inference.* token keys and flags pass through; misplaced ones are named", async () => {
+    const file = path.join(scratch, "token.yaml");
+    await writeFile(
+      file,
+      minimal().replace(
+        `inference: { engine: sglang, base_url: "http://127.0.0.1:30000" }`,
+        `inference:
+        engine: sglang
+        base_url: "http://127.0.0.1:30000"
+        tokenizer_path: models/Qwen3-8B
+        tool_call_parser: qwen3_coder
+        reasoning_parser: qwen3
+        context_length: 32768
+        on_template_mismatch: new_chain
+        delegate_parsing: true`,
+      ),
+    );
+    expect(resolveServeGatewayOptions({ config: file }, TOKEN)).toMatchObject({
+      engine: "sglang",
+      tokenizerPath: "models/Qwen3-8B",
+      toolCallParser: "qwen3_coder",
+      reasoningParser: "qwen3",
+      contextLength: 32768,
+      onTemplateMismatch: "new_chain",
+      delegateParsing: true,
+    });
+    // Flags override the file.
+    expect(
+      resolveServeGatewayOptions({ config: file, toolCallParser: "hermes", contextLength: "4096" }, TOKEN),
+    ).toMatchObject({ toolCallParser: "hermes", contextLength: 4096 });
+    // A token-mode key under a chat engine is a mistake, named by key (file) or flag.
+    expect(() => resolveServeGatewayOptions({ config: file, engine: "vllm" }, TOKEN)).toThrow(
+      /--tool-call-parser \(or gateway\.nodes\[\]\.inference\.tool_call_parser in .*token\.yaml\): only applies to --engine sglang/,
+    );
+    const chat = path.join(scratch, "chat-token-key.yaml");
+    await writeFile(chat, minimal().replace("engine: sglang,", "engine: vllm, context_length: 9,"));
+    expect(() => resolveServeGatewayOptions({ config: chat }, TOKEN)).toThrow(
+      /gateway\.nodes\[0\]\.inference\.context_length: only applies to engine 'sglang'/,
+    );
+    const flags = { controlPlane: "http://x:1", nodeId: "n", engineUrl: "http://e:1", model: "m" };
+    expect(
+      resolveServeGatewayOptions(
+        { ...flags, engine: "sglang", tokenizerPath: "tok", reasoningParser: "none" },
+        TOKEN,
+      ),
+    ).toMatchObject({ engine: "sglang", tokenizerPath: "tok", reasoningParser: "none" });
+    // The tokenizer folder is also the chat engines' exact count_tokens source: allowed.
+    expect(resolveServeGatewayOptions({ ...flags, tokenizerPath: "tok" }, TOKEN)).toMatchObject({
+      engine: "sglang-openai",
+      tokenizerPath: "tok",
+    });
+    expect(() => resolveServeGatewayOptions({ ...flags, toolCallParser: "qwen3" }, TOKEN)).toThrow(
+      /^--tool-call-parser: only applies to --engine sglang \(token mode\), not 'sglang-openai'$/,
+    );
+    expect(() =>
+      resolveServeGatewayOptions({ ...flags, engine: "sglang", contextLength: "x" }, TOKEN),
+    ).toThrow(/--context-length: must be an integer >= 2, got 'x'/);
+    expect(() =>
+      resolveServeGatewayOptions({ ...flags, engine: "sglang", onTemplateMismatch: "drop" }, TOKEN),
+    ).toThrow(/--on-template-mismatch: 'drop' is not one of bridge, new_chain/);
+  });
+
+  it("token-mode start-up failures name the flag", async () => {
+    process.env.POLAR_GATEWAY_TOKEN = TOKEN;
+    const flags = {
+      controlPlane: "http://127.0.0.1:9",
+      nodeId: "n",
+      engine: "sglang",
+      engineUrl: "http://127.0.0.1:9",
+      model: "m",
+      workRoot: path.join(scratch, "work-bad"),
+    };
+    try {
+      await expect(
+        startServeGateway(
+          { ...flags, tokenizerPath: path.join(scratch, "no-such-dir") },
+          { installSignalHandlers: false },
+        ),
+      ).rejects.toThrow(/^--tokenizer-path: /);
+      await expect(
+        startServeGateway({ ...flags, toolCallParser: "nope" }, { installSignalHandlers: false }),
+      ).rejects.toThrow(/^--tool-call-parser: .*nope/);
+    } finally {
+      delete process.env.POLAR_GATEWAY_TOKEN;
+    }
+  });
+
   it("the example topology parses", () => {
     const t = loadTopology(path.join(import.meta.dirname, "..", "..", "examples", "topology.yaml"), {
       POLAR_URL: "http://127.0.0.1:8787",
@@ -136,9 +223,10 @@ gateway:
 });
 
 describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000 }, () => {
-  let engine: FixtureEngine;
+  // `engine: sglang` is the token mode: the proxy calls the simulated engine's `/generate` with ids.
+  let engine: SimEngineHandle;
   beforeAll(async () => {
-    engine = await startFixtureEngine({ model: "Qwen/Qwen3-8B" });
+    engine = await startSimEngine({ model: "Qwen/Qwen3-8B" });
   });
   afterAll(async () => {
     await engine.close();
@@ -183,7 +271,17 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
       });
       const a = makeAssign({ command: ASK });
       cp.send(a);
-      expect((await cp.waitFor(isResultOf(a.lease_id))).result.status).toBe("COMPLETED");
+      const { result } = await cp.waitFor(isResultOf(a.lease_id));
+      expect(result.status).toBe("COMPLETED");
+      // Token mode: one bridged turn, counted in the trajectory's metadata (the proxy forgets the
+      // session on close, so the gateway reads the counts before).
+      expect(result.trajectory.metadata.bridge_verdicts).toEqual({
+        extended: 0,
+        template_mismatch: 0,
+        new_chain: 1,
+        compacted: 0,
+        history_rewritten: 0,
+      });
 
       const health = await (await fetch(`${gateway.httpUrl}/health`)).json();
       expect(health).toMatchObject({ status: "ok", node_id: "topo-node", connected: true, run_inflight: 0 });
@@ -194,6 +292,10 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
       expect(text).toContain('polar_gateway_results_total{status="COMPLETED",node_id="topo-node"} 1');
       expect(text).toContain("polar_gateway_run_start_seconds_count");
       expect(text).toContain('polar_gateway_connected{node_id="topo-node"} 1');
+      // Tallied under the session's harness (`shell`, passed in the session meta) and the model.
+      expect(text).toContain(
+        'polar_bridge_turns_total{harness="shell",model="Qwen/Qwen3-8B",verdict="new_chain",node_id="topo-node"} 1',
+      );
       expect((await fetch(`${gateway.httpUrl}/nope`)).status).toBe(404);
     } finally {
       process.stderr.write = write;

@@ -7,6 +7,8 @@
 import { type Gateway, type GatewayOptions, jsonLogger, startGateway } from "../../gateway-agent";
 import { gatewayOptionsFromTopology, loadTopology, TopologyError } from "../../gateway-agent/topology";
 import { ENGINE_NAMES } from "../../proxy/engines";
+import { TokenModeConfigError } from "../../proxy/token-mode";
+import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
 
 export interface ServeGatewayOptions {
@@ -28,6 +30,50 @@ export interface ServeGatewayOptions {
   httpHost?: string;
   /** `json` (default with -c) or `text` logs. */
   logFormat?: "json" | "text";
+  /** Tokenizer + chat template folder (token mode; chat engines use it for `count_tokens`). */
+  tokenizerPath?: string;
+  /** Token mode (`--engine sglang`): tool-call parser name. */
+  toolCallParser?: string;
+  /** Token mode: reasoning parser name. */
+  reasoningParser?: string;
+  /** Token mode: the model's context window (commander gives a string). */
+  contextLength?: number | string;
+  /** Token mode: parse with SGLang's `/separate_reasoning` and `/parse_function_call`. */
+  delegateParsing?: boolean;
+  /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
+  onTemplateMismatch?: string;
+}
+
+/** Token-mode options: flag and topology key of each (errors name both). */
+const TOKEN_OPTIONS = [
+  ["tokenizerPath", "--tokenizer-path", "tokenizer_path"],
+  ["toolCallParser", "--tool-call-parser", "tool_call_parser"],
+  ["reasoningParser", "--reasoning-parser", "reasoning_parser"],
+  ["contextLength", "--context-length", "context_length"],
+  ["delegateParsing", "--delegate-parsing", "delegate_parsing"],
+  ["onTemplateMismatch", "--on-template-mismatch", "on_template_mismatch"],
+] as const;
+
+/** The token-mode flags given, checked; throws {@link UsageError} naming the flag. */
+function tokenModeFlags(opts: ServeGatewayOptions): Partial<GatewayOptions> {
+  const out: Partial<GatewayOptions> = {};
+  if (opts.tokenizerPath !== undefined) out.tokenizerPath = opts.tokenizerPath;
+  if (opts.toolCallParser !== undefined) out.toolCallParser = opts.toolCallParser;
+  if (opts.reasoningParser !== undefined) out.reasoningParser = opts.reasoningParser;
+  if (opts.contextLength !== undefined) {
+    const n = Number(opts.contextLength);
+    if (!Number.isInteger(n) || n < 2)
+      throw new UsageError(`--context-length: must be an integer >= 2, got '${opts.contextLength}'`);
+    out.contextLength = n;
+  }
+  if (opts.delegateParsing) out.delegateParsing = true;
+  const mismatch = opts.onTemplateMismatch;
+  if (mismatch !== undefined) {
+    if (mismatch !== "bridge" && mismatch !== "new_chain")
+      throw new UsageError(`--on-template-mismatch: '${mismatch}' is not one of bridge, new_chain`);
+    out.onTemplateMismatch = mismatch;
+  }
+  return out;
 }
 
 const isHttpUrl = (value: string) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol);
@@ -67,6 +113,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),
+    ...tokenModeFlags(opts),
   };
   const where = (flag: string, key: string) => (opts.config ? `${flag} (or ${key} in ${opts.config})` : flag);
   if (!merged.controlPlaneUrl)
@@ -75,11 +122,21 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
   if (!merged.engineUrl)
     throw new UsageError(`${where("--engine-url", "gateway.nodes[].inference.base_url")} is required`);
   if (!merged.model) throw new UsageError(`${where("--model", "gateway.nodes[].model_served")} is required`);
+  // Flags alone keep SGLang's chat endpoint by default (existing command lines keep working);
+  // topology files default to `sglang`, the token mode.
   const engine = merged.engine ?? "sglang-openai";
   if (!(ENGINE_NAMES as readonly string[]).includes(engine)) {
     throw new UsageError(
-      `${where("--engine", "gateway.nodes[].inference.engine")}: '${engine}' is not supported; choose one of ${ENGINE_NAMES.join(", ")} (or upstream's 'sglang')`,
+      `${where("--engine", "gateway.nodes[].inference.engine")}: '${engine}' is not supported; choose one of ${ENGINE_NAMES.join(", ")}`,
     );
+  }
+  if (engine !== "sglang") {
+    for (const [key, flag, topoKey] of TOKEN_OPTIONS) {
+      if (key === "tokenizerPath" || merged[key] === undefined) continue;
+      throw new UsageError(
+        `${where(flag, `gateway.nodes[].inference.${topoKey}`)}: only applies to --engine sglang (token mode), not '${engine}'`,
+      );
+    }
   }
   for (const [flag, value] of [
     [where("--control-plane", "gateway.control_plane_url"), merged.controlPlaneUrl],
@@ -120,14 +177,29 @@ export async function startServeGateway(
   const format = opts.logFormat ?? (opts.config ? "json" : "text");
   const logger =
     format === "json" ? jsonLogger({ component: "gateway", node_id: resolved.nodeId }) : undefined;
-  const gateway = await startGateway({ ...resolved, ...(logger ? { logger } : {}) });
+  let gateway: Gateway;
+  try {
+    gateway = await startGateway({ ...resolved, ...(logger ? { logger } : {}) });
+  } catch (err) {
+    // Token-mode start-up failures name an option or a file: say which flag (or key) that is.
+    const where = (key: (typeof TOKEN_OPTIONS)[number][0]) => {
+      const [, flag, topoKey] = TOKEN_OPTIONS.find(([k]) => k === key)!;
+      return opts.config ? `${flag} (or gateway.nodes[].inference.${topoKey} in ${opts.config})` : flag;
+    };
+    if (err instanceof TokenizerLoadError) throw new UsageError(`${where("tokenizerPath")}: ${err.message}`);
+    if (err instanceof TokenModeConfigError) {
+      const known = TOKEN_OPTIONS.find(([k]) => k === err.option);
+      throw new UsageError(`${known ? where(known[0]) : err.option}: ${err.message}`);
+    }
+    throw err;
+  }
   const line = {
     msg: "gateway started",
     node_id: resolved.nodeId,
     control_plane: resolved.controlPlaneUrl,
     queue: resolved.queue ?? "default",
     proxy: gateway.proxyUrl,
-    engine: `${resolved.engine} ${resolved.engineUrl}`,
+    engine: `${resolved.engine}${resolved.engine === "sglang" ? " (token mode)" : ""} ${resolved.engineUrl}`,
     http: gateway.httpUrl,
     work_root: gateway.workRoot,
   };
