@@ -202,7 +202,10 @@ describe("bad rows and flags are reported with the row and field", () => {
     ).toThrow(/^in\.jsonl:1 \(django__django-99901\): task_id: /);
   });
 
-  it("the CLI writes a batch file that `polar submit` loads, and exits 2 naming the flag or row", async () => {
+  // Eight real tsx processes: allow for a loaded machine.
+  it("the CLI writes a batch file that `polar submit` loads, and exits 2 naming the flag or row", {
+    timeout: 60_000,
+  }, async () => {
     const out = path.join(scratch, "tasks.yaml");
     const ok = await cli(["--instances", FIXTURES, "--harness", "qwen_code", "--samples", "2", "--out", out]);
     expect(ok).toMatchObject({ code: 0, stderr: `${out}: 3 tasks\n` });
