@@ -253,6 +253,28 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
     expect(missing).toBeInstanceOf(Anthropic.BadRequestError);
     expect((missing as Error).message).toContain("messages[0].role");
   });
+  it("keeps a system message sent inside `messages` (Claude Code 2.1) in place as a system turn", async () => {
+    const s = session();
+    const client = new Anthropic({ apiKey: s.key, baseURL: proxy.url, maxRetries: 0 });
+    await client.messages.create({
+      model: "claude",
+      max_tokens: 64,
+      system: "Be brief.",
+      messages: [
+        { role: "user", content: QUESTION },
+        // Not in the SDK's types (the CLI builds its bodies itself), but on the wire it is this.
+        {
+          role: "system",
+          content: [{ type: "text", text: "Agents: none." }],
+        } as unknown as Anthropic.MessageParam,
+      ],
+    });
+    expect(records(s.id)[0]!.request.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: QUESTION },
+      { role: "system", content: "Agents: none." },
+    ]);
+  });
 });
 
 describe("OpenAI Responses via the openai SDK", () => {

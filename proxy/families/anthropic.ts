@@ -87,8 +87,16 @@ function convertMessages(body: JsonObject): JsonObject[] {
   body.messages.forEach((m, i) => {
     const field = `messages[${i}]`;
     if (!isObject(m)) throw badField(field, "must be an object");
+    if (m.role === "system") {
+      // Claude Code (2.1.x) sends system messages inside `messages` (e.g. its list of sub-agents
+      // after the first user turn); they stay where they are, as a system turn of the chat form.
+      if (typeof m.content !== "string" && !Array.isArray(m.content))
+        throw badField(`${field}.content`, "required");
+      out.push({ role: "system", content: textOfBlocks(m.content) });
+      return;
+    }
     if (m.role !== "user" && m.role !== "assistant")
-      throw badField(`${field}.role`, "must be 'user' or 'assistant'");
+      throw badField(`${field}.role`, "must be 'user', 'assistant' or 'system'");
     const blocks: JsonObject[] =
       typeof m.content === "string"
         ? [{ type: "text", text: m.content }]
