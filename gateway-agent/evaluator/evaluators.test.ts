@@ -171,6 +171,23 @@ describe("swebench_harness grading (fixture instance)", () => {
       "test_b (queries.tests.T)": "FAILED",
     });
   });
+
+  it("reads Django statuses printed after a test's docstring line", () => {
+    const log = [
+      "test_plain (admin.tests.A) ... ok",
+      "test_documented (admin.tests.A)",
+      "Ordering respects the model's Meta. ... ok",
+      "test_broken (admin.tests.A)",
+      "Deleting cascades. ... FAIL",
+      "test_skip (admin.tests.A) ... skipped 'no db'",
+    ].join("\n");
+    expect(parseDjangoLog(log)).toEqual({
+      "test_plain (admin.tests.A)": "PASSED",
+      "test_documented (admin.tests.A)": "PASSED",
+      "test_broken (admin.tests.A)": "FAILED",
+      "test_skip (admin.tests.A)": "SKIPPED",
+    });
+  });
 });
 
 let root: string;

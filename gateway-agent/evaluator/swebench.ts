@@ -104,21 +104,33 @@ export const parsePytestLog: Parser = (log) => {
   return map;
 };
 
-/** Django's verbose runner: `test_x (module.Class) ... ok|FAIL|ERROR|skipped`. */
+/**
+ * Django's verbose runner: `test_x (module.Class) ... ok|FAIL|ERROR|skipped`. A test with a
+ * docstring prints the docstring on the next line and the status after it:
+ * `test_x (module.Class)` then `Docstring text. ... ok`, so a header line without a status is held
+ * until the line that carries it.
+ */
 export const parseDjangoLog: Parser = (log) => {
   const map: Record<string, string> = {};
-  for (const line of log.split("\n")) {
-    const m = /^(\S+ \([^)]+\))(?: ?\n?.*)? \.\.\. (ok|OK|FAIL|ERROR|skipped.*|expected failure)\s*$/.exec(
-      line.trim(),
-    );
-    if (!m) continue;
-    const status = m[2] as string;
-    map[m[1] as string] =
-      status.toLowerCase() === "ok" || status === "expected failure"
+  let pending: string | null = null;
+  for (const raw of log.split("\n")) {
+    const line = raw.replace(ANSI, "").trim();
+    const header = /^(\S+ \([^)]+\))/.exec(line);
+    const status = / \.\.\. (ok|OK|FAIL|ERROR|skipped.*|expected failure|unexpected success)\s*$/.exec(line);
+    if (!status) {
+      pending = header ? (header[1] as string) : null;
+      continue;
+    }
+    const name = header ? (header[1] as string) : pending;
+    pending = null;
+    if (!name) continue;
+    const word = status[1] as string;
+    map[name] =
+      word.toLowerCase() === "ok" || word === "expected failure"
         ? "PASSED"
-        : status.startsWith("skipped")
+        : word.startsWith("skipped")
           ? "SKIPPED"
-          : status === "FAIL"
+          : word === "FAIL" || word === "unexpected success"
             ? "FAILED"
             : "ERROR";
   }
