@@ -269,6 +269,15 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
         } as unknown as Anthropic.MessageParam,
       ],
     });
+    // No `thinking` switch: the template's default. Claude Code's `adaptive` turns thinking on.
+    expect(records(s.id)[0]!.request.chat_template_kwargs).toBeUndefined();
+    await client.messages.create({
+      model: "claude",
+      max_tokens: 64,
+      messages: [{ role: "user", content: QUESTION }],
+      thinking: { type: "adaptive" } as unknown as Anthropic.ThinkingConfigParam,
+    });
+    expect(records(s.id)[1]!.request.chat_template_kwargs).toEqual({ enable_thinking: true });
     expect(records(s.id)[0]!.request.messages).toEqual([
       { role: "system", content: "Be brief." },
       { role: "user", content: QUESTION },

@@ -199,8 +199,10 @@ export function anthropicToChat(body: unknown): JsonObject {
   }
   Object.assign(chat, convertToolChoice(body.tool_choice));
   if (isObject(body.thinking)) {
-    // The Anthropic switch maps onto the chat template's thinking switch (Qwen3 `enable_thinking`).
-    chat.chat_template_kwargs = { enable_thinking: body.thinking.type === "enabled" };
+    // The Anthropic switch maps onto the chat template's thinking switch (Qwen3 `enable_thinking`):
+    // `enabled` and `adaptive` (the model decides how much to think; Claude Code 2.1's default)
+    // turn it on, `disabled` off.
+    chat.chat_template_kwargs = { enable_thinking: body.thinking.type !== "disabled" };
   }
   return chat;
 }
