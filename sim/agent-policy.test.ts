@@ -101,7 +101,13 @@ const VOCABULARIES: Record<string, Vocabulary> = {
     systemPrompt: (cwd) => `I'm currently working in the directory: ${cwd}`,
   },
   codex: {
-    tools: [fn("exec_command", { cmd: s, workdir: s, yield_time_ms: { type: "number" } }, ["cmd"])],
+    // Codex 0.171's function tools for a model without apply_patch: the image viewer takes a
+    // `path` too, and must not pass for a file reader.
+    tools: [
+      fn("exec_command", { cmd: s, workdir: s, yield_time_ms: { type: "number" } }, ["cmd"]),
+      fn("write_stdin", { session_id: { type: "number" }, chars: s }, ["session_id"]),
+      fn("view_image", { path: s }),
+    ],
     run: (o, _n, a) => `Process exited with code 0\nOutput:\n${o.sh(str(a.cmd))}`,
     systemPrompt: (cwd) => `<environment_context>\n  <cwd>${cwd}</cwd>\n</environment_context>`,
   },
@@ -335,6 +341,12 @@ describe("findArithmeticBug", () => {
     expect(stripReadDecorations("     1\tfoo\n     2\t  bar")).toBe("foo\n  bar");
     expect(stripReadDecorations("<file>\n00001| foo\n00002| bar\n</file>")).toBe("foo\nbar");
     expect(stripReadDecorations("1 apple\nbanana")).toBe("1 apple\nbanana");
+    // OpenCode 1.x: path/type/content wrappers, `N: ` gutters, an end-of-file note.
+    expect(
+      stripReadDecorations(
+        "<path>/w/c.js</path>\n<type>file</type>\n<content>\n1: foo\n2: \n3:   bar\n\n(End of file - total 3 lines)\n</content>",
+      ),
+    ).toBe("foo\n\n  bar\n");
   });
 });
 

@@ -197,10 +197,24 @@ function taskOf(turns: ReadonlyArray<{ role: string; content: string }>): string
 const CODE_FILE = /(?<![\w/.-])((?:[\w.-]+\/)*[\w.-]+\.(?:js|mjs|cjs|ts|py))(?![\w])/g;
 const isTestFile = (f: string) => /(^|[/_.-])(test|tests|spec)([/_.-]|$)/i.test(f);
 
-/** Read-tool output without line-number gutters (`     1\t`, `1→`, `00001| `) or `<file>` wrappers. */
+/**
+ * Lines read tools wrap file contents in: `<file>` (older OpenCode), `<path>…</path>`,
+ * `<type>file</type>`, `<content>` and `(End of file - total N lines)` (OpenCode 1.x).
+ */
+const READ_WRAPPER = /^(?:<\/?(?:file|content)>|<path>.*<\/path>|<type>.*<\/type>|\(End of file\b.*\))$/;
+
+/**
+ * Read-tool output without line-number gutters (`     1\t` Claude Code, `1→`, `00001| `, `1: `
+ * OpenCode 1.x) or wrapper lines.
+ *
+ * @example
+ * ```ts
+ * stripReadDecorations("<content>\n1: a\n2:   b\n</content>"); // "a\n  b"
+ * ```
+ */
 export function stripReadDecorations(text: string): string {
-  const lines = text.split("\n").filter((l) => !/^<\/?file>$/.test(l.trim()));
-  const gutter = /^\s*\d+(?:\t|→|\| ?)/;
+  const lines = text.split("\n").filter((l) => !READ_WRAPPER.test(l.trim()));
+  const gutter = /^\s*\d+(?:\t|→|\| ?|: ?)/;
   const numbered = lines.filter((l) => gutter.test(l)).length;
   return (
     numbered > 0 && numbered >= lines.filter((l) => l.trim() !== "").length * 0.8

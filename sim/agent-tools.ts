@@ -131,6 +131,8 @@ function classify(tool: OfferedTool): [ToolRole, RoleTool] | undefined {
     return ["shell", { tool, main: command, ...(argv ? { argv } : {}) }];
   }
   if (!file) return undefined;
+  // Codex's `view_image` takes a `path` too; an image viewer is no way to read source code.
+  if (/image|img|screenshot|picture|photo/.test(n)) return undefined;
   if (EDIT_NAMES.test(n) || (oldKey && newKey)) {
     if (oldKey && newKey) return ["edit", { tool, main: file, second: oldKey, third: newKey }];
     // Pi-style `edits: [{oldText, newText}]`.
