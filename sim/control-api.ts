@@ -229,7 +229,12 @@ export function controlRoutes(
     },
     "/sim/stats": {
       GET: async (_req, res) =>
-        sendJson(res, 200, { simulator: SIMULATOR_ID, config, ...engine.gpu.stats() }),
+        sendJson(res, 200, {
+          simulator: SIMULATOR_ID,
+          config,
+          ...engine.gpu.stats(),
+          images: engine.images.snapshot(),
+        }),
     },
     "/metrics": {
       GET: async (_req, res) => {

@@ -8,6 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { ImageStats, type SimImage } from "./images";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
 import { PrefixCache } from "./prefix-cache";
 import { type FaultOptions, GpuScheduler } from "./scheduler";
@@ -42,6 +43,8 @@ export interface EngineRequest {
   stopTokenIds?: readonly number[];
   ignoreEos?: boolean;
   rid?: string;
+  /** Images of the request (chat `image_url` parts or `/generate` `image_data`), checked and measured. */
+  images?: readonly SimImage[];
 }
 
 /** What the engine produced. `outputIds` include the matched stop token, as in SGLang. */
@@ -117,6 +120,8 @@ export class SimEngineCore {
   readonly cache = new PrefixCache();
   /** The simulated GPU: latency, capacity, aborts, faults and busy counters. */
   readonly gpu: GpuScheduler;
+  /** Images received (`/sim/stats` → `images`). */
+  readonly images = new ImageStats();
   private readonly vocabLimit: number;
 
   constructor(options: EngineOptions) {
@@ -191,6 +196,7 @@ export class SimEngineCore {
       routingKey: request.routingKey,
       prompt,
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(request.images?.length ? { images: request.images } : {}),
     });
     const answerIds = this.tokenizer.encode(policy.text);
     const cut = this.cut(answerIds, maxNew, request);

@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { HttpError, parseBody } from "./http";
+import { ImageInputError, imagesFromImageData } from "./images";
 
 /** Header the SGLang Model Gateway uses for sticky routing; the sim keys its draws by it. */
 export const ROUTING_KEY_HEADER = "x-smg-routing-key";
@@ -37,6 +38,8 @@ export const GenerateRequest = z.looseObject({
   rid: z.string().min(1).nullish(),
   routing_key: z.string().nullish(),
   stream: z.boolean().nullish(),
+  /** Images (data URLs or bare base64), one per image placeholder of the prompt, in order. */
+  image_data: z.unknown().optional(),
 });
 
 /**
@@ -66,6 +69,23 @@ export function routingKeyOf(req: IncomingMessage, ...fallbacks: Array<string | 
   const value = Array.isArray(header) ? header[0] : header;
   if (value) return value;
   return fallbacks.find((f) => typeof f === "string" && f.length > 0) ?? "";
+}
+
+/**
+ * Runs an image check, turning a bad image into a 400 naming its field.
+ *
+ * @example
+ * ```ts
+ * const images = checkImages(() => imagesFromImageData(body.image_data, engine.images));
+ * ```
+ */
+export function checkImages<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof ImageInputError) throw new HttpError(400, err.message);
+    throw err;
+  }
 }
 
 /** Per-request context of {@link handleGenerate}. */
@@ -120,6 +140,7 @@ export async function handleGenerate(
     promptIds = tok.encode(body.text!);
     if (promptIds.length === 0) throw new HttpError(400, "text: must not be empty");
   }
+  const images = checkImages(() => imagesFromImageData(body.image_data, engine.images));
   const sp = body.sampling_params ?? {};
   const textOptions = {
     skipSpecialTokens: sp.skip_special_tokens ?? true,
@@ -168,6 +189,7 @@ export async function handleGenerate(
       stopTokenIds: sp.stop_token_ids ?? [],
       ignoreEos: sp.ignore_eos ?? false,
       rid,
+      ...(images.length ? { images } : {}),
     },
     {
       ...(ctx.signal ? { signal: ctx.signal } : {}),

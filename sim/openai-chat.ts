@@ -18,8 +18,9 @@ import {
   SIMULATOR_ID,
   type SimEngineCore,
 } from "./engine";
-import { routingKeyOf, stopList } from "./generate-api";
+import { checkImages, routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
+import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
 import { sendVllm } from "./vllm-shape";
 
@@ -124,6 +125,9 @@ export async function handleChatCompletion(
       }
     }
   }
+  // Images are checked and counted before the template drops them (Qwen3's text template renders
+  // no image placeholder, as SGLang's string content format drops non-text parts).
+  const images = checkImages(() => imagesFromMessages(body.messages, engine.images));
   const tok = engine.tokenizer;
   const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
   let promptIds: number[];
@@ -151,6 +155,7 @@ export async function handleChatCompletion(
       stopTokenIds: body.stop_token_ids ?? [],
       ignoreEos: body.ignore_eos ?? false,
       ...(body.rid ? { rid: body.rid } : {}),
+      ...(images.length ? { images } : {}),
     },
     signal,
   );

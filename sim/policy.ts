@@ -4,7 +4,9 @@
  * with a short `<think>` block and the result, wrong on purpose with probability
  * {@link WRONG_ANSWER_PROBABILITY} (off by one or a digit slip) so a group of samples has mixed
  * rewards; it re-checks on "Are you sure?", calls a calculator-like tool when the prompt offers one,
- * uses a tool's result, and otherwise gives a short generic reply saying it is a simulated policy.
+ * uses a tool's result, counts the stars in the images it is given (PNG pixels read back by
+ * `sim/image-decode.ts`, off by one with probability {@link STAR_MISCOUNT_PROBABILITY}), and
+ * otherwise gives a short generic reply saying it is a simulated policy.
  *
  * Determinism: the same seed, routing key and prompt always give the same answer; different routing
  * keys draw independently (so the sessions of one GRPO group differ). Temperature 0 is greedy: the
@@ -13,9 +15,13 @@
  * @module
  */
 import { type AgentOutcome, type AgentStep, decideAgentStep } from "./agent-policy";
+import type { SimImage } from "./images";
 
 /** Probability that an arithmetic answer is wrong (at temperature > 0). */
 export const WRONG_ANSWER_PROBABILITY = 0.25;
+
+/** Probability that a star count is off by one (at temperature > 0), so a group gets mixed rewards. */
+export const STAR_MISCOUNT_PROBABILITY = 0.25;
 
 /** Probability that, asked "Are you sure?" after a wrong answer, the policy corrects itself. */
 export const SELF_CORRECTION_PROBABILITY = 0.5;
@@ -24,7 +30,16 @@ export const SELF_CORRECTION_PROBABILITY = 0.5;
 export interface PolicyAnswer {
   /** The assistant text to emit (may start with a `<think>` block; no end-of-turn token). */
   text: string;
-  kind: "arithmetic" | "tool_call" | "tool_result" | "recheck" | "generic" | "agent_step" | "agent_final";
+  kind:
+    | "arithmetic"
+    | "tool_call"
+    | "tool_result"
+    | "recheck"
+    | "generic"
+    | "agent_step"
+    | "agent_final"
+    | "image_count"
+    | "image_description";
   /** For arithmetic answers: the correct result and whether the emitted one is correct. */
   expected?: string;
   correct?: boolean;
@@ -40,6 +55,8 @@ export interface PolicyInput {
   prompt: string;
   /** Sampling temperature; 0 means greedy (always correct). Default 1. */
   temperature?: number;
+  /** Images of the request, checked and measured by the endpoint (text templates render none). */
+  images?: readonly SimImage[];
 }
 
 /** An arithmetic question found in a message. */
@@ -267,6 +284,11 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
   if (step)
     return { text: step.text, kind: step.kind, agent: { outcome: step.outcome, action: step.action } };
 
+  if (input.images?.length) {
+    const seen = imageAnswer(input.images, lastUser, thinking, terse, greedy, input.seed, key, input.prompt);
+    if (seen) return seen;
+  }
+
   // A tool result: answer the original question with it.
   if (lastUser.trimStart().startsWith("<tool_response>")) {
     const result = /<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/.exec(lastUser)?.[1]?.trim() ?? "";
@@ -372,5 +394,66 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
   return {
     text: withThinking(thinking, `The message "${said}" has no arithmetic in it.`, reply),
     kind: "generic",
+  };
+}
+
+const COUNT_QUESTION = /\b(how many|count|number of)\b/i;
+
+/**
+ * The answer about the request's images: a star count when the user asks to count (the stars of
+ * every image added up; off by one with probability {@link STAR_MISCOUNT_PROBABILITY}, never
+ * below 0), else a description of what arrived. Undefined when an arithmetic question should be
+ * answered instead.
+ */
+function imageAnswer(
+  images: readonly SimImage[],
+  lastUser: string,
+  thinking: boolean,
+  terse: boolean,
+  greedy: boolean,
+  seed: number,
+  key: string,
+  prompt: string,
+): PolicyAnswer | undefined {
+  const what = images.map((im) => `${im.format} ${im.width}x${im.height}`).join(", ");
+  const plural = images.length === 1 ? "image" : `${images.length} images`;
+  if (COUNT_QUESTION.test(lastUser)) {
+    if (images.some((im) => im.stars === null)) {
+      return {
+        text: withThinking(
+          thinking,
+          `I was given ${plural} (${what}); the simulator reads the pixels of non-interlaced PNGs only.`,
+          "I cannot count the shapes in this image: I am a simulated policy that decodes the pixels of non-interlaced PNGs only.",
+        ),
+        kind: "image_description",
+      };
+    }
+    const truth = images.reduce((n, im) => n + (im.stars ?? 0), 0);
+    // Keyed by the images too, so different pictures with the same question draw independently.
+    const random = prng(
+      hash32(`${seed}\u0000${key}\u0000${prompt}\u0000${images.map((i) => i.digest).join(",")}`),
+    );
+    const wrong = !greedy && random() < STAR_MISCOUNT_PROBABILITY;
+    const shown = wrong ? (truth === 0 || random() < 0.5 ? truth + 1 : truth - 1) : truth;
+    const noun = shown === 1 ? "star" : "stars";
+    return {
+      text: withThinking(
+        thinking,
+        `I was given ${plural} (${what}). Counting the bright shapes, I find ${shown}.`,
+        terse ? String(shown) : `There ${shown === 1 ? "is" : "are"} ${shown} ${noun} in the ${plural}.`,
+      ),
+      kind: "image_count",
+      expected: String(truth),
+      correct: !wrong,
+    };
+  }
+  if (parseArithmetic(lastUser)) return undefined;
+  return {
+    text: withThinking(
+      thinking,
+      `The user sent ${plural} (${what}).`,
+      `I received ${plural} (${what}). I am a simulated policy: ask me how many stars there are.`,
+    ),
+    kind: "image_description",
   };
 }
