@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import { ApiError, errorBody } from "./errors";
 import { openApiDocument } from "./openapi";
+import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
@@ -37,6 +38,9 @@ app.notFound((c) =>
 app.onError((error, c) => {
   if (error instanceof ApiError) {
     return c.json(errorBody(error.code, error.message, error.details), error.status, error.headers);
+  }
+  if (error instanceof ShardConfigError) {
+    return c.json(errorBody("not_configured", error.message), 503);
   }
   // Errors from a Durable Object flagged `overloaded` must not be retried blindly.
   if ((error as { overloaded?: unknown }).overloaded === true) {

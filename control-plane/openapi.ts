@@ -210,7 +210,7 @@ function build(): OpenAPIHono {
     "/v1/gateways/connect",
     "Gateway WebSocket (Upgrade: websocket; protocol/wire.ts)",
     { 426: json(ErrorBody, "Not a WebSocket upgrade") },
-    { query: z.object({ queue: z.string().optional() }) },
+    { query: z.object({ queue: z.string().optional(), node_id: z.string().optional() }) },
   );
   path(
     "post",

@@ -19,6 +19,7 @@ import {
 } from "../../protocol";
 import { resultJson } from "../artifacts";
 import { isDevMode } from "../callback-url";
+import { sessionShard, shardsOf } from "../queue/shards";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
 import type {
@@ -156,7 +157,11 @@ export class BatchDO extends DurableObject<Env> {
     for (const [q, adding] of perQueue) {
       let depth: number;
       try {
-        depth = await this.env.QUEUE.getByName(q).depth();
+        // A sharded queue's depth is the sum over its shards.
+        const depths = await Promise.all(
+          shardsOf(q, this.env.POLAR_QUEUE_SHARDS).map((name) => this.env.QUEUE.getByName(name).depth()),
+        );
+        depth = depths.reduce((a, b) => a + b, 0);
       } catch (error) {
         // The outbox delivers once the queue is back; an unreachable queue must not block intake.
         console.warn(`BatchDO: depth of queue '${q}' unknown:`, error);
@@ -498,9 +503,20 @@ export class BatchDO extends DurableObject<Env> {
         let buffer: SessionAssignment[] = [];
         let bufferChars = 0;
         let coveredRows: number[] = [];
+        const shards = this.env.POLAR_QUEUE_SHARDS;
         const flush = async () => {
+          // Each session goes to the shard of its id (one dispatcher for an unsharded queue).
           // A fresh stub per call: a stub that has thrown may be broken.
-          if (buffer.length > 0) await this.env.QUEUE.getByName(queue).enqueue(buffer);
+          const byShard = new Map<string, SessionAssignment[]>();
+          for (const item of buffer) {
+            const shard = sessionShard(queue, item.session_id, shards);
+            const list = byShard.get(shard);
+            if (list) list.push(item);
+            else byShard.set(shard, [item]);
+          }
+          await Promise.all(
+            [...byShard].map(([shard, items]) => this.env.QUEUE.getByName(shard).enqueue(items)),
+          );
           // The await opened the input gate; deleting is still right because receivers dedupe.
           outbox.deleteOutbox(this.db, coveredRows);
           for (const id of coveredRows) unsent.delete(id);
@@ -512,7 +528,12 @@ export class BatchDO extends DurableObject<Env> {
           if (row.kind === "cancel") {
             await flush();
             const items = JSON.parse(row.payload ?? "[]") as lifecycle.Withdrawal[];
-            await this.env.QUEUE.getByName(queue).withdraw(items, "the session ended on the control plane");
+            // A session may sit on any shard (stolen, or leased by a sibling's gateway): tell each.
+            await Promise.all(
+              shardsOf(queue, shards).map((shard) =>
+                this.env.QUEUE.getByName(shard).withdraw(items, "the session ended on the control plane"),
+              ),
+            );
             outbox.deleteOutbox(this.db, [row.id]);
             unsent.delete(row.id);
             continue;

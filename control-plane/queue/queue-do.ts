@@ -28,6 +28,7 @@ import { AdminFanout, type AdminNodeResult } from "./admin-fanout";
 import migrations from "./drizzle/migrations.js";
 import { CLOSE_REPLACED, errorFrame, parseGatewayFrame } from "./messages";
 import * as schema from "./schema";
+import { parseShardName, shardsOf } from "./shards";
 import * as store from "./store";
 
 /**
@@ -58,12 +59,30 @@ export const PING_INTERVAL_SECONDS = 15;
  * ```
  */
 export const NODE_HEADER = "X-Polar-Node-Id";
+/**
+ * Header the Worker sets when it chose the shard by the `node_id` query parameter: the hello must
+ * name that node, so the gateway speaks on the shard that holds its leases.
+ *
+ * @example
+ * ```ts
+ * headers.set(NODE_HINT_HEADER, "node-a");
+ * ```
+ */
+export const NODE_HINT_HEADER = "X-Polar-Node-Hint";
 /** Delay before the alarm retries a dispatch whose ledger call failed. */
 const DISPATCH_RETRY_MS = 2000;
 /** A gateway silent (no frame, no ping) this long is declared dead: 3 missed pings. */
 const LIVENESS_TIMEOUT_MS = 3 * PING_INTERVAL_SECONDS * 1000;
 /** Close code for a gateway declared dead by the liveness check. */
 const CLOSE_STALE = 4000;
+/** How long sessions lent to a sibling shard stay reserved if the thief never settles them. */
+const STEAL_LOAN_MS = 60_000;
+/** After a steal round found nothing, credit messages do not trigger another for this long (a poke does). */
+const STEAL_IDLE_BACKOFF_MS = 1000;
+/** A shard holding undispatched sessions reminds its siblings this often (backstop of the pokes). */
+const STEAL_NUDGE_MS = 5000;
+/** Most sessions taken from one sibling in one steal call. */
+const MAX_STEAL_PER_CALL = 500;
 
 /** What survives hibernation on each socket: its connection id, node id after hello, token binding. */
 interface SocketAttachment {
@@ -71,12 +90,17 @@ interface SocketAttachment {
   nodeId: string | null;
   /** Node id bound by a per-gateway token; the hello must match it. */
   boundNode?: string | null;
+  /** Node id the Worker chose this shard by (`?node_id=`); the hello must match it. */
+  hintNode?: string | null;
 }
 
 /** One gateway as reported by `stats()`. */
 export interface GatewayStats {
   node_id: string;
+  /** The queue name gateways and trainers use. */
   queue: string;
+  /** The dispatcher holding this gateway: the queue name, or `queue#i` for a sharded queue. */
+  shard: string;
   credit: number;
   connected: boolean;
   draining: boolean;
@@ -98,6 +122,8 @@ export interface GatewayStats {
 /** Snapshot of the dispatcher (tests and observability). */
 export interface QueueStats {
   queue: string;
+  /** This dispatcher's name (`queue` or `queue#i`). */
+  shard: string;
   pending: number;
   leases: number;
   gateways: GatewayStats[];
@@ -124,6 +150,10 @@ export class QueueDO extends DurableObject<Env> {
   /** Single-flight guard: ledger RPCs open the input gate, so one dispatch pass at a time. */
   private dispatching = false;
   private dispatchAgain = false;
+  /** Until when credit-triggered steal rounds are skipped (the last one found nothing). */
+  private stealIdleUntil = 0;
+  /** Rotates the sibling a steal round starts with, so no sibling is always drained first. */
+  private stealCursor = 0;
   private readonly admins = new AdminFanout();
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -148,8 +178,15 @@ export class QueueDO extends DurableObject<Env> {
     return (Number.isFinite(raw) && raw >= 0 ? raw : LIMITS.leaseGraceSeconds) * 1000;
   }
 
+  /** This dispatcher's name: the queue name, or `queue#i` for shard i of a sharded queue. */
   private get queueName(): string {
     return this.ctx.id.name ?? "unknown";
+  }
+
+  /** The other shards of this queue (none for an unsharded queue). */
+  private get siblings(): string[] {
+    const { queue } = parseShardName(this.queueName);
+    return shardsOf(queue, this.env.POLAR_QUEUE_SHARDS).filter((name) => name !== this.queueName);
   }
 
   /** Accepts a gateway WebSocket (the Worker has already authenticated it). */
@@ -174,6 +211,7 @@ export class QueueDO extends DurableObject<Env> {
       connId: newConnectionId(),
       nodeId: null,
       boundNode: request.headers.get(NODE_HEADER),
+      hintNode: request.headers.get(NODE_HINT_HEADER),
     };
     server.serializeAttachment(attachment);
     return new Response(null, { status: 101, webSocket: client });
@@ -217,7 +255,9 @@ export class QueueDO extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.checkLiveness(Date.now());
     await this.processLostLeases();
+    store.releaseExpiredLoans(this.db, Date.now());
     await this.dispatch();
+    await this.pokeSiblingsIfBacklogged();
     await this.armAlarm();
   }
 
@@ -269,8 +309,12 @@ export class QueueDO extends DurableObject<Env> {
     const times: number[] = [];
     const lost = store.nextLostAt(this.db);
     if (lost !== null) times.push(lost);
-    if (store.sizes(this.db).leases > 0 && store.listGateways(this.db).some((g) => g.connected))
+    const sizes = store.sizes(this.db);
+    if (sizes.leases > 0 && store.listGateways(this.db).some((g) => g.connected))
       times.push(Date.now() + PING_INTERVAL_SECONDS * 1000);
+    // Sessions waiting here while siblings may have idle gateways: remind them now and then,
+    // in case a poke was lost (and release loans a failed thief never settled).
+    if (sizes.pending > 0 && this.siblings.length > 0) times.push(Date.now() + STEAL_NUDGE_MS);
     if (times.length === 0) return;
     const next = Math.max(Math.min(...times), Date.now());
     const current = await this.ctx.storage.getAlarm();
@@ -359,8 +403,101 @@ export class QueueDO extends DurableObject<Env> {
   async enqueue(items: SessionAssignment[]): Promise<number> {
     const added = this.ctx.storage.transactionSync(() => store.enqueueSessions(this.db, items, Date.now()));
     // Do not hold the caller (the ledger's outbox) while gateways are being served.
-    this.ctx.waitUntil(this.dispatch());
+    this.ctx.waitUntil(
+      (async () => {
+        await this.dispatch();
+        await this.pokeSiblingsIfBacklogged();
+        await this.armAlarm();
+      })(),
+    );
     return added;
+  }
+
+  // ---- sharding: work stealing between the shards of one queue ------------------------------
+
+  /**
+   * A sibling shard asks for up to `k` pending sessions for its idle gateways. They are lent (kept
+   * here, reserved) until the thief settles them; a loan never settled returns to this shard's
+   * pending list after STEAL_LOAN_MS. The ledger's leases fence the rare double dispatch that can
+   * follow (the later assignment supersedes the earlier one).
+   */
+  async steal(thief: string, k: number): Promise<store.SessionLoan> {
+    if (thief === this.queueName || k <= 0) return { token: "", payloads: [] };
+    const now = Date.now();
+    return this.ctx.storage.transactionSync(() => {
+      store.releaseExpiredLoans(this.db, now);
+      const loan = store.lendPending(this.db, thief, Math.min(k, MAX_STEAL_PER_CALL), now + STEAL_LOAN_MS);
+      if (loan.payloads.length > 0) store.bumpCounter(this.db, "lent_sessions", loan.payloads.length);
+      return loan;
+    });
+  }
+
+  /** The thief has taken over sessions lent under `token`: they leave this shard. */
+  async settle(token: string, sessionIds: string[]): Promise<number> {
+    return store.settleLent(this.db, token, sessionIds);
+  }
+
+  /** A sibling has sessions its own gateways cannot take: steal now if this shard has credit. */
+  async poke(): Promise<void> {
+    this.stealIdleUntil = 0;
+    this.ctx.waitUntil(this.dispatch());
+  }
+
+  /** Tells every sibling when sessions are left here that no gateway of this shard can take. */
+  private async pokeSiblingsIfBacklogged(): Promise<void> {
+    const siblings = this.siblings;
+    if (siblings.length === 0 || store.unreservedPending(this.db) === 0) return;
+    await Promise.all(
+      siblings.map((name) =>
+        this.env.QUEUE.getByName(name)
+          .poke()
+          .catch((error: unknown) =>
+            console.warn(`QueueDO ${this.queueName}: poke of ${name} failed:`, error),
+          ),
+      ),
+    );
+  }
+
+  /**
+   * Takes pending sessions from siblings, up to this shard's spare credit, into its own pending
+   * list. Returns how many were taken. Never throws.
+   */
+  private async stealFromSiblings(): Promise<number> {
+    const siblings = this.siblings;
+    if (siblings.length === 0 || Date.now() < this.stealIdleUntil) return 0;
+    let taken = 0;
+    const start = this.stealCursor++;
+    for (let i = 0; i < siblings.length; i++) {
+      const want =
+        Math.min(store.spareCredit(this.db), MAX_STEAL_PER_CALL) - store.unreservedPending(this.db);
+      if (want <= 0) break;
+      const sibling = siblings[(start + i) % siblings.length]!;
+      try {
+        const stub = this.env.QUEUE.getByName(sibling);
+        const loan = await stub.steal(this.queueName, want);
+        if (loan.payloads.length === 0) continue;
+        const items = loan.payloads.map((p) => JSON.parse(p) as SessionAssignment);
+        this.ctx.storage.transactionSync(() => {
+          store.enqueueSessions(this.db, items, Date.now());
+          store.bumpCounter(this.db, "stolen_sessions", items.length);
+        });
+        taken += items.length;
+        const ids = items.map((item) => item.session_id);
+        // The sessions are safe here now; the lender may forget them (not on the dispatch path).
+        this.ctx.waitUntil(
+          stub
+            .settle(loan.token, ids)
+            .then(() => undefined)
+            .catch((error: unknown) =>
+              console.warn(`QueueDO ${this.queueName}: settling a loan from ${sibling} failed:`, error),
+            ),
+        );
+      } catch (error) {
+        console.warn(`QueueDO ${this.queueName}: stealing from ${sibling} failed:`, error);
+      }
+    }
+    if (taken === 0) this.stealIdleUntil = Date.now() + STEAL_IDLE_BACKOFF_MS;
+    return taken;
   }
 
   /** Pending, leases, gateways and counters. */
@@ -368,7 +505,8 @@ export class QueueDO extends DurableObject<Env> {
     const sizes = store.sizes(this.db);
     const gateways: GatewayStats[] = store.listGateways(this.db).map((g) => ({
       node_id: g.nodeId,
-      queue: this.queueName,
+      queue: parseShardName(this.queueName).queue,
+      shard: this.queueName,
       credit: g.credit,
       connected: g.connected,
       draining: g.draining,
@@ -379,7 +517,13 @@ export class QueueDO extends DurableObject<Env> {
       disconnected_at: g.disconnectedAt,
       last_seen_at: g.lastSeenAt,
     }));
-    return { queue: this.queueName, ...sizes, gateways, counters: store.readCounters(this.db) };
+    return {
+      queue: parseShardName(this.queueName).queue,
+      shard: this.queueName,
+      ...sizes,
+      gateways,
+      counters: store.readCounters(this.db),
+    };
   }
 
   // ---- frames -----------------------------------------------------------------------------
@@ -428,6 +572,18 @@ export class QueueDO extends DurableObject<Env> {
         errorFrame(
           "node_id_mismatch",
           `this token belongs to node '${attachment.boundNode}', not '${hello.node_id}'`,
+        ),
+      );
+      this.closeQuietly(ws, 4403, "node_id_mismatch");
+      return;
+    }
+    if (attachment.hintNode && attachment.hintNode !== hello.node_id) {
+      // The Worker chose this shard by the node id in the connect URL; another node belongs elsewhere.
+      this.send(
+        ws,
+        errorFrame(
+          "node_id_mismatch",
+          `this connection was opened with node_id '${attachment.hintNode}', but the hello names '${hello.node_id}'`,
         ),
       );
       this.closeQuietly(ws, 4403, "node_id_mismatch");
@@ -588,7 +744,11 @@ export class QueueDO extends DurableObject<Env> {
   private async dispatchWhilePossible(): Promise<void> {
     for (;;) {
       const item = store.nextPending(this.db);
-      if (!item) return;
+      if (!item) {
+        // Nothing left here: idle gateways of this shard take work from sibling shards.
+        if (store.pickGateway(this.db) && (await this.stealFromSiblings()) > 0) continue;
+        return;
+      }
       const gateway = store.pickGateway(this.db);
       if (!gateway) return;
       const leaseId = newLeaseId();

@@ -32,6 +32,10 @@ export interface QueueCounters {
   stale_results: number;
   duplicate_results: number;
   requeued_leases: number;
+  /** Sessions this shard took from sibling shards for its idle gateways. */
+  stolen_sessions: number;
+  /** Sessions sibling shards took from this one. */
+  lent_sessions: number;
 }
 
 /**
@@ -493,17 +497,20 @@ export function deleteLease(db: QueueDb, leaseId: string): void {
 }
 
 /**
- * Adds one to counter `name`.
+ * Adds `by` (default one) to counter `name`.
  *
  * @example
  * ```ts
  * bumpCounter(db, "stale_progress");
  * ```
  */
-export function bumpCounter(db: QueueDb, name: keyof QueueCounters): void {
+export function bumpCounter(db: QueueDb, name: keyof QueueCounters, by = 1): void {
   db.insert(schema.counters)
-    .values({ name, value: 1 })
-    .onConflictDoUpdate({ target: schema.counters.name, set: { value: sql`${schema.counters.value} + 1` } })
+    .values({ name, value: by })
+    .onConflictDoUpdate({
+      target: schema.counters.name,
+      set: { value: sql`${schema.counters.value} + ${by}` },
+    })
     .run();
 }
 
@@ -521,6 +528,8 @@ export function readCounters(db: QueueDb): QueueCounters {
     stale_results: 0,
     duplicate_results: 0,
     requeued_leases: 0,
+    stolen_sessions: 0,
+    lent_sessions: 0,
   };
   for (const row of db.select().from(schema.counters).all()) {
     if (row.name in out) out[row.name as keyof QueueCounters] = row.value;
@@ -540,4 +549,129 @@ export function sizes(db: QueueDb): { pending: number; leases: number } {
   const pending = db.select({ n: sql<number>`count(*)` }).from(schema.pending).get()?.n ?? 0;
   const leases = db.select({ n: sql<number>`count(*)` }).from(schema.leases).get()?.n ?? 0;
   return { pending, leases };
+}
+
+/** Prefix of `reserved_lease` for rows lent to a sibling shard (`steal:<expiresAt>:<thief>`). */
+const STEAL_PREFIX = "steal:";
+
+/**
+ * Sessions lent to a sibling shard: the token to settle them with and their SessionAssignment
+ * JSON (text, because an RPC return type must not contain `unknown`, and it is stored as text).
+ */
+export interface SessionLoan {
+  token: string;
+  payloads: string[];
+}
+
+/**
+ * Lends up to `k` unreserved pending sessions (dispatch order) to sibling shard `thief` until
+ * `expiresAt`: they are reserved under a steal token, skipped by this shard's dispatch, and
+ * deleted when the thief settles them. Returns the token and the sessions.
+ *
+ * @example
+ * ```ts
+ * const { token, items } = lendPending(db, "default#1", 4, Date.now() + 60_000);
+ * ```
+ */
+export function lendPending(db: QueueDb, thief: string, k: number, expiresAt: number): SessionLoan {
+  const token = `${STEAL_PREFIX}${expiresAt}:${thief}`;
+  const rows = db
+    .select({ sessionId: schema.pending.sessionId, payload: schema.pending.payload })
+    .from(schema.pending)
+    .where(isNull(schema.pending.reservedLease))
+    .orderBy(desc(schema.pending.priority), asc(schema.pending.seq))
+    .limit(k)
+    .all();
+  if (rows.length === 0) return { token, payloads: [] };
+  db.update(schema.pending)
+    .set({ reservedLease: token })
+    .where(
+      inArray(
+        schema.pending.sessionId,
+        rows.map((r) => r.sessionId),
+      ),
+    )
+    .run();
+  return { token, payloads: rows.map((r) => r.payload) };
+}
+
+/**
+ * Deletes the sessions lent under `token` that the thief has taken over. Returns how many.
+ *
+ * @example
+ * ```ts
+ * settleLent(db, token, ["b_1.0.0"]); // 1
+ * ```
+ */
+export function settleLent(db: QueueDb, token: string, sessionIds: string[]): number {
+  if (sessionIds.length === 0) return 0;
+  return db
+    .delete(schema.pending)
+    .where(and(eq(schema.pending.reservedLease, token), inArray(schema.pending.sessionId, sessionIds)))
+    .returning({ seq: schema.pending.seq })
+    .all().length;
+}
+
+/**
+ * Returns lent sessions whose thief never settled them (it failed mid-steal) to the pending list.
+ *
+ * @example
+ * ```ts
+ * releaseExpiredLoans(db, Date.now()); // number released
+ * ```
+ */
+export function releaseExpiredLoans(db: QueueDb, now: number): number {
+  const lent = db
+    .select({ sessionId: schema.pending.sessionId, token: schema.pending.reservedLease })
+    .from(schema.pending)
+    .where(sql`${schema.pending.reservedLease} LIKE ${`${STEAL_PREFIX}%`}`)
+    .all();
+  const expired = lent.filter((r) => Number(r.token?.slice(STEAL_PREFIX.length).split(":")[0]) <= now);
+  if (expired.length === 0) return 0;
+  db.update(schema.pending)
+    .set({ reservedLease: null })
+    .where(
+      inArray(
+        schema.pending.sessionId,
+        expired.map((r) => r.sessionId),
+      ),
+    )
+    .run();
+  return expired.length;
+}
+
+/**
+ * Unused credit of the gateways that may receive sessions (connected, not draining).
+ *
+ * @example
+ * ```ts
+ * spareCredit(db); // how many sessions this shard could hand out now
+ * ```
+ */
+export function spareCredit(db: QueueDb): number {
+  return (
+    db
+      .select({ n: sql<number>`coalesce(sum(${schema.gateways.credit}), 0)` })
+      .from(schema.gateways)
+      .where(and(eq(schema.gateways.connected, true), eq(schema.gateways.draining, false)))
+      .get()?.n ?? 0
+  );
+}
+
+/**
+ * Pending sessions not reserved by a dispatch pass or lent to a sibling.
+ *
+ * @example
+ * ```ts
+ * unreservedPending(db) > 0; // work this shard could hand out or lend
+ * ```
+ */
+export function unreservedPending(db: QueueDb): number {
+  return (
+    db
+      .select({ n: sql<number>`count(*)` })
+      .from(schema.pending)
+      .where(isNull(schema.pending.reservedLease))
+      .get()?.n ?? 0
+  );
 }

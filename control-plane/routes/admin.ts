@@ -10,6 +10,7 @@ import { describeIssues, fieldIssues, Identifier } from "../../protocol";
 import { requireRole } from "../auth";
 import { ApiError } from "../errors";
 import type { AdminNodeResult } from "../queue/admin-fanout";
+import { dispatchersOf } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
 
@@ -63,7 +64,11 @@ async function parse<T extends z.ZodType>(
 }
 
 async function fanout(env: Env, run: (queue: string) => Promise<AdminNodeResult[]>): Promise<Response> {
-  const queues = await env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
+  // Every shard of every queue: each dispatcher reaches only the gateways connected to it.
+  const queues = dispatchersOf(
+    await env.REGISTRY.getByName(REGISTRY_NAME).listQueues(),
+    env.POLAR_QUEUE_SHARDS,
+  );
   const nodes = (await Promise.all(queues.map(run))).flat();
   // As upstream's fork: 502 when every gateway failed.
   const status = nodes.length > 0 && nodes.every((n) => !n.ok) ? 502 : 200;

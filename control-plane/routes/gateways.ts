@@ -1,6 +1,7 @@
 /**
- * Gateway routes: `GET /v1/gateways/connect?queue=NAME` (the WebSocket a gateway dials out on;
- * the token is checked here, before the upgrade reaches and bills the QueueDO), `GET /v1/gateways`
+ * Gateway routes: `GET /v1/gateways/connect?queue=NAME[&node_id=ID]` (the WebSocket a gateway
+ * dials out on; the token is checked here, before the upgrade reaches and bills the QueueDO; a
+ * sharded queue is entered at the shard of the node id), `GET /v1/gateways`
  * (listing across queues) and `POST /v1/gateways/:id/drain` (admin).
  *
  * @module
@@ -8,7 +9,8 @@
 import { Hono } from "hono";
 import { authorize } from "../auth";
 import { ApiError } from "../errors";
-import { NODE_HEADER, QUEUE_HEADER } from "../queue/queue-do";
+import { NODE_HEADER, NODE_HINT_HEADER, QUEUE_HEADER } from "../queue/queue-do";
+import { dispatchersOf, gatewayShard } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { identifierParam } from "./params";
 
@@ -31,6 +33,8 @@ gatewayRoutes.get("/connect", async (c) => {
     throw ApiError.upgradeRequired("GET /v1/gateways/connect needs 'Upgrade: websocket'");
   }
   const queue = identifierParam("queue", c.req.query("queue") ?? "default");
+  const hint = c.req.query("node_id");
+  const hintNode = hint === undefined ? null : identifierParam("node_id", hint);
   const headers = new Headers();
   for (const [name, value] of c.req.raw.headers) {
     const lower = name.toLowerCase();
@@ -39,17 +43,23 @@ gatewayRoutes.get("/connect", async (c) => {
   }
   headers.set(QUEUE_HEADER, queue);
   if (principal.nodeId) headers.set(NODE_HEADER, principal.nodeId);
-  return c.env.QUEUE.getByName(queue).fetch(new Request(c.req.raw, { headers }));
+  if (hintNode) headers.set(NODE_HINT_HEADER, hintNode);
+  // The node id picks the shard, so a reconnect finds the dispatcher holding its leases; without
+  // one (shared token, no ?node_id=) every connection goes to shard 0 and steals from the others.
+  const shard = gatewayShard(queue, principal.nodeId ?? hintNode, c.env.POLAR_QUEUE_SHARDS);
+  return c.env.QUEUE.getByName(shard).fetch(new Request(c.req.raw, { headers }));
 });
 
 gatewayRoutes.get("/", async (c) => {
   await authorize("trainer", c.req.header("Authorization"), c.env);
-  const queues = await c.env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
-  const stats = await Promise.all(queues.map((q) => c.env.QUEUE.getByName(q).stats()));
+  const recorded = await c.env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
+  const dispatchers = dispatchersOf(recorded, c.env.POLAR_QUEUE_SHARDS);
+  const stats = await Promise.all(dispatchers.map((q) => c.env.QUEUE.getByName(q).stats()));
   return c.json({
     gateways: stats.flatMap((s) => s.gateways),
     queues: stats.map((s) => ({
       queue: s.queue,
+      shard: s.shard,
       pending: s.pending,
       leases: s.leases,
       counters: s.counters,

@@ -11,6 +11,7 @@ import { LIMITS, type SessionResult } from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { requireRole } from "../auth";
 import { ApiError } from "../errors";
+import { dispatchersOf } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
 import { createBatch } from "./batches";
@@ -123,7 +124,7 @@ rolloutRoutes.get("/status", async (c) => {
       if (s) tasks[b.batch_id.slice(ROLLOUT_PREFIX.length)] = s.cancelled_at ? "cancelled" : s.status;
     }),
   );
-  const queues = await registry.listQueues();
+  const queues = dispatchersOf(await registry.listQueues(), c.env.POLAR_QUEUE_SHARDS);
   const stats = await Promise.all(queues.map((q) => c.env.QUEUE.getByName(q).stats()));
   const nodes = stats.flatMap((s) =>
     s.gateways.map((g) => ({

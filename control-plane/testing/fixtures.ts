@@ -125,9 +125,13 @@ export class Gateway {
     });
   }
 
-  /** Opens `GET /v1/gateways/connect?queue=…` with the gateway token and accepts the socket. */
-  static async connect(queue: string, token: string = TOKENS.gateway): Promise<Gateway> {
-    const res = await call(`/v1/gateways/connect?queue=${encodeURIComponent(queue)}`, {
+  /**
+   * Opens `GET /v1/gateways/connect?queue=…[&node_id=…]` with the gateway token and accepts the
+   * socket (`nodeId` picks the shard of a sharded queue).
+   */
+  static async connect(queue: string, token: string = TOKENS.gateway, nodeId?: string): Promise<Gateway> {
+    const node = nodeId === undefined ? "" : `&node_id=${encodeURIComponent(nodeId)}`;
+    const res = await call(`/v1/gateways/connect?queue=${encodeURIComponent(queue)}${node}`, {
       headers: { Upgrade: "websocket", Authorization: `Bearer ${token}` },
     });
     if (res.status !== 101 || !res.webSocket)
