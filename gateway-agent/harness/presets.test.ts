@@ -140,6 +140,10 @@ describe("harness presets", () => {
     expect(parseToml(fileOf(plan, ".codex/config.toml") ?? "")).toEqual({
       model: "Qwen/Qwen3-8B",
       model_provider: "polar",
+      // Offline: no update check, no analytics or feedback uploads.
+      check_for_update_on_startup: false,
+      analytics: { enabled: false },
+      feedback: { enabled: false },
       model_reasoning_effort: "high",
       model_providers: {
         polar: {
@@ -155,12 +159,32 @@ describe("harness presets", () => {
     expect(plan.postprocess[0]?.command).toContain("codex-sessions");
   });
 
+  it("claude_code, opencode, pi: the environment turns off update checks, telemetry and downloads", () => {
+    expect(PRESETS.claude_code(ctxFor("claude_code")).env).toMatchObject({
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_AUTOUPDATER: "1",
+      DISABLE_TELEMETRY: "1",
+    });
+    const oc = PRESETS.opencode(ctxFor("opencode"));
+    expect(oc.env).toMatchObject({ OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_MODELS_FETCH: "1" });
+    expect(JSON.parse(fileOf(oc, "opencode/opencode.json") ?? "{}")).toMatchObject({
+      autoupdate: false,
+      share: "disabled",
+    });
+    expect(PRESETS.pi(ctxFor("pi")).env).toMatchObject({ PI_OFFLINE: "1", PI_TELEMETRY: "0" });
+  });
+
   it("qwen_code, gemini_cli: settings.json MCP servers; command lines", () => {
     const mcp = [{ name: "h", transport: "streamable-http", url: "http://127.0.0.1:9/mcp" }];
     const q = PRESETS.qwen_code(ctxFor("qwen_code", { mcp_servers: mcp }));
     expect(JSON.parse(fileOf(q, ".qwen/settings.json") ?? "{}")).toEqual({
+      $version: 4,
+      general: { enableAutoUpdate: false },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
       mcpServers: { h: { type: "http", httpUrl: "http://127.0.0.1:9/mcp" } },
     });
+    expect(q.env).toMatchObject({ QWEN_CODE_NO_RELAUNCH: "true" });
     expect(q.steps[0]?.command).toContain("qwen -p ");
     expect(q.steps[0]?.command).toContain("--yolo --auth-type openai");
     const g = PRESETS.gemini_cli(ctxFor("gemini_cli", { mcp_servers: mcp }));

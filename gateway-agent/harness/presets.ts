@@ -7,6 +7,11 @@
  * Common `agent.settings`: `version` (string), `install` (false skips the install step, for images
  * that ship the CLI), `extra_args` (list of strings appended to the command line).
  *
+ * Offline: every preset turns off what its CLI would otherwise fetch or send on its own (update
+ * checks and auto-updaters, telemetry and usage statistics, model catalogues, plugin downloads),
+ * so a session in a sandbox without network only ever talks to the proxy. The knobs per CLI are
+ * listed in {@link OFFLINE_KNOBS} and in docs/harnesses.md.
+ *
  * @module
  */
 import { stringify as toToml } from "smol-toml";
@@ -25,6 +30,55 @@ export const PRESET_PACKAGES = {
   mini_swe_agent: { pkg: "mini-swe-agent", version: "2.4.2", bin: "mini", via: "pip" },
 } as const;
 export type PresetName = keyof typeof PRESET_PACKAGES;
+
+/**
+ * What each preset sets so its CLI makes no network call of its own (checked against the pinned
+ * versions: the names below are read by that code).
+ */
+export const OFFLINE_KNOBS = {
+  claude_code: {
+    env: {
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_AUTOUPDATER: "1",
+      DISABLE_TELEMETRY: "1",
+      DISABLE_ERROR_REPORTING: "1",
+    },
+  },
+  qwen_code: {
+    env: {
+      // Its default relaunches itself as a child with a heap of half the host's memory.
+      QWEN_CODE_NO_RELAUNCH: "true",
+      QWEN_CODE_DISABLE_PRECONNECT: "1",
+    },
+    /** `~/.qwen/settings.json` (schema version 4: no migration at start). */
+    settings: {
+      $version: 4,
+      general: { enableAutoUpdate: false },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+    },
+  },
+  codex: {
+    /** Top-level `config.toml` keys. */
+    config: {
+      check_for_update_on_startup: false,
+      analytics: { enabled: false },
+      feedback: { enabled: false },
+    },
+  },
+  opencode: {
+    env: {
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      // The provider catalogue it would download at start; the proxy's provider is in the config.
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+      OPENCODE_DISABLE_SHARE: "1",
+    },
+    config: { autoupdate: false, share: "disabled" },
+  },
+  pi: { env: { PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" } },
+} as const;
 
 /** Provider name the presets register for the proxy in their config files. */
 export const PROVIDER = "polar";
@@ -143,8 +197,7 @@ const claudeCode: Harness = (ctx) => {
     env: {
       CLAUDE_CONFIG_DIR: configDir,
       IS_SANDBOX: "1",
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-      DISABLE_AUTOUPDATER: "1",
+      ...OFFLINE_KNOBS.claude_code.env,
       ANTHROPIC_MODEL: ctx.model,
       ANTHROPIC_SMALL_FAST_MODEL: ctx.model,
       ANTHROPIC_DEFAULT_OPUS_MODEL: ctx.model,
@@ -171,6 +224,7 @@ const codex: Harness = (ctx) => {
   const config: Record<string, unknown> = {
     model: ctx.model,
     model_provider: PROVIDER,
+    ...OFFLINE_KNOBS.codex.config,
     model_providers: {
       [PROVIDER]: {
         name: "Polar proxy",
@@ -223,17 +277,14 @@ const qwenCode: Harness = (ctx) => {
   const s = common("qwen_code", agent);
   noSkills("qwen_code", agent);
   const { home } = sessionPaths(ctx);
+  const settings = {
+    ...OFFLINE_KNOBS.qwen_code.settings,
+    ...(agent.mcp_servers.length ? { mcpServers: mcpJson(agent, "httpUrl") } : {}),
+  };
   return {
     ...base("qwen_code", s),
-    files: agent.mcp_servers.length
-      ? [
-          {
-            path: `${home}/.qwen/settings.json`,
-            content: JSON.stringify({ mcpServers: mcpJson(agent, "httpUrl") }, null, 2),
-          },
-        ]
-      : [],
-    env: {},
+    files: [{ path: `${home}/.qwen/settings.json`, content: JSON.stringify(settings, null, 2) }],
+    env: { ...OFFLINE_KNOBS.qwen_code.env },
     steps: [
       {
         command: tee(
@@ -274,7 +325,7 @@ const opencode: Harness = (ctx) => {
       },
     },
     model: `${PROVIDER}/${ctx.model}`,
-    autoupdate: false,
+    ...OFFLINE_KNOBS.opencode.config,
     ...(agent.mcp_servers.length ? { mcp } : {}),
   };
   return {
@@ -285,7 +336,7 @@ const opencode: Harness = (ctx) => {
       XDG_CONFIG_HOME: `${home}/.config`,
       XDG_DATA_HOME: `${home}/.local/share`,
       XDG_CACHE_HOME: `${home}/.cache`,
-      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      ...OFFLINE_KNOBS.opencode.env,
     },
     steps: [{ command: tee("opencode", `opencode run${extra(s)} ${INSTRUCTION_ARG}`) }],
   };
@@ -329,7 +380,7 @@ const pi: Harness = (ctx) => {
   return {
     ...base("pi", s),
     files: [{ path: `${home}/.pi/agent/models.json`, content: JSON.stringify(models, null, 2) }],
-    env: {},
+    env: { ...OFFLINE_KNOBS.pi.env },
     steps: [
       {
         command: tee(

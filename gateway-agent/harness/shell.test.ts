@@ -71,6 +71,14 @@ describe("shellHarnessEnv", () => {
     });
   });
 
+  it("puts the pre-installed harness folder's bin/ first on PATH when POLAR_HARNESS_DIR is set", () => {
+    const env = baseEnv({ PATH: "/usr/bin:/bin", POLAR_HARNESS_DIR: "/opt/polar/harnesses" });
+    expect(env.PATH).toBe("/opt/polar/harnesses/bin:/usr/bin:/bin");
+    // The variable itself stays with the gateway.
+    expect(env).not.toHaveProperty("POLAR_HARNESS_DIR");
+    expect(baseEnv({ POLAR_HARNESS_DIR: "/opt/h" }).PATH).toBe("/opt/h/bin");
+  });
+
   it("copies only allow-listed variables from the host", () => {
     expect(
       baseEnv({ PATH: "/bin", HOME: "/h", POLAR_GATEWAY_TOKEN: "secret", AWS_SECRET_ACCESS_KEY: "k" }),
