@@ -50,7 +50,22 @@ program
     process.env.POLAR_GATEWAY_NODE_ID,
   )
   .option("--queue <name>", "queue to pull sessions from")
-  .option("--engine <name>", "inference engine API: sglang-openai | vllm (topology: sglang)")
+  .option(
+    "--engine <name>",
+    "inference engine API: sglang (token mode) | sglang-openai | vllm (default sglang-openai; topology default sglang)",
+  )
+  .option(
+    "--tokenizer-path <dir>",
+    "tokenizer + chat template folder (token mode; default the bundled Qwen3 files)",
+  )
+  .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
+  .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
+  .option("--context-length <n>", "token mode: model context window (default 40960)")
+  .option(
+    "--delegate-parsing",
+    "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
+  )
+  .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
   .option("--engine-url <url>", "inference server base URL")
   .option("--model <name>", "model name served by the engine")
   .option("--max-init <n>", "INIT workers", positiveInt("--max-init"))
