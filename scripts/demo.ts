@@ -2,11 +2,13 @@
  * `npm run demo`: the calculator example end to end on this machine, no GPU.
  *
  * Starts the control plane (`wrangler dev`, temporary state), the SIMULATED SGLang engine (a scripted
- * coding policy answering through the real Qwen3 tokenizer and chat template) and one gateway agent;
- * submits examples/calculator/task.yaml (one task × 4 samples: a small tools agent fixes a bug in a
- * repository through the gateway's recording proxy; `test_on_output` grades its diff in a fresh
- * runtime); prints each session's reward, turns and tokens as it arrives; saves every result to
- * `.polar/demo/<batch>/` and shows how to open it; shuts everything down.
+ * coding policy answering through the real Qwen3 tokenizer and chat template) and one gateway agent
+ * in token mode (its proxy renders the chat template, calls `/generate` with token ids and bridges
+ * each turn onto the previous one's exact ids); submits examples/calculator/task.yaml with the
+ * `conversation` builder (one task × 4 samples: a small tools agent fixes a bug in a repository;
+ * `test_on_output` grades its diff in a fresh runtime); prints each session's reward, turns, tokens
+ * and per-turn bridge verdicts as it arrives; saves every result to `.polar/demo/<batch>/` and shows
+ * how to open it; shuts everything down.
  *
  * Exit code 0 only when every session COMPLETED with tokens recorded and the group got both rewards.
  *
@@ -27,7 +29,7 @@ const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 console.log(
   "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
-const stack = await startLocalStack({ gateways: 1 });
+const stack = await startLocalStack({ gateways: 1, engine: "sglang" });
 // wrangler runs in its own process group, so Ctrl-C would not reach it: stop everything ourselves.
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
@@ -42,6 +44,8 @@ try {
     `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
   );
   const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE));
+  // One token-exact trace per session: every turn bridged onto the previous turn's sampled ids.
+  for (const task of batch.tasks) task.builder = { strategy: "conversation" };
   const created = await stack.client.submit(batch);
   console.log(
     `[${elapsed()}] submitted ${TASK_FILE} as batch ${created.batch_id}: ${created.tasks} task × ${created.sessions} sessions`,
@@ -55,7 +59,7 @@ try {
     writeFileSync(join(outDir, `${result.session_id}.json`), `${JSON.stringify(result, null, 2)}\n`);
     const s = summarize(result);
     console.log(
-      `[${elapsed()}] result #${seq}: ${result.session_id} ${result.status} reward=${result.reward ?? "-"} turns=${s.traces} tokens=${s.prompt_tokens}+${s.response_tokens}`,
+      `[${elapsed()}] result #${seq}: ${result.session_id} ${result.status} reward=${result.reward ?? "-"} turns=${turns(result)} traces=${s.traces} tokens=${s.prompt_tokens}+${s.response_tokens} verdicts=${verdicts(result)}`,
     );
   }
 
@@ -105,6 +109,25 @@ try {
   await stack.stop();
 }
 process.exit(ok ? 0 : 1);
+
+/** Model calls in a session (the conversation builder keeps one entry per turn in trace metadata). */
+function turns(result: SessionResult): number {
+  return result.trajectory.traces.reduce((n, t) => {
+    const perTurn = (t.metadata as { turns?: unknown[] }).turns;
+    return n + (Array.isArray(perTurn) ? perTurn.length : 1);
+  }, 0);
+}
+
+/** The token bridge's verdict counts, e.g. `new_chain:1 extended:4`. */
+function verdicts(result: SessionResult): string {
+  const counts = (result.trajectory.metadata as { bridge_verdicts?: Record<string, number> }).bridge_verdicts;
+  return counts
+    ? Object.entries(counts)
+        .filter(([, n]) => n > 0)
+        .map(([v, n]) => `${v}:${n}`)
+        .join(" ")
+    : "-";
+}
 
 function mean(values: Array<number | null>): number {
   const xs = values.filter((v): v is number => v !== null);
