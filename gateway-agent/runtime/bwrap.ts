@@ -26,6 +26,11 @@ export interface BwrapPlan {
   bridge?: { socketPath: string; shimPath: string; proxyPort: number };
   /** The gateway user's home, hidden unless it holds the work root or the node binary. */
   hostHome?: string;
+  /**
+   * Pre-installed harness CLIs (`POLAR_HARNESS_DIR`): shown read-only even when they sit in the
+   * hidden home, so the sessions' PATH entry resolves inside the sandbox.
+   */
+  harnessDir?: string;
 }
 
 const isInside = (child: string, parent: string) => {
@@ -65,6 +70,9 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     !isInside(plan.bridge?.shimPath ?? "/", home)
   ) {
     args.push("--tmpfs", home);
+    // bwrap creates the mount point inside the fresh tmpfs; nothing else of the home shows.
+    if (plan.harnessDir && isInside(plan.harnessDir, home))
+      args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
   }
   args.push(
     "--bind",

@@ -15,7 +15,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
-import { baseEnv } from "../harness/env";
+import { baseEnv, harnessDir } from "../harness/env";
 import { bwrapArgs, bwrapAvailable, gatewayHome } from "./bwrap";
 import { runProcess } from "./process";
 import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
@@ -147,6 +147,7 @@ export class LocalRuntime implements Runtime {
                 }
               : undefined,
             hostHome: gatewayHome(),
+            harnessDir: harnessDir(),
           },
           command,
         )

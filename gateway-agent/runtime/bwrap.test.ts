@@ -1,0 +1,43 @@
+/**
+ * The sandbox hides the gateway user's home, but pre-installed harness CLIs kept there (the
+ * `POLAR_HARNESS_DIR` of a checkout in the home) must still run: checked with the real bwrap.
+ */
+import { execFileSync } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { bwrapArgs, bwrapAvailable } from "./bwrap";
+
+const root = mkdtempSync(join(tmpdir(), "polar-bwrap-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe.skipIf(!bwrapAvailable("bwrap"))("bwrap and the harness folder", () => {
+  it("shows the harness folder read-only inside the hidden home, and nothing else of the home", () => {
+    const home = join(root, "home");
+    const harnesses = join(home, "checkout", ".polar", "harnesses");
+    const session = join(root, "work", "sessions", "s");
+    mkdirSync(join(harnesses, "bin"), { recursive: true });
+    mkdirSync(session, { recursive: true });
+    writeFileSync(join(home, "secret.txt"), "token");
+    writeFileSync(join(harnesses, "bin", "fake-cli"), "#!/bin/sh\necho fake-cli ran\n");
+    chmodSync(join(harnesses, "bin", "fake-cli"), 0o755);
+    const plan = {
+      bwrapPath: "bwrap",
+      sessionDir: session,
+      workRoot: join(root, "work"),
+      cwd: session,
+      allowInternet: true,
+      hostHome: home,
+      harnessDir: harnesses,
+    };
+    const argv = bwrapArgs(
+      plan,
+      `PATH=${harnesses}/bin:/usr/bin:/bin; fake-cli; cat ${home}/secret.txt 2>/dev/null || echo hidden; touch ${harnesses}/x 2>/dev/null || echo read-only`,
+    );
+    const out = execFileSync(argv[0]!, argv.slice(1)).toString();
+    expect(out).toBe("fake-cli ran\nhidden\nread-only\n");
+    // Without a harness folder the home is simply hidden.
+    expect(bwrapArgs({ ...plan, harnessDir: undefined }, "true")).not.toContain(harnesses);
+  });
+});
