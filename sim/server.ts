@@ -23,7 +23,8 @@ export const SIM_ENGINE_HELP =
   "Starts polar-sim-engine, a simulator of an SGLang inference server for tests and demos. It needs no GPU and " +
   "runs no model: answers come from a scripted, seeded policy (integer arithmetic answered with a short <think> " +
   "block, right most of the time and wrong on purpose sometimes; bug-fix tasks worked through the tools the " +
-  "harness offers, fixed in some sessions and not in others; a generic reply otherwise), tokenized with the real " +
+  "harness offers, fixed in some sessions and not in others; stars counted in PNG images it is sent, by connected " +
+  "bright pixels; a generic reply otherwise), tokenized with the real " +
   "Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate (also streaming), " +
   "/v1/chat/completions, /v1/models, /health, /health_generate, /model_info, /server_info, /abort_request, " +
   "/pause_generation, /continue_generation, /update_weights_from_disk, /flush_cache, /v1/loads, /v1/tokenize, " +
