@@ -13,7 +13,14 @@ import { shellHarness } from "./shell";
 
 export { baseEnv, HARNESS_DIR_ENV, harnessDir, INHERITED_ENV } from "./env";
 export * from "./plan";
-export { installCommand, OFFLINE_KNOBS, PRESET_PACKAGES, PRESETS, PROVIDER, type PresetName } from "./presets";
+export {
+  installCommand,
+  OFFLINE_KNOBS,
+  PRESET_PACKAGES,
+  PRESETS,
+  PROVIDER,
+  type PresetName,
+} from "./presets";
 export { INSTRUCTION_PLACEHOLDER, renderShellCommand, shellHarness } from "./shell";
 
 const HARNESSES: ReadonlyMap<string, Harness> = new Map<string, Harness>([
