@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the real harness CLIs at the versions the gateway's presets pin, each into its own
+# prefix under a harness folder (default .polar/harnesses), and links their binaries into
+# <folder>/bin. The gateway's local runtime puts that folder on the harness PATH
+# (`gateway.runtimes.local.harness_bin_dir` / POLAR_HARNESS_BIN_DIR), so a preset's own install step
+# (`command -v <bin> || npm install -g …`) finds the CLI and skips it: the sessions run offline.
+#
+# Needs the npm registry (run it in CI's install phase or once on a GPU host); a harness already
+# installed at its pinned version is skipped, so a second run does no network at all.
+#
+#   scripts/install-harnesses.sh                    # all five
+#   scripts/install-harnesses.sh pi qwen_code       # some
+#   POLAR_HARNESS_DIR=/opt/polar/harnesses scripts/install-harnesses.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR="${POLAR_HARNESS_DIR:-.polar/harnesses}"
+
+# name package version binary — keep in step with PRESET_PACKAGES in gateway-agent/harness/presets.ts
+# (test/e2e/harnesses.test.ts checks they agree). opencode's provider package is installed beside it:
+# opencode would otherwise fetch @ai-sdk/openai-compatible at run time.
+HARNESSES=(
+  "pi @mariozechner/pi-coding-agent 0.73.1 pi"
+  "qwen_code @qwen-code/qwen-code 0.15.10 qwen"
+  "claude_code @anthropic-ai/claude-code 2.1.197 claude"
+  "codex @openai/codex 0.171.0 codex"
+  "opencode opencode-ai 1.18.33 opencode"
+)
+
+want=("$@")
+mkdir -p "$DIR/bin"
+for row in "${HARNESSES[@]}"; do
+  read -r name pkg version bin <<<"$row"
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
+  prefix="$DIR/$name"
+  stamp="$prefix/.polar-installed"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pkg@$version" ] && [ -x "$prefix/node_modules/.bin/$bin" ]; then
+    echo "== $name: $pkg@$version already installed"
+  else
+    echo "== $name: installing $pkg@$version"
+    rm -rf "$prefix"
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error "$pkg@$version"
+    echo "$pkg@$version" >"$stamp"
+  fi
+  ln -sfn "../$name/node_modules/.bin/$bin" "$DIR/bin/$bin"
+done
+echo "== harness binaries in $DIR/bin: $(ls "$DIR/bin" | tr '\n' ' ')"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the real harness CLIs on the calculator task and prints one row per harness (API family,
+# sessions, turns, tokens, rewards, bridge verdicts): installs the pinned CLIs first when they are
+# missing (needs the npm registry once), then runs scripts/run-harnesses.ts, which needs no network.
+#
+#   scripts/run-harnesses.sh                       # pi, qwen_code, claude_code, codex, opencode
+#   scripts/run-harnesses.sh claude_code codex     # some
+#   scripts/run-harnesses.sh --keep pi             # keep the session folders (CLI logs) and print where
+set -euo pipefail
+cd "$(dirname "$0")/.."
+names=()
+for a in "$@"; do [ "$a" = "--keep" ] || names+=("$a"); done
+bash scripts/install-harnesses.sh "${names[@]}"
+exec npx tsx scripts/run-harnesses.ts "$@"

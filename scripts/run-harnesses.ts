@@ -1,0 +1,333 @@
+/**
+ * `npx tsx scripts/run-harnesses.ts [--keep] [pi qwen_code …]` (or `scripts/run-harnesses.sh`, which
+ * installs missing CLIs first): the real harness CLIs on the calculator task, end to end.
+ *
+ * Starts the local stack (control plane, SIMULATED SGLang engine, one gateway whose proxy runs in
+ * token mode, `--engine sglang`), submits `examples/calculator/task.<harness>.yaml` for each
+ * harness asked for (4 samples each, graded by `test_on_output`, trajectories built by the
+ * `conversation` builder), fetches every session's completion records and prints one row per
+ * harness: API family, sessions, turns, tokens, rewards, bridge verdicts. Results and records are
+ * saved under `.polar/harness-runs/<batch>/`.
+ *
+ * The CLIs must be installed first (`scripts/install-harnesses.sh`, which needs the npm registry);
+ * the run itself needs no network: the gateway gets `POLAR_HARNESS_DIR` and puts its `bin/` first
+ * on the sessions' PATH, so the presets' install steps are skipped.
+ *
+ * Exit code 0 only when every session COMPLETED, every harness's group got rewards 1 and 0, and
+ * every record is token-exact (see {@link checkHarnessRun}).
+ *
+ * @module
+ */
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { pathToFileURL } from "node:url";
+import { type LocalStack, startLocalStack } from "../cli/local-stack";
+import { table } from "../cli/report";
+import { loadTaskFile } from "../cli/task-file";
+import { REPO_ROOT } from "../cli/wrangler-dev";
+import { PRESET_PACKAGES } from "../gateway-agent/harness";
+import type { CompletionRecord, SessionResult, TaskSpecInput } from "../protocol";
+import {
+  type ChatMessage,
+  type ChatTokenizer,
+  loadChatTokenizer,
+  sglangToolDumps,
+  type ToolDefinition,
+} from "../tokenizer/chat-tokenizer";
+
+/** The five harnesses of the calculator example, in the order they are run and reported. */
+export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode"] as const;
+export type HarnessName = (typeof HARNESS_NAMES)[number];
+
+/** Where `scripts/install-harnesses.sh` puts the CLIs by default. */
+export const DEFAULT_HARNESS_DIR = join(REPO_ROOT, ".polar", "harnesses");
+
+/** One harness's sessions with their completion records. */
+export interface HarnessRun {
+  harness: HarnessName;
+  task_id: string;
+  sessions: Array<{ result: SessionResult; records: CompletionRecord[] }>;
+}
+
+/** Options of {@link runHarnesses}. */
+export interface RunHarnessesOptions {
+  harnesses: readonly HarnessName[];
+  /** Folder with `bin/<cli>` (default `.polar/harnesses`). */
+  harnessDir?: string;
+  /** Sessions run at once by the gateway (default 4). */
+  maxRun?: number;
+  /** Wait for all results at most this long (default 15 min). */
+  timeoutMs?: number;
+  log?: (line: string) => void;
+  /** Use a running stack instead of starting one (tests share theirs). */
+  stack?: LocalStack;
+  /** Keep the stack's folder (session workspaces and the CLIs' logs) after the run. */
+  keep?: boolean;
+}
+
+/**
+ * The binaries a harness folder is missing for `harnesses` (empty when all are installed).
+ *
+ * @example
+ * ```ts
+ * missingHarnesses(DEFAULT_HARNESS_DIR, ["pi"]); // [] once install-harnesses.sh ran
+ * ```
+ */
+export function missingHarnesses(dir: string, harnesses: readonly HarnessName[]): HarnessName[] {
+  return harnesses.filter((h) => !existsSync(join(dir, "bin", PRESET_PACKAGES[h].bin)));
+}
+
+/** The calculator task of `harness`, with the `conversation` builder (token mode's per-chain traces). */
+export function harnessTask(harness: HarnessName): TaskSpecInput {
+  const file = join(REPO_ROOT, "examples/calculator", `task.${harness}.yaml`);
+  const task = loadTaskFile(file).tasks[0]!;
+  return { ...task, builder: { strategy: "conversation", config: {} } };
+}
+
+/**
+ * The local stack's gateway flags for a harness run: token mode, all samples of a group at once.
+ *
+ * @example
+ * ```ts
+ * const stack = await startLocalStack({ gatewayArgs: harnessGatewayArgs(4) });
+ * ```
+ */
+export function harnessGatewayArgs(maxRun = 4): string[] {
+  return ["--engine", "sglang", "--max-run", String(maxRun), "--max-init", String(maxRun)];
+}
+
+async function fetchRecords(stack: LocalStack, sessionId: string): Promise<CompletionRecord[]> {
+  const url = new URL(`/v1/sessions/${encodeURIComponent(sessionId)}/completions`, stack.controlPlane.url);
+  let last = "";
+  // Seen once under `wrangler dev`: a 200 whose body came back empty; a second read had it all.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const res = await fetch(url, { headers: { authorization: `Bearer ${stack.tokens.trainer}` } });
+    const text = await res.text();
+    // A session that never reached the model (the CLI failed to start) has no records to upload.
+    if (res.status === 404) return [];
+    if (!res.ok) throw new Error(`completions of ${sessionId}: HTTP ${res.status} ${text}`);
+    try {
+      return JSON.parse(text) as CompletionRecord[];
+    } catch (err) {
+      last = `${(err as Error).message} (${text.length} bytes)`;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`completions of ${sessionId}: not JSON after 5 reads: ${last}`);
+}
+
+/**
+ * Submits the calculator task of every harness in one batch on a local stack whose gateway has
+ * the harness folder on its PATH, and collects results and completion records.
+ *
+ * @example
+ * ```ts
+ * const runs = await runHarnesses({ harnesses: ["pi", "qwen_code"] });
+ * console.log(harnessTable(runs));
+ * ```
+ */
+export async function runHarnesses(opts: RunHarnessesOptions): Promise<HarnessRun[]> {
+  const log = opts.log ?? (() => {});
+  const dir = opts.harnessDir ?? DEFAULT_HARNESS_DIR;
+  const missing = missingHarnesses(dir, opts.harnesses);
+  if (missing.length > 0) {
+    throw new Error(
+      `harness CLIs not installed in ${dir}: ${missing.join(", ")} (run scripts/install-harnesses.sh ${missing.join(" ")})`,
+    );
+  }
+  // The gateway children inherit this: the sessions' PATH starts with <dir>/bin.
+  process.env.POLAR_HARNESS_DIR = dir;
+  const stack =
+    opts.stack ??
+    (await startLocalStack({
+      gateways: 1,
+      gatewayArgs: [...harnessGatewayArgs(opts.maxRun), ...(opts.keep ? ["--keep-workspaces"] : [])],
+      keepState: opts.keep ?? false,
+    }));
+  if (opts.keep) log(`stack folder (kept): ${stack.root}`);
+  try {
+    const tasks = opts.harnesses.map(harnessTask);
+    const created = await stack.client.submit({ tasks });
+    log(`submitted batch ${created.batch_id}: ${created.tasks} tasks × 4 = ${created.sessions} sessions`);
+    const byTask = new Map<string, HarnessRun>(
+      tasks.map((t, i) => [t.task_id, { harness: opts.harnesses[i]!, task_id: t.task_id, sessions: [] }]),
+    );
+    for await (const { result } of stack.client.streamResults(created.batch_id, {
+      timeoutMs: opts.timeoutMs ?? 15 * 60_000,
+    })) {
+      const run = byTask.get(result.task_id);
+      if (!run) throw new Error(`result of unknown task ${result.task_id}`);
+      const records = await fetchRecords(stack, result.session_id);
+      run.sessions.push({ result, records });
+      log(
+        `${result.session_id} (${run.harness}) ${result.status} reward=${result.reward ?? "-"} turns=${records.length}${result.error ? ` error=${result.error}` : ""}`,
+      );
+    }
+    for (const run of byTask.values())
+      run.sessions.sort((a, b) => a.result.session_id.localeCompare(b.result.session_id));
+    return [...byTask.values()];
+  } finally {
+    if (!opts.stack) await stack.stop();
+  }
+}
+
+type Verdicts = Record<string, number>;
+
+const verdictOf = (r: CompletionRecord) =>
+  String((r.metadata.bridge as { verdict?: unknown } | undefined)?.verdict ?? "none");
+
+/** Per-harness figures of the report table. */
+export interface HarnessSummary {
+  harness: HarnessName;
+  api: string;
+  sessions: number;
+  completed: number;
+  turns: number[];
+  promptTokens: number;
+  sampledTokens: number;
+  rewards: Array<number | null>;
+  verdicts: Verdicts;
+}
+
+/**
+ * Figures of one harness run: turns per session, tokens (prompt tokens of every call, and sampled
+ * tokens), rewards, verdict counts.
+ *
+ * @example
+ * ```ts
+ * summarizeHarness(runs[0]).verdicts; // { new_chain: 4, extended: 17 }
+ * ```
+ */
+export function summarizeHarness(run: HarnessRun): HarnessSummary {
+  const records = run.sessions.flatMap((s) => s.records);
+  const verdicts: Verdicts = {};
+  for (const r of records) verdicts[verdictOf(r)] = (verdicts[verdictOf(r)] ?? 0) + 1;
+  return {
+    harness: run.harness,
+    api: [...new Set(records.map((r) => r.api_type))].join(",") || "-",
+    sessions: run.sessions.length,
+    completed: run.sessions.filter((s) => s.result.status === "COMPLETED").length,
+    turns: run.sessions.map((s) => s.records.length),
+    promptTokens: records.reduce((n, r) => n + r.prompt_ids.length, 0),
+    sampledTokens: records.reduce((n, r) => n + r.response_ids.length, 0),
+    rewards: run.sessions.map((s) => s.result.reward),
+    verdicts,
+  };
+}
+
+/**
+ * The report: one row per harness.
+ *
+ * @example
+ * ```ts
+ * console.log(harnessTable(runs.map(summarizeHarness)));
+ * ```
+ */
+export function harnessTable(summaries: HarnessSummary[]): string {
+  return table(
+    ["harness", "API family", "sessions", "turns", "tokens (prompt+sampled)", "rewards", "verdicts"],
+    summaries.map((s) => [
+      s.harness,
+      s.api,
+      `${s.completed}/${s.sessions} completed`,
+      s.turns.join(" "),
+      `${s.promptTokens}+${s.sampledTokens}`,
+      s.rewards.map((r) => r ?? "-").join(" "),
+      Object.entries(s.verdicts)
+        .map(([v, n]) => `${v} ${n}`)
+        .join(", "),
+    ]),
+  );
+}
+
+/**
+ * What must hold for a harness run, as a list of problems (empty = good): every session
+ * COMPLETED; rewards 1 and 0 in the group; every record in token mode with aligned logprobs;
+ * the prompt ids of every `new_chain` / `extended` turn decode to the Qwen3 template's render of
+ * the request the engine served (messages and tools); every chain of the `conversation` trajectory
+ * is one token sequence (bridged ids masked 0, sampled ids 1).
+ *
+ * @example
+ * ```ts
+ * expect(checkHarnessRun(run, tokenizer)).toEqual([]);
+ * ```
+ */
+export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): string[] {
+  const problems: string[] = [];
+  const rewards = new Set(run.sessions.map((s) => s.result.reward));
+  if (!rewards.has(1) || !rewards.has(0))
+    problems.push(`${run.harness}: rewards ${[...rewards].join(",")} are not a mix of 1 and 0`);
+  for (const { result, records } of run.sessions) {
+    const at = `${run.harness} ${result.session_id}`;
+    if (result.status !== "COMPLETED") problems.push(`${at}: ${result.status} ${result.error ?? ""}`);
+    if (records.length < 2) problems.push(`${at}: ${records.length} model calls`);
+    for (const [i, r] of records.entries()) {
+      const where = `${at} call ${i}`;
+      if (r.engine !== "sglang") problems.push(`${where}: engine ${r.engine}, not token mode`);
+      if (r.response_ids.length === 0) problems.push(`${where}: no sampled ids`);
+      if (r.response_logprobs?.length !== r.response_ids.length)
+        problems.push(`${where}: ${r.response_logprobs?.length} logprobs for ${r.response_ids.length} ids`);
+      const verdict = verdictOf(r);
+      if (verdict !== "new_chain" && verdict !== "extended") continue;
+      const tools = (r.request.tools as unknown as ToolDefinition[] | undefined) ?? [];
+      const rendered = tokenizer.render(r.request.messages as unknown as ChatMessage[], {
+        ...(tools.length ? { tools: sglangToolDumps(tools) } : {}),
+        ...(r.request.chat_template_kwargs
+          ? { templateKwargs: r.request.chat_template_kwargs as Record<string, unknown> }
+          : {}),
+        addGenerationPrompt: true,
+      });
+      if (tokenizer.decode(r.prompt_ids) !== rendered)
+        problems.push(`${where} (${verdict}): prompt ids do not decode to the template's render`);
+    }
+    for (const [k, t] of result.trajectory.traces.entries()) {
+      const n = t.response_ids.length;
+      if (t.loss_mask.length !== n || t.response_logprobs?.length !== n)
+        problems.push(`${at} trace ${k}: mask/logprobs not aligned with ${n} response ids`);
+      const sampled = t.loss_mask.filter((m) => m === 1).length;
+      if (sampled === 0) problems.push(`${at} trace ${k}: no trained tokens`);
+    }
+    const sampledInRecords = records.reduce((s, r) => s + r.response_ids.length, 0);
+    const trained = result.trajectory.traces.reduce(
+      (s, t) => s + t.loss_mask.filter((m) => m === 1).length,
+      0,
+    );
+    if (trained !== sampledInRecords)
+      problems.push(`${at}: traces train ${trained} tokens, the engine sampled ${sampledInRecords}`);
+  }
+  return problems;
+}
+
+async function main(): Promise<void> {
+  const keep = process.argv.includes("--keep");
+  const args = process.argv.slice(2).filter((a) => a !== "--keep");
+  const unknown = args.filter((a) => !(HARNESS_NAMES as readonly string[]).includes(a));
+  if (unknown.length > 0) {
+    console.error(`unknown harness ${unknown.join(", ")}; choose from ${HARNESS_NAMES.join(", ")}`);
+    process.exit(2);
+  }
+  const harnesses = args.length ? (args as HarnessName[]) : [...HARNESS_NAMES];
+  const started = Date.now();
+  const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+  log(
+    `harnesses ${harnesses.join(", ")} on the calculator task; SIMULATED SGLang engine, proxy in token mode`,
+  );
+  const [runs, tokenizer] = await Promise.all([runHarnesses({ harnesses, log, keep }), loadChatTokenizer()]);
+  const outDir = join(
+    REPO_ROOT,
+    ".polar",
+    "harness-runs",
+    `${new Date().toISOString().replace(/[:.]/g, "-")}`,
+  );
+  mkdirSync(outDir, { recursive: true });
+  for (const run of runs)
+    for (const s of run.sessions)
+      writeFileSync(join(outDir, `${s.result.session_id}.json`), `${JSON.stringify(s, null, 2)}\n`);
+  console.log(`\n${harnessTable(runs.map(summarizeHarness))}\n`);
+  const problems = runs.flatMap((r) => checkHarnessRun(r, tokenizer));
+  for (const p of problems) console.log(`PROBLEM ${p}`);
+  console.log(`results and completion records in ${relative(process.cwd(), outDir)}/`);
+  process.exit(problems.length === 0 ? 0 : 1);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) await main();

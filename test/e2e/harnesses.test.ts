@@ -1,0 +1,122 @@
+/**
+ * The real harness CLIs end to end, unchanged: each one, installed at its preset's pinned version
+ * by scripts/install-harnesses.sh (CI runs it in its install phase), completes the calculator task
+ * with 4 samples through the gateway's recording proxy (token mode, `--engine sglang`) against the
+ * simulated engine, in the local runtime's bubblewrap sandbox without network. Graded by
+ * `test_on_output`; the group's rewards are the mix the scripted policy draws; every turn is
+ * token-exact and carries the bridge's verdict.
+ *
+ * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all five).
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalStack, startLocalStack } from "../../cli/local-stack";
+import { REPO_ROOT } from "../../cli/wrangler-dev";
+import { PRESET_PACKAGES } from "../../gateway-agent/harness";
+import {
+  checkHarnessRun,
+  DEFAULT_HARNESS_DIR,
+  HARNESS_NAMES,
+  type HarnessName,
+  type HarnessRun,
+  harnessGatewayArgs,
+  missingHarnesses,
+  runHarnesses,
+  summarizeHarness,
+} from "../../scripts/run-harnesses";
+import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
+
+const HARNESSES = (process.env.POLAR_E2E_HARNESSES?.split(",") ?? [...HARNESS_NAMES]) as HarnessName[];
+
+/** API family and the tools the policy must drive, per harness, as the pinned CLIs send them. */
+const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
+  pi: { api: "openai_chat", tools: ["read", "bash", "edit", "write"] },
+  qwen_code: { api: "openai_chat", tools: ["run_shell_command", "read_file", "write_file", "edit"] },
+  claude_code: { api: "anthropic", tools: ["Bash", "Read", "Edit", "Write"] },
+  codex: { api: "openai_responses", tools: ["exec_command"] },
+  opencode: { api: "openai_chat", tools: ["bash", "read", "edit", "write"] },
+};
+
+let stack: LocalStack;
+let tokenizer: ChatTokenizer;
+let runs: HarnessRun[];
+
+beforeAll(async () => {
+  const missing = missingHarnesses(DEFAULT_HARNESS_DIR, HARNESSES);
+  if (missing.length > 0)
+    throw new Error(
+      `harness CLIs missing: ${missing.join(", ")}; install them first: scripts/install-harnesses.sh (needs the npm registry)`,
+    );
+  process.env.POLAR_HARNESS_DIR = DEFAULT_HARNESS_DIR;
+  [stack, tokenizer] = await Promise.all([
+    startLocalStack({ gateways: 1, gatewayArgs: harnessGatewayArgs(4) }),
+    loadChatTokenizer(),
+  ]);
+  runs = await runHarnesses({ harnesses: HARNESSES, stack, timeoutMs: 400_000 });
+}, 480_000);
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const runOf = (h: HarnessName) => runs.find((r) => r.harness === h)!;
+
+describe("install script and presets agree", () => {
+  it("scripts/install-harnesses.sh installs exactly the versions the presets pin", () => {
+    const script = readFileSync(join(REPO_ROOT, "scripts/install-harnesses.sh"), "utf8");
+    const rows = [...script.matchAll(/^ {2}"(\w+) (\S+) (\S+) (\S+)"$/gm)].map((m) => m.slice(1));
+    expect(rows.map((r) => r[0]).sort()).toEqual([...HARNESS_NAMES].sort());
+    for (const [name, pkg, version, bin] of rows) {
+      const p = PRESET_PACKAGES[name as HarnessName];
+      expect({ name, pkg, version, bin }).toEqual({ name, pkg: p.pkg, version: p.version, bin: p.bin });
+    }
+  });
+});
+
+describe.each(HARNESSES)("%s on the calculator task × 4", (harness) => {
+  it("every session completes through the CLI's own API family; rewards are the policy's mix", () => {
+    const run = runOf(harness);
+    expect(run.sessions.map((s) => s.result.status)).toEqual([
+      "COMPLETED",
+      "COMPLETED",
+      "COMPLETED",
+      "COMPLETED",
+    ]);
+    // The sim stratifies a group of four: two right fixes, one wrong edit, one session that edits nothing.
+    expect(run.sessions.map((s) => s.result.reward).sort()).toEqual([0, 0, 1, 1]);
+    expect(summarizeHarness(run).api).toBe(EXPECTED[harness].api);
+    for (const { result } of run.sessions) {
+      const ev = (result.trajectory.metadata as { evaluation: Record<string, unknown> }).evaluation;
+      expect(ev).toMatchObject({ strategy: "test_on_output", fresh_eval_runtime: true });
+    }
+  });
+
+  it("the policy acted through the tools the CLI offered", () => {
+    for (const { records } of runOf(harness).sessions) {
+      const offered = (records.at(-1)!.request.tools as Array<{ function: { name: string } }>).map(
+        (t) => t.function.name,
+      );
+      expect(offered).toEqual(expect.arrayContaining(EXPECTED[harness].tools));
+      const called = records.flatMap((r) => {
+        const message = (r.response.choices as Array<{ message: { tool_calls?: unknown[] } }>)[0]!.message;
+        return ((message.tool_calls ?? []) as Array<{ function: { name: string } }>).map(
+          (c) => c.function.name,
+        );
+      });
+      expect(called.length).toBeGreaterThanOrEqual(2);
+      for (const name of called) expect(offered).toContain(name);
+    }
+  });
+
+  it("token-exact: prompt ids decode to the template's render, logprobs aligned, chains add up", () => {
+    expect(checkHarnessRun(runOf(harness), tokenizer)).toEqual([]);
+  });
+
+  it("every turn has a bridge verdict; the history stays append-only", () => {
+    const { verdicts } = summarizeHarness(runOf(harness));
+    // A CLI's side conversations (OpenCode's title) are new chains of their own; nothing is rewritten.
+    expect(Object.keys(verdicts).sort()).toEqual(["extended", "new_chain"]);
+    expect(verdicts.new_chain).toBe(harness === "opencode" ? 8 : 4);
+  });
+});
