@@ -298,6 +298,49 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
   return problems;
 }
 
+/**
+ * One row per session: reward, turns, tokens (prompt tokens of the longest call + sampled tokens),
+ * bridge verdicts, traces.
+ *
+ * @example
+ * ```ts
+ * console.log(sessionRows(runs));
+ * ```
+ */
+export function sessionRows(runs: HarnessRun[]): string {
+  const rows = runs.flatMap((run) =>
+    run.sessions.map(({ result, records }) => {
+      const verdicts: Verdicts = {};
+      for (const r of records) verdicts[verdictOf(r)] = (verdicts[verdictOf(r)] ?? 0) + 1;
+      return [
+        run.harness,
+        result.session_id.split(".").slice(-2).join("."),
+        result.status,
+        result.reward ?? "-",
+        records.length,
+        `${Math.max(0, ...records.map((r) => r.prompt_ids.length))}+${records.reduce((n, r) => n + r.response_ids.length, 0)}`,
+        Object.entries(verdicts)
+          .map(([v, n]) => `${v} ${n}`)
+          .join(", "),
+        result.trajectory.traces.length,
+      ];
+    }),
+  );
+  return table(
+    [
+      "harness",
+      "sample",
+      "status",
+      "reward",
+      "turns",
+      "tokens (longest prompt+sampled)",
+      "verdicts",
+      "traces",
+    ],
+    rows,
+  );
+}
+
 async function main(): Promise<void> {
   const keep = process.argv.includes("--keep");
   const args = process.argv.slice(2).filter((a) => a !== "--keep");
@@ -323,7 +366,7 @@ async function main(): Promise<void> {
   for (const run of runs)
     for (const s of run.sessions)
       writeFileSync(join(outDir, `${s.result.session_id}.json`), `${JSON.stringify(s, null, 2)}\n`);
-  console.log(`\n${harnessTable(runs.map(summarizeHarness))}\n`);
+  console.log(`\n${sessionRows(runs)}\n\n${harnessTable(runs.map(summarizeHarness))}\n`);
   const problems = runs.flatMap((r) => checkHarnessRun(r, tokenizer));
   for (const p of problems) console.log(`PROBLEM ${p}`);
   console.log(`results and completion records in ${relative(process.cwd(), outDir)}/`);
