@@ -45,6 +45,9 @@ export function traceFromRecord(record: CompletionRecord): Trace {
     reward: null,
     metadata: {
       completion_id: record.completion_id,
+      // Provenance for off-policy correction: the trainer's policy version in effect for this call.
+      policy_version:
+        typeof record.metadata.policy_version === "string" ? record.metadata.policy_version : null,
       weight_version: record.weight_version,
       cached_tokens: record.cached_tokens,
       replica: record.replica,

@@ -1,0 +1,130 @@
+/**
+ * Operator actions from the control plane reach the gateway's real proxy: `pause` fences new model
+ * calls (a harness's call waits, it does not fail), `policy_version` is stamped on every later
+ * completion, `resume` releases the waiting call; each action is answered with `admin_ack`.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  AdminAckMessage,
+  AssignMessage,
+  type GatewayMessage,
+  type ProgressMessage,
+  type ResultMessage,
+  WIRE_VERSION,
+} from "../protocol";
+import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
+import { type Gateway, startGateway } from "./gateway";
+import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
+
+const TOKEN = "test-gateway-token";
+const MODEL = "Qwen/Qwen3-8B";
+const quiet = { info() {}, warn() {}, error() {} };
+
+/** One chat call through the proxy. */
+const ASK_SCRIPT = `
+const res = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+  method: "POST",
+  headers: { authorization: "Bearer " + process.env.OPENAI_API_KEY, "content-type": "application/json" },
+  body: JSON.stringify({ model: process.env.OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] }),
+});
+if (!res.ok) { console.error(res.status, await res.text()); process.exit(2); }
+console.log((await res.json()).choices[0].message.content);
+`;
+
+let engine: FixtureEngine;
+let cp: FakeControlPlane;
+let gateway: Gateway | null = null;
+let scratch: string;
+
+beforeEach(async () => {
+  engine = await startFixtureEngine({ model: MODEL });
+  cp = await startFakeControlPlane({ token: TOKEN });
+  scratch = await mkdtemp(path.join(tmpdir(), "polar-gw-admin-"));
+  gateway = await startGateway({
+    controlPlaneUrl: cp.url,
+    nodeId: "gpu-admin",
+    token: TOKEN,
+    engine: "sglang-openai",
+    engineUrl: engine.url,
+    model: MODEL,
+    workRoot: path.join(scratch, "work"),
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+    logger: quiet,
+    runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+  });
+  await cp.waitFor((m) => m.type === "hello");
+});
+
+afterEach(async () => {
+  await gateway?.stop();
+  gateway = null;
+  await cp.close();
+  await engine.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+function admin(requestId: string, action: "pause" | "resume" | "policy_version", extra: object = {}) {
+  cp.send({ v: WIRE_VERSION, type: "admin", request_id: requestId, action, ...extra });
+  return cp
+    .waitFor((m: GatewayMessage) => m.type === "admin_ack" && m.request_id === requestId)
+    .then((m) => AdminAckMessage.parse(m));
+}
+
+function assign(n: number): AssignMessage {
+  return AssignMessage.parse({
+    v: WIRE_VERSION,
+    type: "assign",
+    lease_id: `lease-admin-${n}`,
+    session: {
+      session_id: `b_admin.0.${n}`,
+      batch_id: "b_admin",
+      task_id: "t",
+      attempt: 1,
+      instruction: "say hi",
+      timeout_seconds: 60,
+      runtime: null,
+      agent: {
+        harness: "shell",
+        custom_shell: { command: `node --input-type=module -e "$ASK_SCRIPT"`, env: { ASK_SCRIPT } },
+      },
+      builder: { strategy: "per_request" },
+      evaluator: { strategy: "session_completed" },
+      metadata: {},
+      dispatch_priority: 0,
+    },
+  });
+}
+
+describe("admin messages on a gateway", { timeout: 40_000 }, () => {
+  it("pause holds a harness's model call until resume; the policy version is stamped on its record", async () => {
+    const policy = await admin("r1", "policy_version", { policy_version: "step-7" });
+    expect(policy).toMatchObject({ ok: true, policy_version: "step-7", paused: false });
+
+    const paused = await admin("r2", "pause", { timeout_seconds: 5 });
+    expect(paused).toMatchObject({ ok: true, paused: true, inflight: 0 });
+
+    const a = assign(1);
+    cp.send(a);
+    await cp.waitFor(
+      (m: GatewayMessage): m is ProgressMessage =>
+        m.type === "progress" && m.lease_id === a.lease_id && m.status === "RUNNING",
+    );
+    // While paused the call waits at the fence: the engine sees nothing and no result comes.
+    await new Promise((r) => setTimeout(r, 700));
+    expect(engine.received).toHaveLength(0);
+    expect(cp.received.some((r) => r.message.type === "result")).toBe(false);
+
+    const resumed = await admin("r3", "resume");
+    expect(resumed).toMatchObject({ ok: true, paused: false });
+    const result = (await cp.waitFor(
+      (m: GatewayMessage): m is ResultMessage => m.type === "result" && m.lease_id === a.lease_id,
+    )) as ResultMessage;
+    expect(result.result.status).toBe("COMPLETED");
+    expect(engine.received).toHaveLength(1);
+    const trace = result.result.trajectory.traces[0];
+    expect(trace?.metadata).toMatchObject({ policy_version: "step-7" });
+  });
+});
