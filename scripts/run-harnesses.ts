@@ -160,7 +160,7 @@ export async function runHarnesses(opts: RunHarnessesOptions): Promise<HarnessRu
       const records = await fetchRecords(stack, result.session_id);
       run.sessions.push({ result, records });
       log(
-        `${result.session_id} (${run.harness}) ${result.status} reward=${result.reward ?? "-"} turns=${records.length}${result.error ? ` error=${result.error}` : ""}`,
+        `${result.session_id} (${run.harness}) ${result.status} reward=${result.reward ?? "-"} turns=${records.length}${result.error ? ` error=${result.error.kind}: ${result.error.message}` : ""}`,
       );
     }
     for (const run of byTask.values())
@@ -259,7 +259,10 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
     problems.push(`${run.harness}: rewards ${[...rewards].join(",")} are not a mix of 1 and 0`);
   for (const { result, records } of run.sessions) {
     const at = `${run.harness} ${result.session_id}`;
-    if (result.status !== "COMPLETED") problems.push(`${at}: ${result.status} ${result.error ?? ""}`);
+    if (result.status !== "COMPLETED")
+      problems.push(
+        `${at}: ${result.status} ${result.error ? `${result.error.kind}: ${result.error.message}` : ""}`,
+      );
     if (records.length < 2) problems.push(`${at}: ${records.length} model calls`);
     for (const [i, r] of records.entries()) {
       const where = `${at} call ${i}`;

@@ -40,4 +40,26 @@ describe.skipIf(!bwrapAvailable("bwrap"))("bwrap and the harness folder", () => 
     // Without a harness folder the home is simply hidden.
     expect(bwrapArgs({ ...plan, harnessDir: undefined }, "true")).not.toContain(harnesses);
   });
+
+  it("shows a harness folder under the host's /tmp, which the sandbox replaces with its own", () => {
+    const harnesses = join(root, "checkout", ".polar", "harnesses");
+    const session = join(root, "work2", "sessions", "s");
+    mkdirSync(join(harnesses, "bin"), { recursive: true });
+    mkdirSync(session, { recursive: true });
+    writeFileSync(join(root, "checkout", "other.txt"), "x");
+    writeFileSync(join(harnesses, "bin", "fake-cli"), "#!/bin/sh\necho fake-cli ran\n");
+    chmodSync(join(harnesses, "bin", "fake-cli"), 0o755);
+    const argv = bwrapArgs(
+      {
+        bwrapPath: "bwrap",
+        sessionDir: session,
+        workRoot: join(root, "work2"),
+        cwd: session,
+        allowInternet: false,
+        harnessDir: harnesses,
+      },
+      `PATH=${harnesses}/bin:/usr/bin:/bin; fake-cli; cat ${root}/checkout/other.txt 2>/dev/null || echo hidden`,
+    );
+    expect(execFileSync(argv[0]!, argv.slice(1)).toString()).toBe("fake-cli ran\nhidden\n");
+  });
 });

@@ -27,8 +27,8 @@ export interface BwrapPlan {
   /** The gateway user's home, hidden unless it holds the work root or the node binary. */
   hostHome?: string;
   /**
-   * Pre-installed harness CLIs (`POLAR_HARNESS_DIR`): shown read-only even when they sit in the
-   * hidden home, so the sessions' PATH entry resolves inside the sandbox.
+   * Pre-installed harness CLIs (`POLAR_HARNESS_DIR`): shown read-only even when they sit under
+   * the private /tmp or in the hidden home, so the sessions' PATH entry resolves in the sandbox.
    */
   harnessDir?: string;
 }
@@ -70,10 +70,10 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     !isInside(plan.bridge?.shimPath ?? "/", home)
   ) {
     args.push("--tmpfs", home);
-    // bwrap creates the mount point inside the fresh tmpfs; nothing else of the home shows.
-    if (plan.harnessDir && isInside(plan.harnessDir, home))
-      args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
   }
+  // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
+  // creates the mount point inside the fresh tmpfs, and nothing else of what it hides shows.
+  if (plan.harnessDir) args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
   args.push(
     "--bind",
     plan.sessionDir,
