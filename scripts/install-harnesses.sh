@@ -2,7 +2,7 @@
 # Installs the real harness CLIs at the versions the gateway's presets pin, each into its own
 # prefix under a harness folder (default .polar/harnesses), and links their binaries into
 # <folder>/bin. The gateway's local runtime puts that folder on the harness PATH
-# (`gateway.runtimes.local.harness_bin_dir` / POLAR_HARNESS_BIN_DIR), so a preset's own install step
+# (POLAR_HARNESS_DIR in the gateway's environment), so a preset's own install step
 # (`command -v <bin> || npm install -g …`) finds the CLI and skips it: the sessions run offline.
 #
 # Needs the npm registry (run it in CI's install phase or once on a GPU host); a harness already
