@@ -208,6 +208,34 @@ describe("sharded queue", () => {
     expect(batchId).toBeTruthy();
   });
 
+  it("a session that goes round the shards back to its lender before the loan settles is kept once", async () => {
+    const queue = uniqueId("sharded");
+    const batchId = await submit(queue, [task("t")]);
+    const sessionId = `${batchId}.0.0`;
+    const home = sessionShard(queue, sessionId, CONFIG);
+    const homeIndex = parseShardName(home).index;
+    const other = shardName(queue, (homeIndex + 1) % SHARDS, SHARDS);
+    const lender = env.QUEUE.getByName(home);
+    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    // Another shard borrows it (its settle is still to come) and holds it pending, no gateways.
+    const loan = await lender.steal(other, 1);
+    expect(loan.payloads).toHaveLength(1);
+    await env.QUEUE.getByName(other).enqueue([JSON.parse(loan.payloads[0]!)]);
+    // A gateway on the lender's shard: its own copy is lent out, so it steals the session back.
+    const node = nodeOnShard(queue, homeIndex);
+    const gw = await join(queue, node, 1);
+    await gw.expect("welcome");
+    const assign = await gw.expect("assign");
+    expect(assign.session.session_id).toBe(sessionId);
+    // The first borrower's late settle must not delete the copy that came back.
+    expect(await lender.settle(loan.token, [sessionId])).toBe(0);
+    const stats = await shardStats(queue);
+    expect(stats.map((st) => st.pending)).toEqual([0, 0, 0, 0]);
+    expect(stats.reduce((n, st) => n + st.leases, 0)).toBe(1);
+    gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, node) });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+  });
+
   it("cancelling a batch withdraws sessions leased through a steal", async () => {
     const queue = uniqueId("sharded");
     const batchId = await submit(queue, [task("t", { num_samples: 4 })]);

@@ -478,7 +478,7 @@ export class QueueDO extends DurableObject<Env> {
         if (loan.payloads.length === 0) continue;
         const items = loan.payloads.map((p) => JSON.parse(p) as SessionAssignment);
         this.ctx.storage.transactionSync(() => {
-          store.enqueueSessions(this.db, items, Date.now());
+          store.adoptStolen(this.db, items, Date.now());
           store.bumpCounter(this.db, "stolen_sessions", items.length);
         });
         taken += items.length;

@@ -613,6 +613,37 @@ export function settleLent(db: QueueDb, token: string, sessionIds: string[]): nu
 }
 
 /**
+ * Takes in sessions stolen from a sibling (after `lendPending` there). A session this shard still
+ * holds as lent to someone (it went round the shards back here before that loan was settled) is
+ * taken back: its loan token is cleared, so settling that loan no longer deletes it here, while
+ * the lender of this steal deletes its copy — exactly one shard keeps it. Returns how many rows
+ * are now pending here because of this call.
+ *
+ * @example
+ * ```ts
+ * adoptStolen(db, items, Date.now());
+ * ```
+ */
+export function adoptStolen(db: QueueDb, items: SessionAssignment[], now: number): number {
+  let adopted = 0;
+  for (const item of items) {
+    const reclaimed = db
+      .update(schema.pending)
+      .set({ reservedLease: null })
+      .where(
+        and(
+          eq(schema.pending.sessionId, item.session_id),
+          sql`${schema.pending.reservedLease} LIKE ${`${STEAL_PREFIX}%`}`,
+        ),
+      )
+      .returning({ seq: schema.pending.seq })
+      .all().length;
+    adopted += reclaimed > 0 ? reclaimed : enqueueSessions(db, [item], now);
+  }
+  return adopted;
+}
+
+/**
  * Returns lent sessions whose thief never settled them (it failed mid-steal) to the pending list.
  *
  * @example

@@ -87,12 +87,11 @@ export class WireGateway {
   /** Opens the socket, sends hello (with held leases) and resends unacknowledged results. */
   async connect(): Promise<void> {
     const base = this.opts.url.replace(/^http/, "ws");
-    const ws = new WebSocket(
-      `${base}/v1/gateways/connect?queue=${encodeURIComponent(this.opts.queue ?? "default")}`,
-      {
-        headers: { Authorization: `Bearer ${this.opts.token}` },
-      },
-    );
+    // The node id lets the Worker route a sharded queue's gateway to its shard.
+    const query = `queue=${encodeURIComponent(this.opts.queue ?? "default")}&node_id=${encodeURIComponent(this.opts.nodeId)}`;
+    const ws = new WebSocket(`${base}/v1/gateways/connect?${query}`, {
+      headers: { Authorization: `Bearer ${this.opts.token}` },
+    });
     this.ws = ws;
     const welcomed = new Promise<void>((resolve, reject) => {
       ws.once("error", reject);
