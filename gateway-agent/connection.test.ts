@@ -9,6 +9,9 @@ describe("connectUrl", () => {
     expect(connectUrl("https://polar.example/api/", "q 1")).toBe(
       "wss://polar.example/api/v1/gateways/connect?queue=q%201",
     );
+    expect(connectUrl("http://127.0.0.1:8787", "default", "gpu/0")).toBe(
+      "ws://127.0.0.1:8787/v1/gateways/connect?queue=default&node_id=gpu%2F0",
+    );
   });
 
   it("refuses non-http URLs naming the option", () => {

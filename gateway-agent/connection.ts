@@ -34,6 +34,8 @@ export const MISSED_PINGS_BEFORE_RECONNECT = 3;
 export interface ControlConnectionOptions {
   controlPlaneUrl: string;
   queue: string;
+  /** This gateway's node id, sent on the connect URL so a sharded queue routes it to its shard. */
+  nodeId?: string;
   token: string;
   logger: GatewayLogger;
   reconnect?: ReconnectPolicy;
@@ -46,14 +48,17 @@ export interface ControlConnectionOptions {
 }
 
 /**
- * `http(s)://host[/prefix]` → `ws(s)://host[/prefix]/v1/gateways/connect?queue=Q`.
+ * `http(s)://host[/prefix]` → `ws(s)://host[/prefix]/v1/gateways/connect?queue=Q&node_id=N`. The node id
+ * lets the control plane pick this node's shard of a sharded queue before the socket reaches a
+ * dispatcher (the hello must then name the same node).
  *
  * @example
  * ```ts
- * connectUrl("http://127.0.0.1:8787", "default"); // ws://127.0.0.1:8787/v1/gateways/connect?queue=default
+ * connectUrl("http://127.0.0.1:8787", "default", "gpu-0");
+ * // ws://127.0.0.1:8787/v1/gateways/connect?queue=default&node_id=gpu-0
  * ```
  */
-export function connectUrl(controlPlaneUrl: string, queue: string): string {
+export function connectUrl(controlPlaneUrl: string, queue: string, nodeId?: string): string {
   const url = new URL(controlPlaneUrl);
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new Error(`controlPlaneUrl: '${controlPlaneUrl}' must be an http(s) URL`);
@@ -61,6 +66,7 @@ export function connectUrl(controlPlaneUrl: string, queue: string): string {
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   url.pathname = `${url.pathname.replace(/\/+$/, "")}/v1/gateways/connect`;
   url.search = `queue=${encodeURIComponent(queue)}`;
+  if (nodeId !== undefined) url.search += `&node_id=${encodeURIComponent(nodeId)}`;
   return url.toString();
 }
 
@@ -88,7 +94,7 @@ export class ControlConnection {
   connects = 0;
 
   constructor(private readonly opts: ControlConnectionOptions) {
-    this.url = connectUrl(opts.controlPlaneUrl, opts.queue);
+    this.url = connectUrl(opts.controlPlaneUrl, opts.queue, opts.nodeId);
     this.policy = opts.reconnect ?? DEFAULT_RECONNECT;
   }
 

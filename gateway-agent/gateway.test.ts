@@ -171,7 +171,7 @@ describe("gateway agent", { timeout: 40_000 }, () => {
       leases: [],
     });
     expect(cp.upgrades[0]).toEqual({
-      url: "/v1/gateways/connect?queue=q1",
+      url: "/v1/gateways/connect?queue=q1&node_id=gpu-node-1",
       authorization: `Bearer ${TOKEN}`,
     });
 

@@ -204,6 +204,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   connection = new ControlConnection({
     controlPlaneUrl: opts.controlPlaneUrl,
     queue: opts.queue ?? "default",
+    nodeId: opts.nodeId,
     token: opts.token,
     logger,
     reconnect: opts.reconnect,
