@@ -9,7 +9,6 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   AdminAckMessage,
-  AssignMessage,
   type GatewayMessage,
   type ProgressMessage,
   type ResultMessage,
@@ -18,21 +17,11 @@ import {
 import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
 import { type Gateway, startGateway } from "./gateway";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
+import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
 
 const TOKEN = "test-gateway-token";
 const MODEL = "Qwen/Qwen3-8B";
 const quiet = { info() {}, warn() {}, error() {} };
-
-/** One chat call through the proxy. */
-const ASK_SCRIPT = `
-const res = await fetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
-  method: "POST",
-  headers: { authorization: "Bearer " + process.env.OPENAI_API_KEY, "content-type": "application/json" },
-  body: JSON.stringify({ model: process.env.OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] }),
-});
-if (!res.ok) { console.error(res.status, await res.text()); process.exit(2); }
-console.log((await res.json()).choices[0].message.content);
-`;
 
 let engine: FixtureEngine;
 let cp: FakeControlPlane;
@@ -73,31 +62,6 @@ function admin(requestId: string, action: "pause" | "resume" | "policy_version",
     .then((m) => AdminAckMessage.parse(m));
 }
 
-function assign(n: number): AssignMessage {
-  return AssignMessage.parse({
-    v: WIRE_VERSION,
-    type: "assign",
-    lease_id: `lease-admin-${n}`,
-    session: {
-      session_id: `b_admin.0.${n}`,
-      batch_id: "b_admin",
-      task_id: "t",
-      attempt: 1,
-      instruction: "say hi",
-      timeout_seconds: 60,
-      runtime: null,
-      agent: {
-        harness: "shell",
-        custom_shell: { command: `node --input-type=module -e "$ASK_SCRIPT"`, env: { ASK_SCRIPT } },
-      },
-      builder: { strategy: "per_request" },
-      evaluator: { strategy: "session_completed" },
-      metadata: {},
-      dispatch_priority: 0,
-    },
-  });
-}
-
 describe("admin messages on a gateway", { timeout: 40_000 }, () => {
   it("pause holds a harness's model call until resume; the policy version is stamped on its record", async () => {
     const policy = await admin("r1", "policy_version", { policy_version: "step-7" });
@@ -106,7 +70,7 @@ describe("admin messages on a gateway", { timeout: 40_000 }, () => {
     const paused = await admin("r2", "pause", { timeout_seconds: 5 });
     expect(paused).toMatchObject({ ok: true, paused: true, inflight: 0 });
 
-    const a = assign(1);
+    const a = makeAssign({ command: ASK, prefix: "admin" });
     cp.send(a);
     await cp.waitFor(
       (m: GatewayMessage): m is ProgressMessage =>
@@ -119,9 +83,7 @@ describe("admin messages on a gateway", { timeout: 40_000 }, () => {
 
     const resumed = await admin("r3", "resume");
     expect(resumed).toMatchObject({ ok: true, paused: false });
-    const result = (await cp.waitFor(
-      (m: GatewayMessage): m is ResultMessage => m.type === "result" && m.lease_id === a.lease_id,
-    )) as ResultMessage;
+    const result = (await cp.waitFor(isResultOf(a.lease_id))) as ResultMessage;
     expect(result.result.status).toBe("COMPLETED");
     expect(engine.received).toHaveLength(1);
     const trace = result.result.trajectory.traces[0];
