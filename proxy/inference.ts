@@ -15,7 +15,7 @@ import { completionDeltas, openAiChat } from "./families";
 import type { Family, ParsedRequest } from "./families/types";
 import type { InferenceFence } from "./fence";
 import { isObject, randomId } from "./json";
-import type { ReplicaSet } from "./replicas";
+import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
 import { serveTokenTurn } from "./token-inference";
 import type { TokenMode } from "./token-mode";
 import { postJson, postStream } from "./upstream";
@@ -118,7 +118,24 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
 }
 
 /**
- * Tries replicas in turn; a transport failure moves on to the next one (nothing was sent yet).
+ * Statuses that mean "this replica cannot take the call now", not "the call is wrong": SGLang's 503
+ * while it starts, shuts down or is overloaded, and a router's 502/504 in front of a dead worker.
+ */
+export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
+
+/** The HTTP status of an engine answer (`UpstreamResponse`, or a failed `UpstreamStream`), if any. */
+function statusOf(value: unknown): number | null {
+  if (!isObject(value) || value.ok === true) return null;
+  return typeof value.status === "number" ? value.status : null;
+}
+
+/**
+ * Tries replicas in turn, each at most once and at most {@link MAX_CALL_ATTEMPTS} of them. A
+ * transport failure or a 502/503/504 answer moves on to the next replica: the attempt happens
+ * before any byte goes to the harness, and an unavailable replica sampled nothing, so the retried
+ * call is the only generation. The session is re-pinned to the replica that answered. When every
+ * attempt failed, the last answer (or error) is returned (thrown) to be passed through. A 4xx is
+ * the call's own fault and is never retried.
  *
  * @example
  * ```ts
@@ -131,20 +148,31 @@ export async function withReplica<T>(
   attempt: (url: string) => Promise<T>,
 ): Promise<{ value: T; url: string }> {
   const tried = new Set<string>();
+  const limit = Math.min(deps.replicas.size, MAX_CALL_ATTEMPTS);
   for (;;) {
     const url = deps.replicas.pick(sessionId, tried);
     if (url === null) throw new EngineUnreachableError("(no replica)", "no engine replica is configured");
     tried.add(url);
     const end = deps.replicas.begin(url);
+    const last = tried.size >= limit;
+    let value: T;
     try {
-      const value = await attempt(url);
-      end({ ok: true });
-      return { value, url };
+      value = await attempt(url);
     } catch (err) {
       const transport = err instanceof EngineUnreachableError;
       end({ ok: false, error: err instanceof Error ? err.message : String(err), transport });
-      if (!transport || tried.size >= deps.replicas.size) throw err;
+      if (!transport || last) throw err;
+      continue;
     }
+    const status = statusOf(value);
+    if (status === null || (status >= 200 && status < 300)) {
+      end({ ok: true });
+      return { value, url };
+    }
+    const unavailable = UNAVAILABLE_STATUSES.has(status);
+    // A 4xx is the request's fault, not the replica's: no completion, no failure either.
+    end({ ok: false, failed: status >= 500, error: `HTTP ${status}`, unavailable });
+    if (!unavailable || last) return { value, url };
   }
 }
 

@@ -15,6 +15,15 @@ export const DEFAULT_HEALTH_INTERVAL_MS = 5_000;
 export const HEALTH_TIMEOUT_MS = 2_000;
 /** Most session → replica pins kept; the oldest pin is forgotten past it. */
 export const MAX_AFFINITY_ENTRIES = 100_000;
+/**
+ * How long a replica that answered 502/503/504 is skipped (ms): SGLang answers 503 while it starts
+ * or shuts down, yet its `/health` may already (or still) say 200, so the health check alone would
+ * send the next call straight back to it. After the cool-down the health check (or, with checks
+ * disabled, the next pick) lets it back in.
+ */
+export const DEFAULT_UNAVAILABLE_COOLDOWN_MS = 2_000;
+/** Most replicas one call is tried on (each at most once). */
+export const MAX_CALL_ATTEMPTS = 3;
 
 /** One replica as reported by `status()`. */
 export interface ReplicaStatus {
@@ -28,7 +37,23 @@ export interface ReplicaStatus {
   source: "static" | "worker" | "router";
 }
 
-interface Replica extends ReplicaStatus {}
+interface Replica extends ReplicaStatus {
+  /** Until when (epoch ms) the replica stays out after an unavailable answer; 0 = none. */
+  coolUntil: number;
+}
+
+/** How a call on a replica ended. */
+export interface ReplicaOutcome {
+  /** A completion came back (counted in `completions`). */
+  ok: boolean;
+  /** The replica itself failed (counted in `failures`); false for the caller's own 4xx. */
+  failed?: boolean;
+  error?: string;
+  /** A refused connection: unhealthy until the health check says otherwise. */
+  transport?: boolean;
+  /** 502/503/504 before any byte reached the harness: unhealthy for the cool-down. */
+  unavailable?: boolean;
+}
 
 /** Options of {@link ReplicaSet}. */
 export interface ReplicaSetOptions {
@@ -36,6 +61,8 @@ export interface ReplicaSetOptions {
   routerUrl?: string;
   /** Health-check interval (ms); 0 disables periodic checks. Default {@link DEFAULT_HEALTH_INTERVAL_MS}. */
   healthIntervalMs?: number;
+  /** Cool-down after a 502/503/504 answer (ms). Default {@link DEFAULT_UNAVAILABLE_COOLDOWN_MS}. */
+  unavailableCooldownMs?: number;
   onChange?: (message: string, fields: object) => void;
 }
 
@@ -104,7 +131,16 @@ export class ReplicaSet {
   }
 
   private fresh(url: string, source: ReplicaStatus["source"]): Replica {
-    return { url, healthy: true, inflight: 0, completions: 0, failures: 0, last_error: null, source };
+    return {
+      url,
+      healthy: true,
+      inflight: 0,
+      completions: 0,
+      failures: 0,
+      last_error: null,
+      source,
+      coolUntil: 0,
+    };
   }
 
   /** Discovers router workers (if any) and starts periodic health checks. */
@@ -128,11 +164,14 @@ export class ReplicaSet {
     if (this.routerUrl) await this.discover();
     await Promise.all(
       this.replicas.map(async (r) => {
+        // A replica cooling down after a 503 stays out even if its /health already answers 200.
+        if (r.coolUntil > Date.now()) return;
         const ok = await probe(r.url);
         if (ok !== r.healthy)
           this.opts.onChange?.(ok ? "replica healthy" : "replica unhealthy", { url: r.url });
         r.healthy = ok;
-        if (!ok) r.last_error = "health check failed";
+        if (ok) r.coolUntil = 0;
+        else r.last_error = "health check failed";
       }),
     );
   }
@@ -161,6 +200,15 @@ export class ReplicaSet {
   pick(sessionId: string, exclude: ReadonlySet<string>): string | null {
     const candidates = this.replicas.filter((r) => !exclude.has(r.url));
     if (candidates.length === 0) return null;
+    if (!this.checking) {
+      // No health checks run: a cool-down that ran out is the only way back in.
+      const now = Date.now();
+      for (const r of candidates)
+        if (!r.healthy && r.coolUntil > 0 && r.coolUntil <= now) {
+          r.healthy = true;
+          r.coolUntil = 0;
+        }
+    }
     const pinned = this.affinity.get(sessionId);
     const pin = candidates.find((r) => r.url === pinned && r.healthy);
     if (pin) return pin.url;
@@ -174,22 +222,26 @@ export class ReplicaSet {
   }
 
   /** Counts a call on a replica; returns the function that ends it. */
-  begin(url: string): (outcome: { ok: boolean; error?: string; transport?: boolean }) => void {
+  begin(url: string): (outcome: ReplicaOutcome) => void {
     const r = this.replicas.find((x) => x.url === url);
     if (r) r.inflight++;
-    return ({ ok, error, transport }) => {
+    return ({ ok, failed = !ok, error, transport, unavailable }) => {
       if (!r) return;
       r.inflight = Math.max(0, r.inflight - 1);
       if (ok) {
         r.completions++;
         return;
       }
+      if (!failed) return;
       r.failures++;
       r.last_error = error ?? null;
-      // A refused connection means the replica is gone; the health check brings it back.
-      if (transport) {
+      // A refused connection means the replica is gone; an unavailable answer means it is
+      // overloaded, starting or stopping. Either way the health check brings it back.
+      if (transport || unavailable) {
         if (r.healthy) this.opts.onChange?.("replica unhealthy", { url, error });
         r.healthy = false;
+        if (unavailable)
+          r.coolUntil = Date.now() + (this.opts.unavailableCooldownMs ?? DEFAULT_UNAVAILABLE_COOLDOWN_MS);
       }
     };
   }
@@ -204,7 +256,11 @@ export class ReplicaSet {
     return this.replicas.length;
   }
 
+  private get checking(): boolean {
+    return this.timer !== null;
+  }
+
   status(): ReplicaStatus[] {
-    return this.replicas.map((r) => ({ ...r }));
+    return this.replicas.map(({ coolUntil: _c, ...r }) => ({ ...r }));
   }
 }

@@ -5,12 +5,14 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompletionRecord, Trajectory } from "../protocol";
 import { startSimRouter } from "../sim/router";
 import { type SimEngineHandle, startSimEngine } from "../sim/server";
 import { type RecordingProxy, startProxy } from "./server";
+import { startFixtureEngine } from "./testing/fixture-engine";
 
 const MODEL = "Qwen/Qwen3-0.6B";
 const quiet = { info() {}, warn() {}, error() {} };
@@ -21,20 +23,25 @@ let sglangB: SimEngineHandle;
 let vllm: SimEngineHandle;
 let patched: SimEngineHandle;
 let slow: SimEngineHandle;
+let down1: SimEngineHandle;
+let down2: SimEngineHandle;
 const cleanups: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
-  [sglangA, sglangB, vllm, patched, slow] = await Promise.all([
+  [sglangA, sglangB, vllm, patched, slow, down1, down2] = await Promise.all([
     startSimEngine({ model: MODEL }),
     startSimEngine({ model: MODEL }),
     startSimEngine({ model: MODEL, flavor: "vllm" }),
     startSimEngine({ model: MODEL, flavor: "sglang-0.5.10-patched" }),
     startSimEngine({ model: MODEL, decodeTokensPerSecond: 150 }),
+    // Every generation answered 503, as an overloaded or restarting SGLang does; /health says 200.
+    startSimEngine({ model: MODEL, faults: { errorRate: 1 } }),
+    startSimEngine({ model: MODEL, faults: { errorRate: 1 } }),
   ]);
 });
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
-  await Promise.all([sglangA, sglangB, vllm, patched, slow].map((s) => s.close()));
+  await Promise.all([sglangA, sglangB, vllm, patched, slow, down1, down2].map((s) => s.close()));
 });
 
 async function proxyFor(opts: Partial<Parameters<typeof startProxy>[0]>): Promise<RecordingProxy> {
@@ -168,6 +175,106 @@ describe("replicas", () => {
     expect(p.completions("f1").map((r) => r.replica)).toEqual([sglangA.url, sglangA.url]);
     const status = p.status().replicas;
     expect(status.find((r) => r.url === deadUrl)).toMatchObject({ healthy: false, failures: 1 });
+  });
+
+  it("retries a 503 on another replica and records the replica that answered (token mode)", async () => {
+    const p = await proxyFor({ engine: "sglang", engineUrls: [down1.url, sglangA.url] });
+    const c = client(p, "u1");
+    const r = await c.chat.completions.create({ model: "m", messages: ask });
+    expect(r.choices[0]!.message.content).toMatch(/42/);
+    const [rec] = p.completions("u1");
+    expect(rec!.replica).toBe(sglangA.url);
+    expect(p.completions("u1")).toHaveLength(1);
+    const status = p.status().replicas;
+    expect(status.find((x) => x.url === down1.url)).toMatchObject({
+      healthy: false,
+      failures: 1,
+      completions: 0,
+      last_error: "HTTP 503",
+    });
+    expect(status.find((x) => x.url === sglangA.url)).toMatchObject({ healthy: true, completions: 1 });
+  });
+
+  it("moves the session's affinity to the replica that answered a retried 503", async () => {
+    const flaky = await startFixtureEngine({ model: MODEL });
+    cleanups.push(() => flaky.close());
+    const p = await proxyFor({ engineUrls: [flaky.url, sglangB.url], unavailableCooldownMs: 1 });
+    const c = client(p, "u2");
+    await c.chat.completions.create({ model: "m", messages: ask });
+    flaky.behaviour = { status: 503 };
+    await c.chat.completions.create({ model: "m", messages: ask });
+    flaky.behaviour = {};
+    // The cool-down is over and the flaky replica answers again: the session stays where it moved.
+    await new Promise((r) => setTimeout(r, 20));
+    await c.chat.completions.create({ model: "m", messages: ask });
+    expect(p.completions("u2").map((r) => r.replica)).toEqual([flaky.url, sglangB.url, sglangB.url]);
+    expect(flaky.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2);
+    // A new session may use the recovered replica again.
+    expect(p.status().replicas.find((x) => x.url === flaky.url)).toMatchObject({ healthy: true });
+  });
+
+  it("passes the 503 through in the family's shape when every replica answers 503", async () => {
+    const p = await proxyFor({ engine: "sglang", engineUrls: [down1.url, down2.url] });
+    const openai = client(p, "u3");
+    const err = await openai.chat.completions.create({ model: "m", messages: ask }).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect(p.completions("u3")).toHaveLength(0);
+    expect(p.status().replicas.map((r) => [r.failures, r.completions])).toEqual([
+      [1, 0],
+      [1, 0],
+    ]);
+
+    const anthropic = new Anthropic({ apiKey: p.openSession("u4").key, baseURL: p.url, maxRetries: 0 });
+    const aErr = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 64, messages: ask })
+      .catch((e) => e);
+    expect(aErr).toBeInstanceOf(Anthropic.APIError);
+    expect((aErr as InstanceType<typeof Anthropic.APIError>).status).toBe(503);
+    expect((aErr as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({
+      type: "error",
+      error: { type: expect.any(String), message: expect.stringMatching(/unavailable/) },
+    });
+    expect(p.completions("u4")).toHaveLength(0);
+    // Each replica tried once per call, never twice.
+    expect(p.status().replicas.map((r) => r.failures)).toEqual([2, 2]);
+  });
+
+  it("does not retry a 400", async () => {
+    const refusing = await startFixtureEngine({ model: MODEL });
+    cleanups.push(() => refusing.close());
+    refusing.behaviour = { status: 400 };
+    const p = await proxyFor({ engineUrls: [refusing.url, sglangB.url] });
+    const before = p.status().replicas.find((x) => x.url === sglangB.url)!;
+    const err = await client(p, "u5")
+      .chat.completions.create({ model: "m", messages: ask })
+      .catch((e) => e);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+    expect(refusing.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(1);
+    expect(p.completions("u5")).toHaveLength(0);
+    const after = p.status().replicas;
+    expect(after.find((x) => x.url === sglangB.url)).toEqual(before);
+    expect(after.find((x) => x.url === refusing.url)).toMatchObject({
+      healthy: true,
+      failures: 0,
+      completions: 0,
+    });
+  });
+
+  it("retries a 503 before a real stream starts (vllm)", async () => {
+    const vllmDown = await startSimEngine({ model: MODEL, flavor: "vllm", faults: { errorRate: 1 } });
+    cleanups.push(() => vllmDown.close());
+    const p = await proxyFor({ engine: "vllm", engineUrls: [vllmDown.url, vllm.url] });
+    const stream = await client(p, "u6").chat.completions.create({
+      model: "m",
+      messages: ask,
+      stream: true,
+    });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
+    expect(text).toMatch(/42/);
+    const [rec] = p.completions("u6");
+    expect(rec).toMatchObject({ replica: vllm.url, metadata: { engine_stream: true } });
   });
 
   it("discovers SGLang router workers and calls them directly", async () => {

@@ -63,6 +63,8 @@ export interface ProxyOptions {
   routerUrl?: string;
   /** Replica health-check interval (ms); 0 disables it. */
   healthIntervalMs?: number;
+  /** How long a replica that answered 502/503/504 is skipped (ms); default 2 s. */
+  unavailableCooldownMs?: number;
   /** Model name the engine serves; forced on every request. */
   modelServed: string;
   /** Engine request timeout (ms); default {@link DEFAULT_REQUEST_TIMEOUT_MS}. A timeout answers 504. */
@@ -211,6 +213,9 @@ export class ProxyServer {
     this.replicas = new ReplicaSet(urls, {
       ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
       ...(opts.healthIntervalMs !== undefined ? { healthIntervalMs: opts.healthIntervalMs } : {}),
+      ...(opts.unavailableCooldownMs !== undefined
+        ? { unavailableCooldownMs: opts.unavailableCooldownMs }
+        : {}),
       onChange: (m, f) => log.warn(m, f),
     });
     this.deps = {
