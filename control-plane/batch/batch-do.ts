@@ -374,7 +374,9 @@ export class BatchDO extends DurableObject<Env> {
       deadline_at: session.deadlineAt,
       result_json: result ? (store.resultBySeq(this.db, result.seq)?.json ?? null) : null,
       trajectory_key: result?.trajectoryKey ?? null,
+      trajectory_bytes: result?.trajectoryBytes ?? null,
       completions_key: result?.completionsKey ?? null,
+      completions_bytes: result?.completionsBytes ?? null,
     };
   }
 

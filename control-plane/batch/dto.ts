@@ -66,7 +66,11 @@ export interface SessionView {
   /** The accepted result's JSON (trajectory not yet spliced), when the session ended. */
   result_json: string | null;
   trajectory_key: string | null;
+  /** Bytes of the uploaded trajectory as accepted, when it was uploaded. */
+  trajectory_bytes: number | null;
   completions_key: string | null;
+  /** Bytes of the uploaded completion records as accepted (null for results accepted before this was kept). */
+  completions_bytes: number | null;
 }
 
 /** What the outbox hands to `QueueDO.enqueue`. */

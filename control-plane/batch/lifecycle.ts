@@ -113,6 +113,7 @@ export function recordResult(
       trajectoryKey: refs.trajectory?.key ?? null,
       trajectoryBytes: refs.trajectory?.bytes ?? null,
       completionsKey: refs.completions?.key ?? null,
+      completionsBytes: refs.completions?.bytes ?? null,
     })
     .returning({ seq: schema.results.seq })
     .get();

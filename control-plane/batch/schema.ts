@@ -83,6 +83,8 @@ export const results = sqliteTable("results", {
   trajectoryBytes: integer("trajectory_bytes"),
   /** R2 key of the uploaded completion records. */
   completionsKey: text("completions_key"),
+  /** Size of the uploaded completion records as accepted (checked against R2 before serving). */
+  completionsBytes: integer("completions_bytes"),
 });
 
 /** A result's JSON split in pieces that each stay far below SQLite's 2 MB row limit. */

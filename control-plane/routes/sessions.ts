@@ -4,10 +4,11 @@
  *
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { ArtifactKind, type ArtifactRef, LIMITS } from "../../protocol";
 import { artifactKey, resultJson, sha256Hex } from "../artifacts";
 import { authorize } from "../auth";
+import type { SessionView } from "../batch/dto";
 import { ApiError } from "../errors";
 import { parseSessionId } from "../ids";
 import { identifierParam } from "./params";
@@ -59,27 +60,84 @@ sessionRoutes.get("/:id", async (c) => {
   });
 });
 
+/** 409 `not_ready` for a session whose result is not accepted yet (its artifacts may still be uploading). */
+function notReady(view: SessionView, what: string): ApiError {
+  return new ApiError(
+    409,
+    "not_ready",
+    `session '${view.session_id}' has no accepted result yet (status ${view.status}); its ${what} can be read once the result is accepted`,
+    undefined,
+    { "Retry-After": "1" },
+  );
+}
+
+/**
+ * Serves an R2 artifact whole or refuses it. The status is decided before any byte is sent: the
+ * object must exist and be exactly the size of the upload the ledger accepted (an overwritten or
+ * truncated object is refused with 409, a missing one with 404). The body then streams through a
+ * `FixedLengthStream`, so the response carries `Content-Length` (a plain R2 stream goes out
+ * chunked, with no length for the client to check) and the runtime aborts the connection rather
+ * than end a short body cleanly — a reader never mistakes a partial or empty 200 for the document.
+ * HEAD answers the same status and length without the body.
+ */
+async function serveArtifact(
+  c: Context<{ Bindings: Env }>,
+  view: SessionView,
+  key: string,
+  expectedBytes: number | null,
+  what: string,
+): Promise<Response> {
+  const object = await c.env.TRAJECTORIES.get(key);
+  if (!object) throw ApiError.notFound(`${what} of session '${view.session_id}' are missing from storage`);
+  const expected = expectedBytes ?? object.size;
+  if (object.size !== expected || object.size === 0) {
+    await object.body.cancel().catch(() => {});
+    throw new ApiError(
+      409,
+      "not_ready",
+      `${what} of session '${view.session_id}' are ${object.size} bytes in storage but the accepted upload was ${expected} bytes`,
+      undefined,
+      { "Retry-After": "1" },
+    );
+  }
+  const headers = {
+    "Content-Type": "application/json; charset=UTF-8",
+    "Content-Length": String(object.size),
+  };
+  if (c.req.method === "HEAD") {
+    await object.body.cancel().catch(() => {});
+    return new Response(null, { headers });
+  }
+  return new Response(object.body.pipeThrough(new FixedLengthStream(object.size)), { headers });
+}
+
 sessionRoutes.get("/:id/trajectory", async (c) => {
   await authorize("trainer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
-  if (view.result_json === null) throw ApiError.notFound(`session '${view.session_id}' has no result yet`);
-  if (view.trajectory_key) {
-    const object = await c.env.TRAJECTORIES.get(view.trajectory_key);
-    if (!object) throw ApiError.notFound(`trajectory of '${view.session_id}' is missing from storage`);
-    return new Response(object.body, { headers: { "Content-Type": "application/json; charset=UTF-8" } });
-  }
+  if (view.result_json === null) throw notReady(view, "trajectory");
+  if (view.trajectory_key)
+    return serveArtifact(c, view, view.trajectory_key, view.trajectory_bytes, "trajectory");
   const result = JSON.parse(view.result_json) as { trajectory: unknown };
-  return c.json(result.trajectory);
+  const body = JSON.stringify(result.trajectory);
+  // Hono answers HEAD by running this GET handler and dropping the body.
+  return c.body(body, 200, {
+    "Content-Type": "application/json; charset=UTF-8",
+    "Content-Length": String(new TextEncoder().encode(body).byteLength),
+  });
 });
 
 sessionRoutes.get("/:id/completions", async (c) => {
   await authorize("trainer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
-  if (!view.completions_key)
-    throw ApiError.notFound(`session '${view.session_id}' has no uploaded completion records`);
-  const object = await c.env.TRAJECTORIES.get(view.completions_key);
-  if (!object) throw ApiError.notFound(`completion records of '${view.session_id}' are missing from storage`);
-  return new Response(object.body, { headers: { "Content-Type": "application/json; charset=UTF-8" } });
+  // The records are uploaded before the result is sent and their ref is stored with it: until the
+  // result is accepted "no records" would be a guess, so say "not yet" instead of 404.
+  if (view.result_json === null) throw notReady(view, "completion records");
+  if (!view.completions_key) {
+    throw ApiError.notFound(
+      `session '${view.session_id}' finished without completion records (none were recorded, or their upload failed: see the trajectory's metadata.completions_upload_error)`,
+    );
+  }
+  return serveArtifact(c, view, view.completions_key, view.completions_bytes, "completion records");
 });
 
 /** Reads at most `max` bytes of the body; 413 naming the limit above it. */
