@@ -27,6 +27,7 @@ import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
 import { PRESET_PACKAGES } from "../gateway-agent/harness";
 import type { CompletionRecord, SessionResult, TaskSpecInput } from "../protocol";
+import { toolSchemas, withoutDefaults } from "../tokenizer/bridge";
 import {
   type ChatMessage,
   type ChatTokenizer,
@@ -34,6 +35,7 @@ import {
   sglangToolDumps,
   type ToolDefinition,
 } from "../tokenizer/chat-tokenizer";
+import { tryParseJson } from "../tokenizer/parsers/json-text";
 
 /** The five harnesses of the calculator example, in the order they are run and reported. */
 export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode"] as const;
@@ -99,21 +101,30 @@ export function harnessGatewayArgs(maxRun = 4): string[] {
 async function fetchRecords(stack: LocalStack, sessionId: string): Promise<CompletionRecord[]> {
   const url = new URL(`/v1/sessions/${encodeURIComponent(sessionId)}/completions`, stack.controlPlane.url);
   let last = "";
-  // Seen once under `wrangler dev`: a 200 whose body came back empty; a second read had it all.
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const res = await fetch(url, { headers: { authorization: `Bearer ${stack.tokens.trainer}` } });
-    const text = await res.text();
+  for (let attempt = 0; attempt < 10; attempt++) {
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(url, { headers: { authorization: `Bearer ${stack.tokens.trainer}` } });
+      text = await res.text();
+    } catch (err) {
+      // The control plane aborts a body that comes up short rather than end it as a short 200.
+      last = (err as Error).message;
+      await new Promise((r) => setTimeout(r, 250));
+      continue;
+    }
     // A session that never reached the model (the CLI failed to start) has no records to upload.
     if (res.status === 404) return [];
-    if (!res.ok) throw new Error(`completions of ${sessionId}: HTTP ${res.status} ${text}`);
-    try {
-      return JSON.parse(text) as CompletionRecord[];
-    } catch (err) {
-      last = `${(err as Error).message} (${text.length} bytes)`;
-      await new Promise((r) => setTimeout(r, 250));
+    if (res.status === 409) {
+      // not_ready: the result (or its upload) is not in yet.
+      last = text;
+      await new Promise((r) => setTimeout(r, 1000 * Number(res.headers.get("retry-after") ?? 1)));
+      continue;
     }
+    if (!res.ok) throw new Error(`completions of ${sessionId}: HTTP ${res.status} ${text}`);
+    return JSON.parse(text) as CompletionRecord[];
   }
-  throw new Error(`completions of ${sessionId}: not JSON after 5 reads: ${last}`);
+  throw new Error(`completions of ${sessionId}: not available after 10 reads: ${last}`);
 }
 
 /**
@@ -273,14 +284,22 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
       const verdict = verdictOf(r);
       if (verdict !== "new_chain" && verdict !== "extended") continue;
       const tools = (r.request.tools as unknown as ToolDefinition[] | undefined) ?? [];
-      const rendered = tokenizer.render(r.request.messages as unknown as ChatMessage[], {
-        ...(tools.length ? { tools: sglangToolDumps(tools) } : {}),
-        ...(r.request.chat_template_kwargs
-          ? { templateKwargs: r.request.chat_template_kwargs as Record<string, unknown> }
-          : {}),
-        addGenerationPrompt: true,
-      });
-      if (tokenizer.decode(r.prompt_ids) !== rendered)
+      const render = (messages: ChatMessage[]) =>
+        tokenizer.render(messages, {
+          ...(tools.length ? { tools: sglangToolDumps(tools) } : {}),
+          ...(r.request.chat_template_kwargs
+            ? { templateKwargs: r.request.chat_template_kwargs as Record<string, unknown> }
+            : {}),
+          addGenerationPrompt: true,
+        });
+      const messages = r.request.messages as unknown as ChatMessage[];
+      const decoded = tokenizer.decode(r.prompt_ids);
+      // The bridge renders its own copy of the history: an echoed call that Claude Code filled in
+      // with a schema default (`Edit` + `replace_all: false`) reaches the tokens as it was sampled.
+      if (
+        decoded !== render(messages) &&
+        decoded !== render(withoutDefaultArguments(messages, sglangToolDumps(tools)))
+      )
         problems.push(`${where} (${verdict}): prompt ids do not decode to the template's render`);
     }
     for (const [k, t] of result.trajectory.traces.entries()) {
@@ -299,6 +318,25 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
       problems.push(`${at}: traces train ${trained} tokens, the engine sampled ${sampledInRecords}`);
   }
   return problems;
+}
+
+/** Assistant tool calls without the arguments that equal their tool schema's declared default. */
+function withoutDefaultArguments(messages: ChatMessage[], tools: unknown[]): ChatMessage[] {
+  const schemas = toolSchemas(tools);
+  return messages.map((m) => {
+    if (m.role !== "assistant" || !Array.isArray(m.tool_calls)) return m;
+    const tool_calls = m.tool_calls.map((c) => {
+      const schema = schemas.get(c.function.name);
+      const args = c.function.arguments;
+      const parsed = typeof args === "string" ? tryParseJson(args) : undefined;
+      if (!schema || parsed === undefined) return c;
+      return {
+        ...c,
+        function: { ...c.function, arguments: JSON.stringify(withoutDefaults(parsed, schema)) },
+      };
+    });
+    return { ...m, tool_calls };
+  });
 }
 
 /**
