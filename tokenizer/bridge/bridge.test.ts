@@ -1,5 +1,13 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { type ChatMessage, type ChatTokenizer, loadChatTokenizer } from "../chat-tokenizer";
+import {
+  type ChatMessage,
+  type ChatTokenizer,
+  loadChatTokenizer,
+  sglangToolDumps,
+  type ToolDefinition,
+} from "../chat-tokenizer";
+import { buildConversationTraces } from "../conversation-builder";
+import { pythonJsonDumps } from "../parsers/json-text";
 import { scriptedTurn } from "../testing";
 import { BridgeError, normalizeMessages, TokenBridge, VerdictTally } from "./index";
 
@@ -64,6 +72,27 @@ describe("normalizeMessages", () => {
       content: [{ type: "image_url", image_url: { url } }],
     });
     expect(key([img("data:1")])).not.toEqual(key([img("data:2")]));
+  });
+  it("drops tool-call arguments at their schema default only when the request's tools declare it", () => {
+    const tools = sglangToolDumps([
+      {
+        type: "function",
+        function: {
+          name: "Edit",
+          parameters: {
+            type: "object",
+            properties: { p: { type: "string" }, all: { type: "boolean", default: false } },
+          },
+        },
+      },
+    ]);
+    const msg = (args: string): ChatMessage[] => [
+      { role: "assistant", tool_calls: [{ function: { name: "Edit", arguments: args } }] },
+    ];
+    const k = (m: ChatMessage[], t?: unknown[]) => normalizeMessages(m, t).map((n) => n.key);
+    expect(k(msg('{"all":false,"p":"x"}'), tools)).toEqual(k(msg('{"p": "x"}'), tools));
+    expect(k(msg('{"all":true,"p":"x"}'), tools)).not.toEqual(k(msg('{"p": "x"}'), tools));
+    expect(k(msg('{"all":false,"p":"x"}'))).not.toEqual(k(msg('{"p": "x"}')));
   });
 });
 
@@ -193,5 +222,88 @@ describe("TokenBridge", () => {
         finishReason: "stop",
       }),
     ).toThrow(/another session/);
+  });
+});
+
+describe("tool-call arguments filled in with their schema default (Claude Code's Edit)", () => {
+  /** Claude Code 2.1's `Edit` tool as the proxy's Anthropic family hands it on (recorded request). */
+  const editTool = (withDefault: boolean): ToolDefinition => ({
+    type: "function",
+    function: {
+      name: "Edit",
+      description: "Performs exact string replacements in files.",
+      parameters: {
+        type: "object",
+        properties: {
+          file_path: { type: "string" },
+          old_string: { type: "string" },
+          new_string: { type: "string" },
+          replace_all: { type: "boolean", ...(withDefault ? { default: false } : {}) },
+        },
+        required: ["file_path", "old_string", "new_string"],
+        additionalProperties: false,
+      },
+    },
+  });
+  const args = { file_path: "/w/calc.js", old_string: "a + b", new_string: "a - b" };
+  /** The model's sampled call: Qwen3 `<tool_call>` JSON (the template's spacing) without `replace_all`. */
+  const sampledEdit = () => [
+    ...ids(`<tool_call>\n{"name": "Edit", "arguments": ${pythonJsonDumps(args)}}\n</tool_call>`),
+    EOT,
+  ];
+
+  /** Turn 1 calls Edit; turn 2 sends it back as Claude Code does, with `replace_all` added. */
+  function run(withDefault: boolean, replaceAll: unknown) {
+    const toolDefs = [editTool(withDefault)];
+    const request = { tools: sglangToolDumps(toolDefs), toolDefs };
+    const bridge = new TokenBridge(tok, { harness: "claude_code" });
+    const m1 = [sys, u("Fix subtract in calc.js")];
+    const t1 = scriptedTurn(tok, bridge, { ...request, messages: m1 }, sampledEdit());
+    const returned = t1.message.tool_calls![0]!;
+    expect(JSON.parse(returned.function.arguments as string)).toEqual(args);
+    // Claude Code's echo: `replace_all` first, compact JSON, its own call id.
+    const echoed: ChatMessage = {
+      role: "assistant",
+      content: "",
+      tool_calls: [
+        {
+          id: "toolu_01",
+          type: "function",
+          function: { name: "Edit", arguments: JSON.stringify({ replace_all: replaceAll, ...args }) },
+        },
+      ],
+    };
+    const m2 = [...m1, echoed, { role: "tool", tool_call_id: "toolu_01", content: "edited" } as ChatMessage];
+    const t2 = scriptedTurn(tok, bridge, { ...request, messages: m2 }, [...ids("Done."), EOT]);
+    return { t1, t2, traces: buildConversationTraces(bridge.turns()) };
+  }
+
+  it("an echo with a defaulted extra argument is extended and stays one chain", () => {
+    const { t1, t2, traces } = run(true, false);
+    expect([t2.prepared.verdict, t2.prepared.parentTurnId]).toEqual(["extended", t1.committed.turn_id]);
+    // The prompt carries the sampled call's ids, not the echo's: `replace_all` never reaches the tokens.
+    expect(t2.prepared.promptIds.slice(0, t1.prepared.promptIds.length + t1.outputIds.length)).toEqual([
+      ...t1.prepared.promptIds,
+      ...t1.outputIds,
+    ]);
+    expect(tok.decode(t2.prepared.promptIds)).not.toContain('replace_all": false');
+    expect(traces).toHaveLength(1);
+    expect([...traces[0]!.prompt_ids, ...traces[0]!.response_ids]).toEqual([
+      ...t2.prepared.promptIds,
+      ...t2.outputIds,
+    ]);
+  });
+
+  it("an echo with a non-default extra value is not an extension", () => {
+    const { t2, traces } = run(true, true);
+    expect([t2.prepared.verdict, t2.prepared.parentTurnId]).toEqual(["history_rewritten", null]);
+    expect(t2.prepared.reason).toMatch(/message 2 differs/);
+    expect(traces).toHaveLength(2);
+  });
+
+  it("only a schema-declared default counts: `false` for a parameter without one is a change", () => {
+    const { t2, traces } = run(false, false);
+    expect([t2.prepared.verdict, t2.prepared.parentTurnId]).toEqual(["history_rewritten", null]);
+    expect(traces).toHaveLength(2);
   });
 });

@@ -220,7 +220,7 @@ export class TokenBridge {
    */
   prepare(request: BridgeRequest): PreparedTurn {
     const settings = settingsKey(request.tools, request.templateKwargs);
-    const norm = normalizeMessages(request.messages);
+    const norm = normalizeMessages(request.messages, request.tools);
     const keys = prefixKeys(norm);
     const turnId = `t${this.nextIndex++}`;
     const requestKey = `${keys.at(-1) ?? ""}|${settings}`;
@@ -306,7 +306,7 @@ export class TokenBridge {
       },
     };
     const historyMessages = [...state.canonical, outcome.assistantMessage];
-    const history = normalizeMessages(historyMessages);
+    const history = normalizeMessages(historyMessages, state.request.tools);
     const node: TurnNode = {
       turn,
       canonical: state.canonical,

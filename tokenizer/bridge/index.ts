@@ -14,4 +14,5 @@ export {
   type TurnProvenance,
 } from "./bridge";
 export { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
+export { type ToolSchemas, toolSchemas, withoutDefaults } from "./tool-defaults";
 export { emptyVerdictCounts, VERDICTS, type Verdict, type VerdictRow, VerdictTally } from "./verdicts";

@@ -3,14 +3,16 @@
  * Harnesses change what they send back without changing what was said: `content: null` becomes
  * `""`, tool-call arguments are re-serialised (key order, whitespace), call ids are added,
  * renamed or stripped, one assistant message with text and calls is split into two, reasoning is
- * dropped or kept, text content becomes a list of parts. Two histories are "the same" when their
- * normalised forms are equal.
+ * dropped or kept, text content becomes a list of parts, tool-call arguments the model left out
+ * come back filled in with their schema default (`tool-defaults.ts`). Two histories are "the same"
+ * when their normalised forms are equal.
  *
  * @module
  */
 import { createHash } from "node:crypto";
 import type { ChatMessage } from "../chat-tokenizer";
 import { canonicalJson, tryParseJson } from "../parsers/json-text";
+import { type ToolSchemas, toolSchemas, withoutDefaults } from "./tool-defaults";
 
 /** One normalised message: a string key plus the raw index range it came from. */
 export interface NormalizedMessage {
@@ -41,7 +43,7 @@ function contentText(content: unknown): string {
     .join("");
 }
 
-function toolCallKey(call: unknown): string {
+function toolCallKey(call: unknown, schemas: ToolSchemas): string {
   if (!isObj(call) || !isObj(call.function)) return canonicalJson(call);
   const fn = call.function;
   let args: unknown = fn.arguments;
@@ -49,6 +51,10 @@ function toolCallKey(call: unknown): string {
     const trimmed = args.trim();
     args = ["", "null", "None"].includes(trimmed) ? {} : (tryParseJson(trimmed) ?? args);
   }
+  // Keys at their declared default are dropped on both sides: the returned call and its echo
+  // match when they differ only by such keys (Claude Code adds `replace_all: false` to `Edit`).
+  const schema = typeof fn.name === "string" ? schemas.get(fn.name) : undefined;
+  if (schema) args = withoutDefaults(args, schema);
   return canonicalJson({ name: fn.name, arguments: args ?? {} });
 }
 
@@ -58,19 +64,23 @@ interface Fields {
   calls: string[];
 }
 
-function fieldsOf(m: ChatMessage): Fields {
+function fieldsOf(m: ChatMessage, schemas: ToolSchemas): Fields {
   const role = m.role;
   let content = contentText(m.content);
   // Assistant text is compared trimmed: parsers strip it, some harnesses strip it again.
   if (role === "assistant") content = content.trim();
-  const calls = role === "assistant" && Array.isArray(m.tool_calls) ? m.tool_calls.map(toolCallKey) : [];
+  const calls =
+    role === "assistant" && Array.isArray(m.tool_calls)
+      ? m.tool_calls.map((c) => toolCallKey(c, schemas))
+      : [];
   return { role, content, calls };
 }
 
 /**
  * Normalises a message list: ids, reasoning and unknown keys dropped, content flattened to text,
- * assistant text trimmed, tool-call arguments canonical, consecutive assistant messages merged
- * (a harness may split text and calls into two).
+ * assistant text trimmed, tool-call arguments canonical and without the keys whose value is the
+ * default declared in `tools` (the request's OpenAI-shaped tools), consecutive assistant messages
+ * merged (a harness may split text and calls into two).
  *
  * @example
  * ```ts
@@ -79,10 +89,14 @@ function fieldsOf(m: ChatMessage): Fields {
  * a[0].key === b[0].key; // true
  * ```
  */
-export function normalizeMessages(messages: readonly ChatMessage[]): NormalizedMessage[] {
+export function normalizeMessages(
+  messages: readonly ChatMessage[],
+  tools?: readonly unknown[],
+): NormalizedMessage[] {
+  const schemas = toolSchemas(tools);
   const out: Array<Fields & { rawEnd: number }> = [];
   messages.forEach((m, i) => {
-    const f = fieldsOf(m);
+    const f = fieldsOf(m, schemas);
     const prev = out.at(-1);
     if (f.role === "assistant" && prev?.role === "assistant") {
       prev.content = [prev.content, f.content].filter((c) => c !== "").join("\n");
