@@ -134,6 +134,13 @@ export function syntheticLogprob(
 const QUESTION = /(?<![\w.])(-?\d{1,15})\s*([+\-*/×÷])\s*(-?\d{1,15})(?![\w.])/;
 
 /**
+ * A user message that explicitly asks for two tool calls at once. Real models emit parallel calls on
+ * their own; the simulated policy does so only when told, so tests of parallel calls can ask for them
+ * and every other prompt keeps its single call.
+ */
+export const PARALLEL_CALLS_REQUEST = /\btwo tool calls at once\b/i;
+
+/**
  * Finds the first `a op b` integer expression in a text (`+ - * /`, also `×` and `÷`).
  *
  * @example
@@ -292,6 +299,18 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
   // A tool result: answer the original question with it.
   if (lastUser.trimStart().startsWith("<tool_response>")) {
     const result = /<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/.exec(lastUser)?.[1]?.trim() ?? "";
+    const asked = [...userTurns].reverse().find((t) => parseArithmetic(t.content) !== undefined);
+    const results = [...lastUser.matchAll(/<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/g)].map((m) =>
+      m[1]!.trim(),
+    );
+    if (asked && PARALLEL_CALLS_REQUEST.test(asked.content) && results.length > 1) {
+      const questions = arithmeticQuestions(asked.content);
+      const answer = `${questions.map((q, i) => `${q.expression} = ${results[i] ?? "?"}`).join(" and ")}.`;
+      return {
+        text: withThinking(thinking, `The tools returned ${results.join(" and ")}.`, answer),
+        kind: "tool_result",
+      };
+    }
     const question = [...userTurns]
       .reverse()
       .map((t) => parseArithmetic(t.content))
@@ -310,6 +329,9 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
       kind: "tool_result",
     };
   }
+
+  const parallel = parallelToolCalls(lastUser, input.prompt, thinking);
+  if (parallel) return parallel;
 
   const question = parseArithmetic(lastUser);
   if (question) {
@@ -395,6 +417,38 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
     text: withThinking(thinking, `The message "${said}" has no arithmetic in it.`, reply),
     kind: "generic",
   };
+}
+
+/** Every `a op b` expression of a text, in order. */
+function arithmeticQuestions(text: string): ArithmeticQuestion[] {
+  const found: ArithmeticQuestion[] = [];
+  for (const m of text.matchAll(new RegExp(QUESTION.source, "g"))) {
+    const q = parseArithmetic(m[0]);
+    if (q) found.push(q);
+  }
+  return found;
+}
+
+/**
+ * Two `<tool_call>` blocks in one turn, one per expression, when the user asks for two tool calls
+ * at once ({@link PARALLEL_CALLS_REQUEST}), a calculator tool is offered and two expressions are given.
+ */
+function parallelToolCalls(lastUser: string, prompt: string, thinking: boolean): PolicyAnswer | undefined {
+  if (!PARALLEL_CALLS_REQUEST.test(lastUser)) return undefined;
+  const tool = findCalculatorTool(prompt);
+  const questions = arithmeticQuestions(lastUser).slice(0, 2);
+  if (!tool || questions.length < 2) return undefined;
+  // Written the way Qwen models print JSON (Python json.dumps spacing), one block per call.
+  const calls = questions.map(
+    (q) =>
+      `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": {${JSON.stringify(tool.argument)}: ${JSON.stringify(q.expression)}}}\n</tool_call>`,
+  );
+  const preface = withThinking(
+    thinking,
+    `I will use the ${tool.name} tool for ${questions.map((q) => q.expression).join(" and ")} at once.`,
+    "",
+  );
+  return { text: `${preface}${calls.join("\n")}`, kind: "tool_call", expected: questions[0]!.result };
 }
 
 const COUNT_QUESTION = /\b(how many|count|number of)\b/i;
