@@ -4,6 +4,9 @@
  * (or plain host copies under the session mount), `rm -f` on teardown. The host session folder is
  * bind-mounted at `/polar/session`.
  *
+ * With `allow_internet: false` the container gets `--network none` and reaches the proxy through
+ * a forwarder as its PID 1 (see `container-bridge.ts`) instead of `sleep infinity`.
+ *
  * @module
  */
 import { randomBytes } from "node:crypto";
@@ -12,6 +15,13 @@ import path from "node:path";
 import { execa } from "execa";
 import type { RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
+import {
+  type ContainerBridge,
+  forwarderCreateArgs,
+  forwarderScript,
+  startContainerBridge,
+  waitForForwarder,
+} from "./container-bridge";
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
@@ -32,7 +42,8 @@ export function shellOf(spec: RuntimeSpec): string[] {
 }
 
 /**
- * The `create` argv (without the CLI and its global flags).
+ * The `create` argv (without the CLI and its global flags). With `forwarder` (no internet) the
+ * proxy socket folder and forwarder scripts are mounted and the forwarder is the main process.
  *
  * @example
  * ```ts
@@ -41,7 +52,13 @@ export function shellOf(spec: RuntimeSpec): string[] {
  */
 export function dockerCreateArgs(
   spec: RuntimeSpec,
-  o: { name: string; hostDir: string; labels: Record<string, string>; createArgs: string[] },
+  o: {
+    name: string;
+    hostDir: string;
+    labels: Record<string, string>;
+    createArgs: string[];
+    forwarder?: { hostDir: string; port: number };
+  },
 ): string[] {
   if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the docker backend");
   const args = ["create", "--name", o.name];
@@ -50,6 +67,7 @@ export function dockerCreateArgs(
   args.push("-v", `${o.hostDir}:${CONTAINER_SESSION_PATH}`);
   // No internet means no network at all (upstream: `--network none` when allow_internet=false).
   args.push("--network", spec.allow_internet ? spec.network : "none");
+  if (o.forwarder && !spec.allow_internet) args.push(...forwarderCreateArgs(o.forwarder));
   if (spec.cpus !== undefined) args.push("--cpus", String(spec.cpus));
   if (spec.memory_mb !== undefined) args.push("--memory", `${spec.memory_mb}m`);
   if (spec.gpus > 0) args.push("--gpus", String(spec.gpus));
@@ -58,7 +76,12 @@ export function dockerCreateArgs(
   }
   // No `-w` here: the workdir usually comes from a prepare step; each `exec` passes its own.
   for (const [k, v] of Object.entries(spec.env)) args.push("-e", `${k}=${v}`);
-  args.push(spec.image, "sleep", "infinity");
+  if (o.forwarder && !spec.allow_internet) {
+    // `sh` whatever kwargs.shell says: the probe is POSIX and bash may be missing.
+    args.push(spec.image, "sh", "-c", forwarderScript(o.forwarder.port));
+  } else {
+    args.push(spec.image, "sleep", "infinity");
+  }
   return args;
 }
 
@@ -106,6 +129,9 @@ export class DockerRuntime implements Runtime {
   readonly sessionPath = CONTAINER_SESSION_PATH;
   readonly container: string;
   private started = false;
+  private bridge: ContainerBridge | null = null;
+  /** The forwarder running as PID 1 (`node`, `python3`, `socat`), null with internet. */
+  forwarder: string | null = null;
 
   private constructor(
     readonly hostDir: string,
@@ -155,15 +181,36 @@ export class DockerRuntime implements Runtime {
   }
 
   async start(signal?: AbortSignal): Promise<void> {
+    if (!this.spec.allow_internet) this.bridge = await startContainerBridge(this.ctx.proxyUrl);
     const args = dockerCreateArgs(this.spec, {
       name: this.container,
       hostDir: this.hostDir,
       labels: { "polar.node": this.ctx.node_id, "polar.session": this.ctx.session_id },
       createArgs: this.ctx.settings.docker.createArgs,
+      forwarder: this.bridge ?? undefined,
     });
     await this.must(args, "create", { timeoutMs: CONTAINER_START_TIMEOUT_MS, signal });
     this.started = true;
     await this.must(["start", this.container], "start", { timeoutMs: CONTAINER_START_TIMEOUT_MS, signal });
+    if (this.bridge) {
+      // Prepare steps and the harness may call the proxy right away: wait until it listens.
+      this.forwarder = await waitForForwarder(
+        {
+          logs: async () => {
+            const r = await this.cli(["logs", this.container], { timeoutMs: 30_000 });
+            return `${r.stdout}\n${r.stderr}`;
+          },
+          running: async () => {
+            const r = await this.cli(["inspect", "--format", "{{.State.Running}}", this.container], {
+              timeoutMs: 30_000,
+            });
+            return String(r.stdout).trim() === "true";
+          },
+        },
+        this.spec.image ?? "",
+        { signal },
+      );
+    }
   }
 
   async exec(command: string, opts: ExecOptions): Promise<CommandResult> {
@@ -220,6 +267,8 @@ export class DockerRuntime implements Runtime {
   async teardown(opts: { keep: boolean }): Promise<void> {
     if (this.started) await this.cli(["rm", "-f", this.container], { timeoutMs: 120_000 });
     this.started = false;
+    await this.bridge?.close();
+    this.bridge = null;
     if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
   }
 }

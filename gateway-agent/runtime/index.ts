@@ -16,6 +16,7 @@ import type { Runtime, RuntimeContext, RuntimeFactory } from "./types";
 
 export * from "./apptainer";
 export * from "./bwrap";
+export * from "./container-bridge";
 export * from "./docker";
 export * from "./local";
 export * from "./prepare";

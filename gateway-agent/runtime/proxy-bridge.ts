@@ -19,7 +19,8 @@ export interface ProxyBridge {
 
 /**
  * Listens on a short Unix socket path (socket paths are limited to ~108 bytes, so not under the
- * session folder) and forwards to `proxyUrl`'s host and port.
+ * session folder; `socketPath` overrides the default in the temp folder) and forwards to
+ * `proxyUrl`'s host and port.
  *
  * @example
  * ```ts
@@ -28,9 +29,11 @@ export interface ProxyBridge {
  * await bridge.close();
  * ```
  */
-export async function startProxyBridge(proxyUrl: string): Promise<ProxyBridge> {
+export async function startProxyBridge(
+  proxyUrl: string,
+  socketPath = path.join(tmpdir(), `polar-${process.pid}-${++counter}.sock`),
+): Promise<ProxyBridge> {
   const target = new URL(proxyUrl);
-  const socketPath = path.join(tmpdir(), `polar-${process.pid}-${++counter}.sock`);
   await rm(socketPath, { force: true });
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
