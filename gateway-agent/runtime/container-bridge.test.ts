@@ -31,6 +31,15 @@ function hostPythonPrefix(): string {
   return execFileSync("python3", ["-c", "import sys; print(sys.base_prefix)"]).toString().trim();
 }
 const PYTHON = hostPython();
+/** The host's socat, or null. */
+function hostSocat(): string | null {
+  try {
+    return execFileSync("bash", ["-c", "command -v socat"]).toString().trim() || null;
+  } catch {
+    return null;
+  }
+}
+const SOCAT = hostSocat();
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -131,6 +140,7 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
   let scratch: string;
   let pyDir: string;
   let nodeDir: string;
+  let socatDir: string;
   let other: http.Server;
   let otherPort: number;
   beforeAll(async () => {
@@ -139,7 +149,9 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
     // Folders holding only one interpreter each, so the probe order can be steered by PATH.
     pyDir = path.join(scratch, "py");
     nodeDir = path.join(scratch, "node");
-    execFileSync("mkdir", ["-p", pyDir, nodeDir]);
+    socatDir = path.join(scratch, "socat");
+    execFileSync("mkdir", ["-p", pyDir, nodeDir, socatDir]);
+    if (SOCAT) await symlink(realpathSync(SOCAT), path.join(socatDir, "socat"));
     if (PYTHON) await symlink(PYTHON, path.join(pyDir, "python3"));
     await symlink(realpathSync(process.execPath), path.join(nodeDir, "node"));
     // A service on the host's loopback: a container with no network must not reach it.
@@ -179,6 +191,9 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
   const probes: Record<string, (url: string) => string> = {
     node: (url) =>
       `node -e 'fetch(process.argv[1],{signal:AbortSignal.timeout(5000)}).then(r=>r.text()).then(t=>console.log(t),()=>console.log("FAIL "+process.argv[1]))' ${url}`,
+    // socat has no HTTP client: the host's node, mounted off the PATH, asks.
+    socat: (url) =>
+      `/polar-node/node -e 'fetch(process.argv[1],{signal:AbortSignal.timeout(5000)}).then(r=>r.text()).then(t=>console.log(t),()=>console.log("FAIL "+process.argv[1]))' ${url}`,
     python3: (url) =>
       `python3 -c 'import sys, urllib.request as u\ntry: print(u.urlopen(sys.argv[1], timeout=5).read().decode())\nexcept Exception: print("FAIL " + sys.argv[1])' ${url}`,
   };
@@ -223,6 +238,10 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
       prefix.startsWith("/usr/") || prefix === "/usr" ? [] : [`${prefix}:${prefix}:ro`],
       "python3",
     );
+  });
+
+  it.skipIf(!SOCAT)("socat in the image (no node, no python3): the same through socat", async () => {
+    await check(socatDir, [`${nodeDir}:/polar-node:ro`], "socat");
   });
 
   it("an image without node, python3 or socat fails INIT with an infra error saying what to install", async () => {
