@@ -17,7 +17,7 @@ import { SUPPORTED_HARNESSES } from "./harness";
 import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
 import { registerBridgeMetrics } from "./metrics-bridge";
-import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, type RuntimeSettings } from "./runtime";
+import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, detectLimits, type RuntimeSettings } from "./runtime";
 import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
@@ -137,6 +137,11 @@ export interface Gateway {
  */
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const logger = opts.logger ?? consoleLogger;
+  // Detected once: how the local runtime enforces runtime.cpus/memory_mb on this host.
+  const limits = detectLimits();
+  const limitFields = { mechanism: limits.mechanism, detail: limits.detail };
+  if (limits.mechanism === "rlimit") logger.warn("local runtime resource limits", limitFields);
+  else logger.info("local runtime resource limits", limitFields);
   const capacity = {
     max_init: opts.maxInit ?? 2,
     max_run: opts.maxRun ?? 2,
@@ -236,6 +241,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           draining: s.draining,
           ...s.metrics,
           unacked_results: s.unackedResults,
+          local_limits: limitFields,
         };
       },
     });

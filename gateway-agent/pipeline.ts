@@ -255,8 +255,9 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       }
       if (agentResult.status === "interrupted") throw agentSignal.reason;
       if (agentResult.status === "failed") {
-        const how =
-          agentResult.exitCode === null
+        const how = agentResult.limitHit
+          ? `stopped: ${agentResult.limitHit}`
+          : agentResult.exitCode === null
             ? `was killed by ${agentResult.signal}`
             : `exited with code ${agentResult.exitCode}`;
         throw new SessionFailure("agent", `harness '${plan.name}' ${agentResult.failedAt} ${how}`);

@@ -66,6 +66,8 @@ export interface AgentRunResult {
   signal: string | null;
   /** The step that failed (`setup` for install/config failures). */
   failedAt?: string;
+  /** The runtime's resource limit that ended the step, if one did. */
+  limitHit?: string;
 }
 
 /**
@@ -185,7 +187,8 @@ export const POSTPROCESS_TIMEOUT_MS = 120_000;
 
 function outcome(r: CommandResult, at: string): AgentRunResult | null {
   if (r.interrupted) return { status: "interrupted", exitCode: r.exitCode, signal: r.signal, failedAt: at };
-  if (r.exitCode !== 0) return { status: "failed", exitCode: r.exitCode, signal: r.signal, failedAt: at };
+  if (r.exitCode !== 0 || r.limitHit)
+    return { status: "failed", exitCode: r.exitCode, signal: r.signal, failedAt: at, limitHit: r.limitHit };
   return null;
 }
 

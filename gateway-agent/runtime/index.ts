@@ -18,6 +18,7 @@ export * from "./apptainer";
 export * from "./bwrap";
 export * from "./container-bridge";
 export * from "./docker";
+export * from "./limits";
 export * from "./local";
 export * from "./prepare";
 export * from "./process";

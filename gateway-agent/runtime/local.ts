@@ -2,6 +2,8 @@
  * The `local` runtime: a fresh folder per session on the gateway host. When bubblewrap is
  * installed every command runs inside it (see `bwrap.ts`); without it the runtime says so loudly
  * and falls back to plain process isolation (own process group, allow-listed environment).
+ * `cpus`/`memory_mb` (and a process cap) are enforced by cgroups where the host allows, else only
+ * rlimits apply and the runtime warns (see `limits.ts`).
  *
  * Commands run with `bash -c`, not a login shell: Debian's /etc/profile resets PATH, which would
  * drop the allow-listed PATH of the gateway (where the agent CLIs are installed).
@@ -14,15 +16,17 @@ import { cp, mkdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RuntimeSpec } from "../../protocol";
-import { SessionFailure } from "../errors";
+import { messageOf, SessionFailure } from "../errors";
 import { baseEnv, harnessDir } from "../harness/env";
 import { bwrapArgs, bwrapAvailable, gatewayHome } from "./bwrap";
+import { detectLimits, SessionLimits } from "./limits";
 import { runProcess } from "./process";
 import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url));
 let warnedNoBwrap = false;
+let warnedNoLimits = false;
 
 /**
  * Creates the session folder, replacing a leftover one of the same name.
@@ -61,6 +65,7 @@ export class LocalRuntime implements Runtime {
   readonly workspace: string;
   private bridge: ProxyBridge | null = null;
   private shimPath = "";
+  private limits: SessionLimits | null = null;
 
   private constructor(
     readonly hostDir: string,
@@ -96,13 +101,35 @@ export class LocalRuntime implements Runtime {
         "BUBBLEWRAP NOT FOUND: local sessions run WITHOUT a sandbox (plain process isolation only: they can write anywhere this user can and reach the network). Install bubblewrap (apt-get install bubblewrap) on GPU hosts.",
       );
     }
-    if (spec.cpus !== undefined || spec.memory_mb !== undefined || spec.gpus > 0) {
-      ctx.warn("runtime: cpus/memory_mb/gpus are enforced by container backends only; ignored by local", {
+    const support = detectLimits();
+    if (support.mechanism === "rlimit" && (spec.cpus !== undefined || spec.memory_mb !== undefined)) {
+      // Loud on every such session: the task asked for a limit that this host cannot give.
+      ctx.warn(
+        `RESOURCE LIMITS NOT ENFORCED: runtime.cpus/runtime.memory_mb are ignored by the local runtime on this host (${support.detail})`,
+        { session_id: ctx.session_id, cpus: spec.cpus, memory_mb: spec.memory_mb },
+      );
+    } else if (support.mechanism === "rlimit" && !warnedNoLimits) {
+      warnedNoLimits = true;
+      ctx.warn(`local runtime: no writable cgroup, ${support.detail}`);
+    }
+    if (spec.gpus > 0) {
+      ctx.warn("runtime: gpus are enforced by container backends only; ignored by local", {
         session_id: ctx.session_id,
       });
     }
     const dir = await createSessionDir(ctx.workRoot, ctx.name);
-    return new LocalRuntime(dir, spec, ctx, have);
+    const rt = new LocalRuntime(dir, spec, ctx, have);
+    try {
+      rt.limits = await SessionLimits.create(
+        ctx.name,
+        { cpus: spec.cpus, memory_mb: spec.memory_mb },
+        support,
+      );
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw new SessionFailure("infra", `runtime: cannot set up the session's cgroup: ${messageOf(err)}`);
+    }
+    return rt;
   }
 
   baseEnv(): Record<string, string> {
@@ -152,7 +179,8 @@ export class LocalRuntime implements Runtime {
           command,
         )
       : ["bash", "-c", command];
-    return runProcess(argv, {
+    const oomBefore = (await this.limits?.oomKills()) ?? 0;
+    const result = await runProcess(this.limits ? this.limits.wrap(argv) : argv, {
       env: { ...this.spec.env, ...opts.env },
       cwd,
       signal: opts.signal,
@@ -161,6 +189,20 @@ export class LocalRuntime implements Runtime {
       logName: opts.logName,
       capture: opts.capture,
     });
+    // The kernel's OOM killer picks a process inside the cgroup (the harness's biggest one, not
+    // necessarily the one we spawned), so the counter is the evidence, not the exit signal.
+    if (this.limits && (await this.limits.oomKills()) > oomBefore) {
+      return {
+        ...result,
+        limitHit: `memory limit of ${this.spec.memory_mb} MiB (runtime.memory_mb) hit: killed by the kernel OOM killer`,
+      };
+    }
+    return result;
+  }
+
+  /** The session's resource limits (null before `create` finished). */
+  get resourceLimits(): SessionLimits | null {
+    return this.limits;
   }
 
   async uploadFile(source: string, target: string): Promise<void> {
@@ -182,6 +224,8 @@ export class LocalRuntime implements Runtime {
   async teardown(opts: { keep: boolean }): Promise<void> {
     await this.bridge?.close();
     this.bridge = null;
+    await this.limits?.destroy();
+    this.limits = null;
     if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
   }
 }

@@ -20,6 +20,8 @@ export interface CommandResult {
   /** True when the command was killed because `timeoutMs` passed. */
   timedOut: boolean;
   durationMs: number;
+  /** Set when a resource limit of the runtime ended the command (e.g. the memory limit). */
+  limitHit?: string;
   /** Captured stdout (only with `capture: true`; at most {@link MAX_CAPTURE_BYTES}). */
   stdout?: string;
 }

@@ -1,0 +1,76 @@
+/**
+ * A whole session through the gateway whose harness blows its `runtime.memory_mb`: the session
+ * ends ERROR with an `agent` error naming the memory limit, the trajectory of the model call made
+ * before the kill is still built, and `/health` says which limit mechanism is active.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
+import { type Gateway, startGateway } from "../gateway";
+import { type FakeControlPlane, startFakeControlPlane } from "../testing/fake-control-plane";
+import { ASK, isResultOf, makeAssign } from "../testing/session-fixtures";
+import { detectLimits, releaseLimits } from "./limits";
+
+const TOKEN = "test-gateway-token";
+const MODEL = "Qwen/Qwen3-8B";
+const quiet = { info() {}, warn() {}, error() {} };
+const support = detectLimits();
+const cgroups = support.mechanism !== "rlimit";
+
+let engine: FixtureEngine;
+let cp: FakeControlPlane;
+let gateway: Gateway;
+let scratch: string;
+
+beforeAll(async () => {
+  engine = await startFixtureEngine({ model: MODEL });
+  cp = await startFakeControlPlane({ token: TOKEN });
+  scratch = await mkdtemp(path.join(tmpdir(), "polar-limits-session-"));
+  gateway = await startGateway({
+    controlPlaneUrl: cp.url,
+    nodeId: "gpu-node-1",
+    token: TOKEN,
+    engine: "sglang-openai",
+    engineUrl: engine.url,
+    model: MODEL,
+    workRoot: path.join(scratch, "work"),
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+    logger: quiet,
+    runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+    http: { host: "127.0.0.1", port: 0 },
+  });
+  await cp.waitFor((m) => m.type === "hello");
+});
+afterAll(async () => {
+  await gateway?.stop();
+  await cp?.close();
+  await engine?.close();
+  await rm(scratch, { recursive: true, force: true });
+  releaseLimits();
+});
+
+describe("local runtime limits in a session", { timeout: 60_000 }, () => {
+  it("/health names the active limit mechanism", async () => {
+    const res = await fetch(`${gateway.httpUrl}/health`);
+    const body = (await res.json()) as { local_limits?: { mechanism: string; detail: string } };
+    expect(body.local_limits).toEqual({ mechanism: support.mechanism, detail: support.detail });
+  });
+
+  it.skipIf(!cgroups)(
+    `an OOM-killed harness ends ERROR (agent) naming the memory limit, with its partial trajectory (${cgroups ? support.mechanism : "skipped: no writable cgroup on this machine"})`,
+    async () => {
+      const a = makeAssign({
+        command: `${ASK} && node -e 'const a=[];for(let i=0;i<64;i++){a.push(Buffer.alloc(16<<20,1))}'`,
+        runtime: { memory_mb: 96 },
+      });
+      cp.send(a);
+      const { result } = await cp.waitFor(isResultOf(a.lease_id));
+      expect(result.status).toBe("ERROR");
+      expect(result.error?.kind).toBe("agent");
+      expect(result.error?.message).toMatch(/memory limit of 96 MiB/);
+      expect(result.trajectory.traces.length).toBeGreaterThan(0);
+    },
+  );
+});
