@@ -3,9 +3,6 @@
  * calls (a harness's call waits, it does not fail), `policy_version` is stamped on every later
  * completion, `resume` releases the waiting call; each action is answered with `admin_ack`.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   AdminAckMessage,
@@ -14,45 +11,26 @@ import {
   type ResultMessage,
   WIRE_VERSION,
 } from "../protocol";
-import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
-import { type Gateway, startGateway } from "./gateway";
-import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
+import type { FixtureEngine } from "../proxy/testing/fixture-engine";
+import type { FakeControlPlane } from "./testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
 import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
 
-const TOKEN = "test-gateway-token";
-const MODEL = "Qwen/Qwen3-8B";
-const quiet = { info() {}, warn() {}, error() {} };
-
+let rig: GatewayRig;
 let engine: FixtureEngine;
 let cp: FakeControlPlane;
-let gateway: Gateway | null = null;
-let scratch: string;
 
 beforeEach(async () => {
-  engine = await startFixtureEngine({ model: MODEL });
-  cp = await startFakeControlPlane({ token: TOKEN });
-  scratch = await mkdtemp(path.join(tmpdir(), "polar-gw-admin-"));
-  gateway = await startGateway({
-    controlPlaneUrl: cp.url,
+  rig = await startGatewayRig({
     nodeId: "gpu-admin",
-    token: TOKEN,
-    engine: "sglang-openai",
-    engineUrl: engine.url,
-    model: MODEL,
-    workRoot: path.join(scratch, "work"),
-    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
-    logger: quiet,
-    runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+    token: "test-gateway-token",
+    gateway: { runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } } },
   });
-  await cp.waitFor((m) => m.type === "hello");
+  ({ engine, cp } = rig);
 });
 
 afterEach(async () => {
-  await gateway?.stop();
-  gateway = null;
-  await cp.close();
-  await engine.close();
-  await rm(scratch, { recursive: true, force: true });
+  await rig?.stop();
 });
 
 function admin(requestId: string, action: "pause" | "resume" | "policy_version", extra: object = {}) {

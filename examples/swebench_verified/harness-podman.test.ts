@@ -11,23 +11,20 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Gateway, startGateway } from "../../gateway-agent/gateway";
-import { type FakeControlPlane, startFakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
+import type { FakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "../../gateway-agent/testing/gateway-rig";
 import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../../gateway-agent/testing/images";
 import { isResultOf } from "../../gateway-agent/testing/session-fixtures";
 import { AssignMessage, BatchRequest, type TaskSpec, WIRE_VERSION } from "../../protocol";
-import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
 import { DEFAULT_OPTIONS, generateBatch, parseInstances, swebenchImageId } from "./generate-tasks";
 
 const INSTANCE_ID = "polar-fixtures__textkit-1";
 const IMAGE_TEMPLATE = "localhost/polar-swebench-fixture:{id}";
 const TOKEN = "swebench-test-token";
-const MODEL = "Qwen/Qwen3-8B";
-const quiet = { info() {}, warn() {}, error() {} };
 
 /** The host's Python prefix, when its `python3` has pytest (else the test is skipped). */
 function pythonPrefix(): string | null {
@@ -97,9 +94,8 @@ describe.skipIf(prefix === null)(
   { timeout: 240_000 },
   () => {
     let scratch: string;
-    let engine: FixtureEngine;
+    let rig: GatewayRig;
     let cp: FakeControlPlane;
-    let gateway: Gateway;
     let task: TaskSpec;
 
     beforeAll(async () => {
@@ -144,26 +140,16 @@ describe.skipIf(prefix === null)(
       task = batch.tasks[0] as TaskSpec;
       expect(task.runtime?.image).toBe(image);
 
-      engine = await startFixtureEngine({ model: MODEL });
-      cp = await startFakeControlPlane({ token: TOKEN });
-      gateway = await startGateway({
-        controlPlaneUrl: cp.url,
+      rig = await startGatewayRig({
         nodeId: "swebench-node",
         token: TOKEN,
-        engine: "sglang-openai",
-        engineUrl: engine.url,
-        model: MODEL,
-        workRoot: path.join(scratch, "work"),
-        logger: quiet,
-        runtimeSettings: { docker: PODMAN_SETTINGS },
+        scratch,
+        gateway: { runtimeSettings: { docker: PODMAN_SETTINGS } },
       });
-      await cp.waitFor((m) => m.type === "hello");
+      ({ cp } = rig);
     });
     afterAll(async () => {
-      await gateway?.stop();
-      await cp?.close();
-      await engine?.close();
-      if (scratch) await rm(scratch, { recursive: true, force: true });
+      await rig?.stop();
     });
 
     /**

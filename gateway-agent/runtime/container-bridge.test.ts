@@ -7,9 +7,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
-import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
-import { type Gateway, startGateway } from "../gateway";
-import { type FakeControlPlane, startFakeControlPlane } from "../testing/fake-control-plane";
+import type { FakeControlPlane } from "../testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
 import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
 import { isResultOf, makeAssign } from "../testing/session-fixtures";
 import { FORWARDERS_DIR, forwarderScript, startContainerBridge } from "./container-bridge";
@@ -260,8 +259,6 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
 });
 
 const TOKEN = "offline-test-token";
-const MODEL = "Qwen/Qwen3-8B";
-const quiet = { info() {}, warn() {}, error() {} };
 /** One chat call through the proxy (exit 0 on a 200). */
 const ASK_PY = [
   "import json, os, urllib.request as u",
@@ -276,9 +273,8 @@ describe.skipIf(!canBuildTestImage() || !PYTHON)(
   "podman session without internet",
   { timeout: 180_000 },
   () => {
-    let engine: FixtureEngine;
+    let rig: GatewayRig;
     let cp: FakeControlPlane;
-    let gateway: Gateway;
     let scratch: string;
     let image: string;
     let other: http.Server;
@@ -286,33 +282,23 @@ describe.skipIf(!canBuildTestImage() || !PYTHON)(
 
     beforeAll(async () => {
       image = ensureTestImage();
-      engine = await startFixtureEngine({ model: MODEL });
-      cp = await startFakeControlPlane({ token: TOKEN });
       scratch = await mkdtemp(path.join(tmpdir(), "polar-ctr-gw-test-"));
       await symlink(PYTHON as string, path.join(scratch, "python3"));
       other = http.createServer((_req, res) => res.end("host-service"));
       await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
       otherPort = (other.address() as AddressInfo).port;
-      gateway = await startGateway({
-        controlPlaneUrl: cp.url,
+      rig = await startGatewayRig({
         nodeId: "offline-node",
         token: TOKEN,
-        engine: "sglang-openai",
-        engineUrl: engine.url,
-        model: MODEL,
-        workRoot: path.join(scratch, "work"),
-        logger: quiet,
-        runtimeSettings: { docker: PODMAN_SETTINGS },
+        scratch,
+        gateway: { runtimeSettings: { docker: PODMAN_SETTINGS } },
       });
-      await cp.waitFor((m) => m.type === "hello");
+      ({ cp } = rig);
     });
     afterAll(async () => {
-      await gateway?.stop();
-      await cp?.close();
-      await engine?.close();
+      await rig?.stop();
       other?.closeAllConnections();
       await new Promise<void>((r) => (other ? other.close(() => r()) : r()));
-      if (scratch) await rm(scratch, { recursive: true, force: true });
     });
 
     const task = (allowInternet: boolean) => {

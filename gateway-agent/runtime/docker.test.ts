@@ -1,11 +1,10 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
-import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
-import { type Gateway, startGateway } from "../gateway";
-import { type FakeControlPlane, startFakeControlPlane } from "../testing/fake-control-plane";
+import type { FakeControlPlane } from "../testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
 import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
 import { isResultOf, makeAssign } from "../testing/session-fixtures";
 import { apptainerExecArgs, apptainerStartArgs } from "./apptainer";
@@ -130,8 +129,6 @@ describe("container command construction", () => {
 });
 
 const TOKEN = "docker-test-token";
-const MODEL = "Qwen/Qwen3-8B";
-const quiet = { info() {}, warn() {}, error() {} };
 
 /** The "agent": asks the model once (busybox wget through the proxy), then edits the repo. */
 function agentCommand(fix: string): string {
@@ -143,40 +140,29 @@ function agentCommand(fix: string): string {
 }
 
 describe.skipIf(!canBuildTestImage())("podman end to end", { timeout: 180_000 }, () => {
-  let engine: FixtureEngine;
+  let rig: GatewayRig;
   let cp: FakeControlPlane;
-  let gateway: Gateway;
   let scratch: string;
   let image: string;
 
   beforeAll(async () => {
     image = ensureTestImage();
-    engine = await startFixtureEngine({ model: MODEL });
-    cp = await startFakeControlPlane({ token: TOKEN });
     scratch = await mkdtemp(path.join(tmpdir(), "polar-podman-test-"));
     await writeFile(path.join(scratch, "calc.sh"), "add() { echo $(($1 - $2)); }\n");
     await writeFile(
       path.join(scratch, "test.sh"),
       '. ./calc.sh\nif [ "$(add 2 3)" = 5 ]; then echo "PASSED tests/test_calc.py::test_add"; else echo "FAILED tests/test_calc.py::test_add"; fi\necho "PASSED tests/test_calc.py::test_sanity"\n',
     );
-    gateway = await startGateway({
-      controlPlaneUrl: cp.url,
+    rig = await startGatewayRig({
       nodeId: "podman-node",
       token: TOKEN,
-      engine: "sglang-openai",
-      engineUrl: engine.url,
-      model: MODEL,
-      workRoot: path.join(scratch, "work"),
-      logger: quiet,
-      runtimeSettings: { docker: PODMAN_SETTINGS },
+      scratch,
+      gateway: { runtimeSettings: { docker: PODMAN_SETTINGS } },
     });
-    await cp.waitFor((m) => m.type === "hello");
+    ({ cp } = rig);
   });
   afterAll(async () => {
-    await gateway?.stop();
-    await cp?.close();
-    await engine?.close();
-    if (scratch) await rm(scratch, { recursive: true, force: true });
+    await rig?.stop();
   });
 
   const task = (fix: string) =>

@@ -3,51 +3,33 @@
  * ends ERROR with an `agent` error naming the memory limit, the trajectory of the model call made
  * before the kill is still built, and `/health` says which limit mechanism is active.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
-import { type Gateway, startGateway } from "../gateway";
-import { type FakeControlPlane, startFakeControlPlane } from "../testing/fake-control-plane";
+import type { Gateway } from "../gateway";
+import type { FakeControlPlane } from "../testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
 import { ASK, isResultOf, makeAssign } from "../testing/session-fixtures";
 import { detectLimits, releaseLimits } from "./limits";
 
-const TOKEN = "test-gateway-token";
-const MODEL = "Qwen/Qwen3-8B";
-const quiet = { info() {}, warn() {}, error() {} };
 const support = detectLimits();
 const cgroups = support.mechanism !== "rlimit";
 
-let engine: FixtureEngine;
+let rig: GatewayRig;
 let cp: FakeControlPlane;
 let gateway: Gateway;
-let scratch: string;
 
 beforeAll(async () => {
-  engine = await startFixtureEngine({ model: MODEL });
-  cp = await startFakeControlPlane({ token: TOKEN });
-  scratch = await mkdtemp(path.join(tmpdir(), "polar-limits-session-"));
-  gateway = await startGateway({
-    controlPlaneUrl: cp.url,
+  rig = await startGatewayRig({
     nodeId: "gpu-node-1",
-    token: TOKEN,
-    engine: "sglang-openai",
-    engineUrl: engine.url,
-    model: MODEL,
-    workRoot: path.join(scratch, "work"),
-    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
-    logger: quiet,
-    runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
-    http: { host: "127.0.0.1", port: 0 },
+    token: "test-gateway-token",
+    gateway: {
+      runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+      http: { host: "127.0.0.1", port: 0 },
+    },
   });
-  await cp.waitFor((m) => m.type === "hello");
+  ({ cp, gateway } = rig);
 });
 afterAll(async () => {
-  await gateway?.stop();
-  await cp?.close();
-  await engine?.close();
-  await rm(scratch, { recursive: true, force: true });
+  await rig?.stop();
   releaseLimits();
 });
 
