@@ -89,12 +89,23 @@ function build(): OpenAPIHono {
               created_at: z.number(),
             }),
           ),
-          next_before: z.number().nullable(),
+          next_before: z
+            .string()
+            .nullable()
+            .describe("Cursor of the next page ('<created_at>:<batch_id>'); null on the last page"),
         }),
         "Batches",
       ),
     },
-    { query: z.object({ limit: z.string().optional(), before: z.string().optional() }) },
+    {
+      query: z.object({
+        limit: z.string().optional(),
+        before: z
+          .string()
+          .optional()
+          .describe("next_before of the previous page; a bare created_at lists batches strictly older"),
+      }),
+    },
   );
   path(
     "get",

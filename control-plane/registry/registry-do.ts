@@ -6,7 +6,7 @@
  * @module
  */
 import { DurableObject } from "cloudflare:workers";
-import { and, desc, eq, isNull, lt } from "drizzle-orm";
+import { and, desc, eq, isNull, lt, or } from "drizzle-orm";
 import { type DrizzleSqliteDODatabase, drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import migrations from "./drizzle/migrations.js";
@@ -22,6 +22,17 @@ export interface BatchListItem {
   tasks: number;
   sessions: number;
   created_at: number;
+}
+
+/**
+ * Where a page of the batch listing starts: after the batch (`created_at`, `batch_id`) that ended
+ * the previous page, in newest-first order. The pair is unique, so batches created in the same
+ * millisecond are neither skipped nor repeated. `batch_id` null is the older numeric cursor: every
+ * batch created strictly before `created_at`.
+ */
+export interface BatchCursor {
+  created_at: number;
+  batch_id: string | null;
 }
 
 /**
@@ -59,13 +70,24 @@ export class RegistryDO extends DurableObject<Env> {
       .run();
   }
 
-  /** Batches newest first; `before` is the `created_at` cursor of the previous page. */
-  async listBatches(limit: number, before: number | null): Promise<BatchListItem[]> {
+  /** Batches newest first (ties by `batch_id`, descending), after `before` when given. */
+  async listBatches(limit: number, before: BatchCursor | null): Promise<BatchListItem[]> {
+    const { createdAt, batchId } = schema.batches;
+    let where: ReturnType<typeof lt> | undefined;
+    if (before !== null) {
+      where =
+        before.batch_id === null
+          ? lt(createdAt, before.created_at)
+          : or(
+              lt(createdAt, before.created_at),
+              and(eq(createdAt, before.created_at), lt(batchId, before.batch_id)),
+            );
+    }
     return this.db
       .select()
       .from(schema.batches)
-      .where(before === null ? undefined : lt(schema.batches.createdAt, before))
-      .orderBy(desc(schema.batches.createdAt))
+      .where(where)
+      .orderBy(desc(createdAt), desc(batchId))
       .limit(limit)
       .all()
       .map((b) => ({

@@ -12,7 +12,7 @@
  */
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
-/** Every batch ever created (listing, newest first). */
+/** Every batch ever created (listing, newest first, paged by the unique `(created_at, batch_id)`). */
 export const batches = sqliteTable(
   "batches",
   {
@@ -22,7 +22,7 @@ export const batches = sqliteTable(
     sessions: integer("sessions").notNull(),
     createdAt: integer("created_at").notNull(),
   },
-  (t) => [index("batches_created_idx").on(t.createdAt)],
+  (t) => [index("batches_created_id_idx").on(t.createdAt, t.batchId)],
 );
 
 /** Queues that have had a gateway (admin fan-out and gateway listing visit each). */

@@ -7,14 +7,14 @@
  */
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { BatchRequest, describeIssues, fieldIssues, LIMITS } from "../../protocol";
+import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS } from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { requireRole } from "../auth";
 import type { RawResultsPage } from "../batch/dto";
 import { callbackUrlProblem, isDevMode } from "../callback-url";
 import { ApiError } from "../errors";
 import { newBatchId } from "../ids";
-import { REGISTRY_NAME } from "../registry/registry-do";
+import { type BatchCursor, REGISTRY_NAME } from "../registry/registry-do";
 import { canonicalHash, readJsonBody, utf8Length } from "../request-body";
 import { identifierParam, integerParam } from "./params";
 
@@ -91,13 +91,53 @@ batchRoutes.post("/", async (c) => {
   return c.json(body, status);
 });
 
+/**
+ * The `before` cursor of `GET /v1/batches`: `<created_at>:<batch_id>` as given in `next_before`
+ * (the batch id may itself contain `:`), or a bare `<created_at>` (every batch strictly older, the
+ * earlier form of the cursor). 400 naming `before` otherwise.
+ *
+ * @example
+ * ```ts
+ * batchCursorParam("1767225600000:b_1"); // { created_at: 1767225600000, batch_id: "b_1" }
+ * ```
+ */
+export function batchCursorParam(raw: string | undefined): BatchCursor | null {
+  if (raw === undefined) return null;
+  const match = /^(\d{1,16})(?::(.*))?$/.exec(raw);
+  const createdAt = match ? Number(match[1]) : Number.NaN;
+  const batchId = match?.[2];
+  if (
+    !match ||
+    !Number.isSafeInteger(createdAt) ||
+    (batchId !== undefined && !Identifier.safeParse(batchId).success)
+  ) {
+    const message =
+      "must be the next_before of the previous page ('<created_at>:<batch_id>') or a created_at";
+    throw ApiError.badRequest("validation_failed", `before: ${message}, got '${raw}'`, [
+      { field: "before", message },
+    ]);
+  }
+  return { created_at: createdAt, batch_id: batchId ?? null };
+}
+
+/**
+ * The cursor that continues after `batch`.
+ *
+ * @example
+ * ```ts
+ * nextBefore({ created_at: 1767225600000, batch_id: "b_1" }); // "1767225600000:b_1"
+ * ```
+ */
+export function nextBefore(batch: { created_at: number; batch_id: string }): string {
+  return `${batch.created_at}:${batch.batch_id}`;
+}
+
 batchRoutes.get("/", async (c) => {
   const limit = integerParam("limit", c.req.query("limit"), 50, 1, LIMITS.maxBatchesPerPage);
-  const before = c.req.query("before");
-  const cursor = before === undefined ? null : integerParam("before", before, 0, 0, Number.MAX_SAFE_INTEGER);
+  const cursor = batchCursorParam(c.req.query("before"));
   const batches = await c.env.REGISTRY.getByName(REGISTRY_NAME).listBatches(limit, cursor);
   const last = batches[batches.length - 1];
-  return c.json({ batches, next_before: batches.length === limit && last ? last.created_at : null });
+  return c.json({ batches, next_before: batches.length === limit && last ? nextBefore(last) : null });
 });
 
 batchRoutes.get("/:id", async (c) => {
