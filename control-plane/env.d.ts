@@ -15,6 +15,8 @@ declare namespace Cloudflare {
     POLAR_LEASE_GRACE_SECONDS?: string;
     /** Seconds after a session's budget before it ends as TIMEOUT (default LIMITS.deadlineGraceSeconds). */
     POLAR_DEADLINE_GRACE_SECONDS?: string;
+    /** Seconds a queue may have no gateway before its waiting sessions end (default LIMITS.noGatewaySeconds). */
+    POLAR_NO_GATEWAY_SECONDS?: string;
     /** Shards per queue, `queue=N` or `prefix*=N`, comma-separated (see queue/shards.ts); default 1. */
     POLAR_QUEUE_SHARDS?: string;
     POLAR_TRAINER_TOKEN?: string;

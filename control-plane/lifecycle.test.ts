@@ -57,10 +57,12 @@ async function fireLedgerAlarm(batchId: string, sql: string) {
 }
 
 describe("deadlines (I3)", () => {
-  it("ends a session no gateway picked up as TIMEOUT once its deadline passes", async () => {
+  it("ends a session no gateway picked up within queue_timeout_seconds as TIMEOUT", async () => {
     const queue = uniqueId("nogw");
-    const batchId = await submit(queue, [task("t", { num_samples: 2, timeout_seconds: 5 })]);
-    await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1");
+    const batchId = await submit(queue, [
+      task("t", { num_samples: 2, timeout_seconds: 5, queue_timeout_seconds: 5 }),
+    ]);
+    await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1, queued_at = 1");
     const all = await page(batchId);
     expect(all.done).toBe(true);
     expect(all.results.map((r) => r.result.status)).toEqual(["TIMEOUT", "TIMEOUT"]);
@@ -90,7 +92,8 @@ describe("deadlines (I3)", () => {
       .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.started_at)
       .not.toBeNull();
     const after = await env.BATCH.getByName(batchId).session(assign.session.session_id);
-    expect(after!.deadline_at!).toBeGreaterThanOrEqual(before!.deadline_at!);
+    expect(before!.started_at).toBeNull();
+    expect(after!.deadline_at!).toBe(after!.started_at! + 100_000 + 120_000);
     await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1");
     expect(await gw.expect("cancel")).toMatchObject({ lease_id: assign.lease_id });
     expect((await page(batchId)).results[0]!.result).toMatchObject({
@@ -372,12 +375,20 @@ describe("artifacts in R2", () => {
     });
     expect((await gw.expect("ack")).status).toBe("accepted");
     const results = await page(batchId);
-    expect(results.results[0]!.result).toEqual(full);
+    // As sent, but for queued_ms: the ledger's own measure of the wait for a gateway.
+    const queuedMs = results.results[0]!.result.timing.queued_ms;
+    expect(results.results[0]!.result).toEqual({ ...full, timing: { ...full.timing, queued_ms: queuedMs } });
     const session = (await (await getAsTrainer(`/v1/sessions/${a.session.session_id}`)).json()) as Record<
       string,
       unknown
     >;
-    expect(session).toMatchObject({ status: "COMPLETED", attempt: 1, has_completions: true, result: full });
+    expect(session).toMatchObject({
+      status: "COMPLETED",
+      attempt: 1,
+      has_completions: true,
+      queued_ms: queuedMs,
+      result: { ...full, timing: { ...full.timing, queued_ms: queuedMs } },
+    });
     expect(await (await getAsTrainer(`/v1/sessions/${a.session.session_id}/trajectory`)).json()).toEqual(
       full.trajectory,
     );

@@ -16,6 +16,8 @@ export const LIMITS = {
   maxSamplesPerTask: 1024,
   /** `timeout_seconds` of one task (one day). */
   maxTimeoutSeconds: 86_400,
+  /** `queue_timeout_seconds` of one task (a week): the longest a session may be told to wait for a gateway. */
+  maxQueueTimeoutSeconds: 604_800,
   /** Results returned by one page of `GET /v1/batches/:id/results`. */
   maxResultsPerPage: 500,
   /** Largest WebSocket message a gateway may send (bytes); results above it are refused. */
@@ -41,6 +43,11 @@ export const LIMITS = {
   maxResultsWaitSeconds: 60,
   /** Default grace after a session's time budget before the ledger ends it as TIMEOUT (seconds). */
   deadlineGraceSeconds: 120,
+  /**
+   * Default time a queue may have no gateway connected at all before its waiting sessions end as
+   * TIMEOUT (`timeout_source: no_gateway`); Worker variable `POLAR_NO_GATEWAY_SECONDS` (seconds).
+   */
+  noGatewaySeconds: 3600,
   /** Default grace a disconnected gateway has to reclaim its leases before they are requeued (seconds). */
   leaseGraceSeconds: 30,
   /** Deliveries of one task callback before giving up. */

@@ -1,8 +1,8 @@
 /**
  * Task specification: what a trainer submits. Keys follow upstream Polar's `TaskRequest`
  * (`task_id, instruction, num_samples, timeout_seconds, runtime, agent, builder, evaluator,
- * callback_url, metadata, dispatch_priority, early_stop_min_usable_sessions`) plus `max_attempts`
- * and `queue`. Every object is strict: an unknown key is an error that names the key, so a typo in
+ * callback_url, metadata, dispatch_priority, early_stop_min_usable_sessions`) plus `max_attempts`,
+ * `queue` and `queue_timeout_seconds`. Every object is strict: an unknown key is an error that names the key, so a typo in
  * a task file never silently changes what runs.
  *
  * @module
@@ -162,7 +162,13 @@ export const TaskSpec = z
     task_id: Identifier,
     instruction: z.string().min(1).max(LIMITS.instructionBytes),
     num_samples: z.number().int().min(1).max(LIMITS.maxSamplesPerTask).default(1),
+    /** Run budget, counted from INITIALIZING on a gateway (each attempt its own); waiting is not charged. */
     timeout_seconds: z.number().positive().max(LIMITS.maxTimeoutSeconds).default(600),
+    /**
+     * Longest wait for a gateway (from QUEUED, again after a requeue, until INITIALIZING); then the
+     * session ends TIMEOUT with `timeout_source: queue`. Unset: wait as long as the queue has a gateway.
+     */
+    queue_timeout_seconds: z.number().positive().max(LIMITS.maxQueueTimeoutSeconds).optional(),
     runtime: RuntimeSpec.optional(),
     agent: AgentSpec,
     builder: StrategySpec.default({ strategy: "per_request", config: {} }),

@@ -19,6 +19,7 @@ import {
 } from "../../protocol";
 import { resultJson } from "../artifacts";
 import { isDevMode } from "../callback-url";
+import type { GatewayPresence } from "../queue/queue-do";
 import { sessionShard, shardsOf } from "../queue/shards";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
@@ -35,9 +36,11 @@ import type {
   SubmitOutcome,
 } from "./dto";
 import * as lifecycle from "./lifecycle";
+import * as noGateway from "./no-gateway";
 import * as outbox from "./outbox-store";
 import * as schema from "./schema";
 import * as store from "./store";
+import { queuedAtOf, queueWaitMs } from "./waiting";
 
 /** Characters of assignments per `QueueDO.enqueue` call (≤ 12 MB UTF-8, far below the 32 MiB RPC cap). */
 const MAX_ENQUEUE_CHARS = 4 * 1024 * 1024;
@@ -45,6 +48,8 @@ const MAX_ENQUEUE_CHARS = 4 * 1024 * 1024;
 const MAX_ENQUEUE_SESSIONS = 500;
 /** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */
 const MAX_HELD_WAIT_MS = 30_000;
+/** When a queue's dispatchers cannot say whether it has gateways, its no-gateway checks wait this long. */
+const PRESENCE_RETRY_MS = 30_000;
 
 /**
  * Thrown when a request reaches the BatchDO of another batch id (a routing bug, never user input).
@@ -95,6 +100,12 @@ export class BatchDO extends DurableObject<Env> {
     return seconds(this.env.POLAR_DEADLINE_GRACE_SECONDS, LIMITS.deadlineGraceSeconds) * 1000;
   }
 
+  /** How long a queue may have no gateway before its waiting sessions end (positive; else the default). */
+  private get noGatewayMs(): number {
+    const value = seconds(this.env.POLAR_NO_GATEWAY_SECONDS, LIMITS.noGatewaySeconds);
+    return (value > 0 ? value : LIMITS.noGatewaySeconds) * 1000;
+  }
+
   /**
    * Creates the batch (tasks, sessions, outbox) in one transaction, then tries to deliver the
    * outbox right away. Replaying the same request hash answers `exists`; another hash, or a
@@ -137,7 +148,7 @@ export class BatchDO extends DurableObject<Env> {
           },
         };
       }
-      const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now(), this.graceMs);
+      const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now(), this.noGatewayMs);
       return { kind: "created", body: { batch_id: request.batch_id, queue, ...counts, created: true } };
     });
     if (outcome.kind === "created") await this.drainOutbox();
@@ -267,7 +278,7 @@ export class BatchDO extends DurableObject<Env> {
           sessionId,
           leaseId,
           `infra failure on ${result.node_id ?? "the gateway"}: ${result.error.message}`,
-          this.graceMs,
+          this.noGatewayMs,
           now,
         );
         if (lost.outcome === "requeued") {
@@ -293,7 +304,15 @@ export class BatchDO extends DurableObject<Env> {
     if (!batch) return "stale";
     const outcome = this.ctx.storage.transactionSync(() => {
       const now = Date.now();
-      const lost = lifecycle.leaseLost(this.db, batch.batchId, sessionId, leaseId, reason, this.graceMs, now);
+      const lost = lifecycle.leaseLost(
+        this.db,
+        batch.batchId,
+        sessionId,
+        leaseId,
+        reason,
+        this.noGatewayMs,
+        now,
+      );
       if (lost.outcome === "requeued")
         outbox.addOutbox(this.db, "enqueue", lost.queue!, lost.taskIndex!, null, now);
       return lost.outcome;
@@ -372,6 +391,8 @@ export class BatchDO extends DurableObject<Env> {
       started_at: session.startedAt,
       finished_at: session.finishedAt,
       deadline_at: session.deadlineAt,
+      queued_at: queuedAtOf(session),
+      queued_ms: result ? session.queueWaitMs : queueWaitMs(session, Date.now()),
       result_json: result ? (store.resultBySeq(this.db, result.seq)?.json ?? null) : null,
       trajectory_key: result?.trajectoryKey ?? null,
       trajectory_bytes: result?.trajectoryBytes ?? null,
@@ -407,8 +428,9 @@ export class BatchDO extends DurableObject<Env> {
   }
 
   /**
-   * Alarm, multiplexed over the ledger's timers: session deadlines (I3), outbox retries and
-   * callback deliveries. Each part re-derives its work from state, so a repeated alarm is harmless.
+   * Alarm, multiplexed over the ledger's timers: session deadlines and waiting limits (I3), outbox
+   * retries and callback deliveries. Each part re-derives its work from state, so a repeated alarm
+   * is harmless.
    */
   override async alarm(): Promise<void> {
     const batch = store.readBatch(this.db);
@@ -419,11 +441,45 @@ export class BatchDO extends DurableObject<Env> {
         outbox.addWithdrawals(this.db, withdrawn, now);
         return withdrawn.length;
       });
-      if (expired > 0) this.notifyWaiters();
+      const abandoned = await this.checkNoGateway(batch.batchId);
+      if (expired + abandoned > 0) this.notifyWaiters();
     }
     await this.drainOutbox();
     await this.deliverCallbacks();
     await this.armAlarm();
+  }
+
+  /**
+   * Due no-gateway checks: asks every shard of each queue whether a gateway is (or when one last
+   * was) connected, then ends the sessions of queues without one for the limit, or re-arms their
+   * check. Returns how many sessions ended. Never throws: a queue that cannot answer is asked again
+   * after PRESENCE_RETRY_MS.
+   */
+  private async checkNoGateway(batchId: string): Promise<number> {
+    let ended = 0;
+    for (const queue of noGateway.queuesToCheck(this.db, Date.now())) {
+      let presence: GatewayPresence | null = null;
+      try {
+        const shards = shardsOf(queue, this.env.POLAR_QUEUE_SHARDS);
+        presence = noGateway.combinePresence(
+          await Promise.all(shards.map((name) => this.env.QUEUE.getByName(name).gatewayPresence())),
+        );
+      } catch (error) {
+        console.warn(`BatchDO ${batchId}: gateways of queue '${queue}' unknown:`, error);
+      }
+      // The await opened the input gate: the sessions are re-read (some may have started).
+      ended += this.ctx.storage.transactionSync(() => {
+        const now = Date.now();
+        if (!presence) {
+          noGateway.deferChecks(this.db, queue, now + PRESENCE_RETRY_MS, now);
+          return 0;
+        }
+        const withdrawn = noGateway.applyPresence(this.db, batchId, queue, presence, this.noGatewayMs, now);
+        outbox.addWithdrawals(this.db, withdrawn, now);
+        return withdrawn.length;
+      });
+    }
+    return ended;
   }
 
   /** After results were recorded: wake long-polls, push the outbox, deliver callbacks. */

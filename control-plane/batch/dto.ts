@@ -63,6 +63,10 @@ export interface SessionView {
   started_at: number | null;
   finished_at: number | null;
   deadline_at: number | null;
+  /** When the current attempt entered QUEUED. */
+  queued_at: number;
+  /** Wait for a gateway so far (every attempt, QUEUED until INITIALIZING); final once it ended. */
+  queued_ms: number;
   /** The accepted result's JSON (trajectory not yet spliced), when the session ended. */
   result_json: string | null;
   trajectory_key: string | null;

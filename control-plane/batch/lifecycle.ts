@@ -13,6 +13,7 @@ import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm"
 import type { ArtifactRef, ErrorKind, SessionResult, TaskSpec, TerminalStatus } from "../../protocol";
 import * as schema from "./schema";
 import { type BatchDb, bumpCounter, RESULT_CHUNK_CHARS, splitText } from "./store";
+import { queuedAtOf, queueTimeoutPassed, queueWaitMs, waitingTimerAt } from "./waiting";
 
 /** SQL filter of sessions that have not ended yet. */
 export const OPEN_SESSION = sql`${schema.sessions.status} NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')`;
@@ -74,6 +75,7 @@ export function syntheticResult(
       metadata: {},
       error: message,
     },
+    // queued_ms is filled in by recordResult, from the ledger's own measure.
     timing: { queued_ms: 0, init_ms: 0, ready_ms: 0, run_ms: 0, postrun_ms: 0, total_ms: total },
     node_id: session.nodeId,
     attempt: session.attempt,
@@ -84,7 +86,9 @@ export function syntheticResult(
 
 /**
  * Stores `result` as the session's one accepted result and ends the session. The caller has
- * checked that the session is open. Returns the result's sequence number.
+ * checked that the session is open. `timing.queued_ms` is replaced by the ledger's own measure of
+ * the wait for a gateway (every attempt, QUEUED until INITIALIZING): the gateway only sees its own
+ * INIT queue. Returns the result's sequence number.
  *
  * @example
  * ```ts
@@ -99,7 +103,8 @@ export function recordResult(
   refs: { trajectory?: ArtifactRef; completions?: ArtifactRef },
   now: number,
 ): number {
-  const json = JSON.stringify(result);
+  const queuedMs = queueWaitMs(session, now, result.timing.queued_ms);
+  const json = JSON.stringify({ ...result, timing: { ...result.timing, queued_ms: queuedMs } });
   const pieces = splitText(json, RESULT_CHUNK_CHARS);
   const inserted = db
     .insert(schema.results)
@@ -126,6 +131,7 @@ export function recordResult(
       finishedAt: now,
       updatedAt: now,
       deadlineAt: null,
+      queueWaitMs: queuedMs,
       nodeId: result.node_id ?? session.nodeId,
     })
     .where(eq(schema.sessions.sessionId, session.sessionId))
@@ -136,8 +142,13 @@ export function recordResult(
 /**
  * Ends every open session in `sessions` with a synthetic result; returns what the queue must
  * withdraw.
+ *
+ * @example
+ * ```ts
+ * endSessions(db, batchId, new TaskCache(db), [row], "TIMEOUT", "timeout", "…", () => ({}), Date.now());
+ * ```
  */
-function endSessions(
+export function endSessions(
   db: BatchDb,
   batchId: string,
   tasks: TaskCache,
@@ -168,7 +179,10 @@ function openSessions(db: BatchDb, where?: ReturnType<typeof sql>) {
 }
 
 /**
- * Ends every open session whose deadline passed as TIMEOUT (error kind `timeout`).
+ * Ends, as TIMEOUT (error kind `timeout`), every open session whose timer is due and that either
+ * ran past its budget (reached INITIALIZING: `timeout_source: session`) or waited past its task's
+ * `queue_timeout_seconds` (`timeout_source: queue`). Other due sessions are waiting ones whose
+ * no-gateway check is due: the BatchDO asks their queue (`no-gateway.ts`).
  *
  * @example
  * ```ts
@@ -187,14 +201,34 @@ export function expireDeadlines(db: BatchDb, batchId: string, now: number): With
     db,
     batchId,
     tasks,
-    due,
+    due.filter((s) => s.startedAt !== null),
     "TIMEOUT",
     "timeout",
     "the session did not finish within timeout_seconds plus the grace period",
-    (s) => ({ timeout_source: s.startedAt === null ? "queue" : "session" }),
+    () => ({ timeout_source: "session" }),
     now,
   );
-  for (const taskIndex of new Set(due.map((s) => s.taskIndex))) afterTerminal(db, taskIndex, now);
+  const ended = due.filter((s) => s.startedAt !== null);
+  for (const session of due) {
+    const { spec } = tasks.get(session.taskIndex);
+    if (!queueTimeoutPassed(spec, session, now)) continue;
+    const message = `the session waited for a gateway longer than queue_timeout_seconds (${spec.queue_timeout_seconds} s)`;
+    out.push(
+      ...endSessions(
+        db,
+        batchId,
+        tasks,
+        [session],
+        "TIMEOUT",
+        "timeout",
+        message,
+        () => ({ timeout_source: "queue" }),
+        now,
+      ),
+    );
+    ended.push(session);
+  }
+  for (const taskIndex of new Set(ended.map((s) => s.taskIndex))) afterTerminal(db, taskIndex, now);
   return out;
 }
 
@@ -261,7 +295,7 @@ export function leaseLost(
   sessionId: string,
   leaseId: string,
   reason: string,
-  graceMs: number,
+  noGatewayMs: number,
   now: number,
 ): { outcome: LeaseLostOutcome; queue: string | null; taskIndex: number | null } {
   const session = db.select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
@@ -293,8 +327,11 @@ export function leaseLost(
       nodeId: null,
       startedAt: null,
       updatedAt: now,
-      // A requeued session gets a fresh budget: it waits for a gateway again.
-      deadlineAt: now + spec.timeout_seconds * 1000 + graceMs,
+      // The attempt waits for a gateway again (its wait so far is kept) and gets a fresh run
+      // budget at its own INITIALIZING, as upstream gives each dispatch its own budget.
+      queuedAt: now,
+      queueWaitMs: session.queueWaitMs + Math.max(0, (session.startedAt ?? now) - queuedAtOf(session)),
+      deadlineAt: waitingTimerAt(spec, now, now + noGatewayMs),
     })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();

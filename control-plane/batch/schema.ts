@@ -57,8 +57,16 @@ export const sessions = sqliteTable(
     /** When the gateway reported INITIALIZING: the time budget starts here (as upstream). */
     startedAt: integer("started_at"),
     /**
-     * Timer: when the session ends as TIMEOUT if still open (budget + grace). Set at creation
-     * (a session nobody picks up still ends) and reset at INITIALIZING. Null once terminal.
+     * When the current attempt entered QUEUED (creation, or a requeue). Null on rows written
+     * before this column existed: read as `created_at`.
+     */
+    queuedAt: integer("queued_at"),
+    /** Time earlier attempts waited (QUEUED until INITIALIZING, or until they were requeued). */
+    queueWaitMs: integer("queue_wait_ms").notNull().default(0),
+    /**
+     * The session's one timer. Before INITIALIZING: the earlier of `queue_timeout_seconds`
+     * running out and the next check for a queue without gateways (see `waiting.ts`); from
+     * INITIALIZING: budget + grace. Null once terminal.
      */
     deadlineAt: integer("deadline_at"),
   },

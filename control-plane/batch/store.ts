@@ -18,6 +18,7 @@ import {
 import { sessionIdOf } from "../ids";
 import type { AssignOutcome, BatchCounters, ProgressOutcome, RawResult } from "./dto";
 import * as schema from "./schema";
+import { waitingTimerAt } from "./waiting";
 
 /** The ledger's Drizzle handle. */
 export type BatchDb = DrizzleSqliteDODatabase<typeof schema>;
@@ -62,10 +63,11 @@ export function queueOfTask(task: TaskSpec, batchQueue: string): string {
 
 /**
  * Writes the batch, its tasks and sessions, and one outbox row per task. Call inside a transaction.
+ * Sessions start QUEUED with the timer of a waiting session (`waiting.ts`): no run budget yet.
  *
  * @example
  * ```ts
- * db.transaction(() => insertBatch(db, request, hash, "default", Date.now(), 120_000));
+ * db.transaction(() => insertBatch(db, request, hash, "default", Date.now(), 3_600_000));
  * ```
  */
 export function insertBatch(
@@ -74,7 +76,7 @@ export function insertBatch(
   requestHash: string,
   queue: string,
   now: number,
-  graceMs: number,
+  noGatewayMs: number,
 ): { tasks: number; sessions: number } {
   db.insert(schema.batch)
     .values({
@@ -107,8 +109,9 @@ export function insertBatch(
         attempt: 1,
         createdAt: now,
         updatedAt: now,
-        // I3: even a session no gateway ever picks up ends by this deadline.
-        deadlineAt: now + task.timeout_seconds * 1000 + graceMs,
+        queuedAt: now,
+        // I3: a session no gateway ever picks up still ends (queue timeout, or no gateway at all).
+        deadlineAt: waitingTimerAt(task, now, now + noGatewayMs),
       });
     }
     for (let i = 0; i < rows.length; i += SESSION_ROWS_PER_INSERT) {

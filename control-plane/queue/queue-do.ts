@@ -119,6 +119,15 @@ export interface GatewayStats {
   last_seen_at: number | null;
 }
 
+/**
+ * Whether this dispatcher has a gateway connected, and when it last had one (null: never). The
+ * ledger uses it to end sessions of a queue that has had no gateway for a long time.
+ */
+export interface GatewayPresence {
+  connected: boolean;
+  last_connected_at: number | null;
+}
+
 /** Snapshot of the dispatcher (tests and observability). */
 export interface QueueStats {
   queue: string;
@@ -341,6 +350,23 @@ export class QueueDO extends DurableObject<Env> {
       }
     }
     return leases.length;
+  }
+
+  /**
+   * Whether a gateway is connected here (after closing silent ones), else when the last one left.
+   * A draining gateway counts as connected: an operator chose to hold it.
+   */
+  async gatewayPresence(): Promise<GatewayPresence> {
+    const now = Date.now();
+    this.checkLiveness(now);
+    let connected = false;
+    let last: number | null = null;
+    for (const gw of store.listGateways(this.db)) {
+      connected ||= gw.connected;
+      const seen = gw.connected ? now : (gw.disconnectedAt ?? gw.connectedAt);
+      last = last === null ? seen : Math.max(last, seen);
+    }
+    return { connected, last_connected_at: last };
   }
 
   /** Sessions waiting for a gateway (the queue-depth limit). */

@@ -1,6 +1,7 @@
 import m0000 from "./0000_rich_dormammu.sql";
 import m0001 from "./0001_zippy_redwing.sql";
 import m0002 from "./0002_spicy_sunset_bain.sql";
+import m0003 from "./0003_swift_roland_deschain.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -9,5 +10,6 @@ export default {
     m0000,
     m0001,
     m0002,
+    m0003,
   },
 };
