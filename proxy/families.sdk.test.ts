@@ -366,6 +366,11 @@ describe("OpenAI Responses via the openai SDK", () => {
     const message = done!.output.find((o) => o.type === "message");
     expect(message?.type === "message" && message.content[0]).toMatchObject({ type: "output_text", text });
     expect(done!.usage?.output_tokens).toBe(records(s.id)[0]!.response_ids.length);
+    // Both details are required in the SDKs' types (openai-python 3.x added cache_write_tokens).
+    expect(done!.usage?.input_tokens_details).toEqual({
+      cached_tokens: records(s.id)[0]!.cached_tokens ?? 0,
+      cache_write_tokens: 0,
+    });
   });
 });
 
