@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { encodeReasoning } from "../json";
 import { google, googleToChat } from "./google";
-import { jsonName, normalizeGeminiRequest } from "./google-wire";
+import { jsonName, normalizeGeminiRequest, standardBase64 } from "./google-wire";
 
 const ctx = (path: string) => ({ path, query: new URLSearchParams(), headers: {} });
 
@@ -56,6 +56,31 @@ describe("Gemini proto field names", () => {
       ],
       generationConfig: { maxOutputTokens: 8, thinkingConfig: { includeThoughts: true } },
     });
+  });
+
+  it("reads inline data written in URL-safe base64 (as Pydantic writes bytes) as standard base64", () => {
+    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xfb, 0xff, 0xfe, 0x3e]);
+    expect(standardBase64(png.toString("base64url"))).toBe(png.toString("base64"));
+    expect(standardBase64(png.toString("base64"))).toBe(png.toString("base64"));
+    const chat = googleToChat(
+      {
+        contents: [
+          {
+            role: "user",
+            parts: [{ inline_data: { data: png.toString("base64url"), mime_type: "image/png" } }],
+          },
+        ],
+      },
+      "g",
+    );
+    expect(chat.messages).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "image_url", image_url: { url: `data:image/png;base64,${png.toString("base64")}` } },
+        ],
+      },
+    ]);
   });
 
   it("keeps the camelCase spelling when a body has both", () => {

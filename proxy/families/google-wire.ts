@@ -5,6 +5,9 @@
  *   JSON name or under its original snake_case proto name. Google's Python SDK relies on that: it
  *   sends function declarations and parts of `generationConfig` as it dumps them
  *   (`parameters_json_schema`, `thinkingConfig: {include_thoughts}`, Schema's `max_items`, …).
+ * - proto3 JSON writes `bytes` fields in base64, standard or URL-safe; Pydantic (google-genai's
+ *   models) writes URL-safe, which a `data:` URL and engines do not accept: `inlineData.data` is
+ *   brought to standard base64.
  * - A streamed answer comes back as one `model` content per chunk (google-genai's chat history
  *   keeps each chunk), which is one turn: consecutive `model` contents are joined.
  *
@@ -42,6 +45,19 @@ export function jsonName(field: string): string {
   return field.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
+/**
+ * Standard, padded base64 of a base64 string in either alphabet.
+ *
+ * @example
+ * ```ts
+ * standardBase64("-_8"); // "+/8="
+ * ```
+ */
+export function standardBase64(data: string): string {
+  const std = data.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
+  return std + "=".repeat((4 - (std.length % 4)) % 4);
+}
+
 function camel(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(camel);
   if (!isObject(value)) return value;
@@ -55,6 +71,9 @@ function camel(value: unknown): unknown {
       out[name] = Object.fromEntries(Object.entries(v).map(([key, schema]) => [key, camel(schema)]));
     else out[name] = camel(v);
   }
+  const blob = out.inlineData;
+  if (isObject(blob) && typeof blob.data === "string")
+    out.inlineData = { ...blob, data: standardBase64(blob.data) };
   return out;
 }
 
