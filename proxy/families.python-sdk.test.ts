@@ -3,11 +3,11 @@
  * `anthropic` for Messages, `google-genai` for generateContent), through the proxy to the simulated
  * engine, in token mode (`sglang`) and in chat mode (`sglang-openai`). The scripts in
  * `testing/python-sdk/` run two turns per scenario (plain, streamed, with tools, streamed with
- * tools), send back what the first turn returned (the reasoning token included), validate every
- * response with the SDK's own types, and print what they saw; this file checks it against the
- * records: ids, text, tool calls and their ids, usage, and that the round-tripped reasoning was
- * read by the proxy (the next turn's served history carries it; in token mode that turn is bridged
- * onto the first).
+ * tools, with an image), send back what the first turn returned (the reasoning token included),
+ * validate every response with the SDK's own types, and print what they saw; this file checks it
+ * against the records: ids, text, tool calls and their ids, usage, the image's bytes, and that the
+ * round-tripped reasoning was read by the proxy (the next turn's served history carries it; in
+ * token mode that turn is bridged onto the first).
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -50,11 +50,14 @@ if (PYTHON_SDKS_MISSING) console.warn(`families.python-sdk.test.ts skipped: ${PY
 
 const MODEL = "Qwen/Qwen3-0.6B";
 const quiet = { info() {}, warn() {}, error() {} };
-const SCENARIOS = ["plain", "stream", "tools", "stream_tools"] as const;
+const SCENARIOS = ["plain", "stream", "tools", "stream_tools", "image"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const withTools = (s: Scenario) => s === "tools" || s === "stream_tools";
 /** Standard base64 with padding: what every family's schema accepts for the reasoning token. */
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+/** The image the scripts send (sdkcheck.py): the engine must get exactly these bytes. */
+const PNG_1PX =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==";
 /** The calculator's parameters, as the scripts declare them (sdkcheck.py). */
 const CALC_SCHEMA = {
   type: "object",
@@ -168,7 +171,7 @@ describe.skipIf(PYTHON_SDKS_MISSING !== null)(
         });
 
         for (const fam of FAMILIES) {
-          it(`${fam.name}: plain, streamed and tool turns parse, and the reasoning round-trips`, async () => {
+          it(`${fam.name}: plain, streamed, tool and image turns parse, and the reasoning round-trips`, async () => {
             const sessions = Object.fromEntries(
               SCENARIOS.map((s) => {
                 const id = `py-${engine}-${fam.api}-${s}-${++n}`;
@@ -246,6 +249,14 @@ describe.skipIf(PYTHON_SDKS_MISSING !== null)(
               } else {
                 expect(first.tool_calls, what).toEqual([]);
                 expect(first.finish, what).toBe(fam.finish.stop);
+              }
+              if (scenario === "image") {
+                // Each SDK's image form reached the engine as the same PNG (google-genai writes it URL-safe).
+                const user = (r1.request.messages as JsonObject[]).find((m) => m.role === "user");
+                expect(user?.content, what).toContainEqual({
+                  type: "image_url",
+                  image_url: expect.objectContaining({ url: `data:image/png;base64,${PNG_1PX}` }),
+                });
               }
               expect(second.finish, what).toBe(fam.finish.stop);
               // The reasoning sent back reached the engine's history again.

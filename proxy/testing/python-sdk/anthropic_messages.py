@@ -12,7 +12,19 @@ from typing import Any
 import anthropic
 from anthropic.types import Message, RawMessageStreamEvent
 
-from sdkcheck import CALC_SCHEMA, QUESTION, RECHECK, TOOL_RESULT, by_type, run, strict, strict_event, turn
+from sdkcheck import (
+    CALC_SCHEMA,
+    IMAGE_QUESTION,
+    PNG_1PX,
+    QUESTION,
+    RECHECK,
+    TOOL_RESULT,
+    by_type,
+    run,
+    strict,
+    strict_event,
+    turn,
+)
 
 TOOLS = [{"name": "calculator", "description": "Evaluates arithmetic.", "input_schema": CALC_SCHEMA}]
 EVENTS = by_type(RawMessageStreamEvent)
@@ -64,9 +76,18 @@ def stream(c: anthropic.Anthropic, messages: list[Any], tools: bool) -> Message:
     return final
 
 
-def two_turns(call: Any, tools: bool) -> Any:
+IMAGE_MESSAGE = {
+    "role": "user",
+    "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_1PX}},
+        {"type": "text", "text": IMAGE_QUESTION},
+    ],
+}
+
+
+def two_turns(call: Any, tools: bool, image: bool = False) -> Any:
     def scenario(c: anthropic.Anthropic) -> list[dict[str, Any]]:
-        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+        messages: list[Any] = [IMAGE_MESSAGE if image else {"role": "user", "content": QUESTION}]
         first = call(c, messages, tools)
         # As the SDK's docs do: the content blocks go back as returned, signatures included.
         messages.append({"role": "assistant", "content": first.content})
@@ -92,5 +113,6 @@ if __name__ == "__main__":
             "stream": two_turns(stream, False),
             "tools": two_turns(create, True),
             "stream_tools": two_turns(stream, True),
+            "image": two_turns(create, False, image=True),
         },
     )

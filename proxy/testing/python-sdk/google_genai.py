@@ -16,7 +16,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
-from sdkcheck import CALC_SCHEMA, QUESTION, RECHECK, TOOL_RESULT, run, turn
+from sdkcheck import CALC_SCHEMA, IMAGE_QUESTION, PNG_1PX, QUESTION, RECHECK, TOOL_RESULT, run, turn
 
 MODEL = "gemini-2.5-pro"
 
@@ -72,10 +72,12 @@ def send(chat: Any, message: Any, streamed: bool) -> list[types.GenerateContentR
     return list(chat.send_message_stream(message)) if streamed else [chat.send_message(message)]
 
 
-def two_turns(streamed: bool, tools: bool, thoughts: bool = False) -> Any:
+def two_turns(streamed: bool, tools: bool, thoughts: bool = False, image: bool = False) -> Any:
     def scenario(c: genai.Client) -> list[dict[str, Any]]:
         chat = c.chats.create(model=MODEL, config=config(tools, thoughts))
-        first = send(chat, QUESTION, streamed)
+        # Image bytes go out as the SDK serialises bytes fields (URL-safe base64).
+        png = types.Part.from_bytes(data=base64.b64decode(PNG_1PX), mime_type="image/png")
+        first = send(chat, [png, IMAGE_QUESTION] if image else QUESTION, streamed)
         calls = [p.function_call for ch in first for p in parts_of(ch) if p.function_call]
         if calls:
             result = {"result": TOOL_RESULT}
@@ -105,5 +107,6 @@ if __name__ == "__main__":
             "stream": two_turns(True, False),
             "tools": two_turns(False, True),
             "stream_tools": two_turns(True, True),
+            "image": two_turns(False, False, image=True),
         },
     )

@@ -13,7 +13,17 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from sdkcheck import CALC_SCHEMA, QUESTION, RECHECK, TOOL_RESULT, run, strict, turn
+from sdkcheck import (
+    CALC_SCHEMA,
+    IMAGE_QUESTION,
+    PNG_1PX,
+    QUESTION,
+    RECHECK,
+    TOOL_RESULT,
+    run,
+    strict,
+    turn,
+)
 
 TOOLS = [{"type": "function", "function": {"name": "calculator", "parameters": CALC_SCHEMA}}]
 
@@ -71,9 +81,18 @@ def stream(c: openai.OpenAI, messages: list[Any], tools: bool) -> ChatCompletion
         return s.get_final_completion()
 
 
-def two_turns(call: Any, tools: bool) -> Any:
+IMAGE_MESSAGE = {
+    "role": "user",
+    "content": [
+        {"type": "text", "text": IMAGE_QUESTION},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_1PX}"}},
+    ],
+}
+
+
+def two_turns(call: Any, tools: bool, image: bool = False) -> Any:
     def scenario(c: openai.OpenAI) -> list[dict[str, Any]]:
-        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+        messages: list[Any] = [IMAGE_MESSAGE if image else {"role": "user", "content": QUESTION}]
         first = call(c, messages, tools)
         message = first.choices[0].message
         # The returned message goes back as the SDK serialises it (reasoning_content included).
@@ -100,5 +119,6 @@ if __name__ == "__main__":
             "stream": two_turns(stream, False),
             "tools": two_turns(create, True),
             "stream_tools": two_turns(stream, True),
+            "image": two_turns(create, False, image=True),
         },
     )

@@ -13,7 +13,19 @@ from typing import Any
 import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
-from sdkcheck import CALC_SCHEMA, QUESTION, RECHECK, TOOL_RESULT, by_type, run, strict, strict_event, turn
+from sdkcheck import (
+    CALC_SCHEMA,
+    IMAGE_QUESTION,
+    PNG_1PX,
+    QUESTION,
+    RECHECK,
+    TOOL_RESULT,
+    by_type,
+    run,
+    strict,
+    strict_event,
+    turn,
+)
 
 TOOLS = [{"type": "function", "name": "calculator", "parameters": CALC_SCHEMA, "strict": False}]
 EVENTS = by_type(ResponseStreamEvent)
@@ -85,9 +97,18 @@ def replay(r: Response) -> list[Any]:
     return items
 
 
-def two_turns(call: Any, tools: bool) -> Any:
+IMAGE_ITEM = {
+    "role": "user",
+    "content": [
+        {"type": "input_text", "text": IMAGE_QUESTION},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{PNG_1PX}", "detail": "auto"},
+    ],
+}
+
+
+def two_turns(call: Any, tools: bool, image: bool = False) -> Any:
     def scenario(c: openai.OpenAI) -> list[dict[str, Any]]:
-        items: list[Any] = [{"role": "user", "content": QUESTION}]
+        items: list[Any] = [IMAGE_ITEM if image else {"role": "user", "content": QUESTION}]
         first = call(c, items, tools)
         items += replay(first)
         calls = [o for o in first.output if o.type == "function_call"]
@@ -113,5 +134,6 @@ if __name__ == "__main__":
             "stream": two_turns(stream, False),
             "tools": two_turns(create, True),
             "stream_tools": two_turns(stream, True),
+            "image": two_turns(create, False, image=True),
         },
     )

@@ -8,8 +8,8 @@ Each script reads one JSON object on stdin::
 (one session key per scenario), runs every scenario for two turns through its SDK, and prints one
 JSON object on stdout: ``{"sdk": name, "version": v, "scenarios": {name: [turn, turn]}}``. A turn
 is ``{"id", "text", "reasoning", "token", "tool_calls": [{"id", "name", "arguments"}],
-"finish", "usage": {"input", "cached", "output"}}``. Any response the SDK's types reject makes the script
-exit non-zero with the validation error on stderr.
+"finish", "usage": {"input", "cached", "output"}}``. Any response the SDK's types reject makes the
+script exit non-zero with the validation error on stderr.
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ CALC_SCHEMA = {
     "required": ["expression"],
 }
 TOOL_RESULT = "391"
+IMAGE_QUESTION = "How many stars are in this image?"
+# A 1x1 PNG, standard base64; the test checks the engine got exactly these bytes.
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+)
 
 # The scenarios every script runs, each in its own session: two turns each, the second sending
-# back what the first returned (the reasoning token included).
-SCENARIOS = ("plain", "stream", "tools", "stream_tools")
+# back what the first returned (the reasoning token included). "image" asks about an image first.
+SCENARIOS = ("plain", "stream", "tools", "stream_tools", "image")
 
 
 def load_input() -> dict[str, Any]:
