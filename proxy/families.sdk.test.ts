@@ -9,6 +9,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompletionRecord } from "../protocol";
 import { type SimEngineHandle, startSimEngine } from "../sim/server";
+import { decodeReasoning } from "./json";
 import { type RecordingProxy, startProxy } from "./server";
 
 const MODEL = "Qwen/Qwen3-0.6B";
@@ -16,6 +17,8 @@ const quiet = { info() {}, warn() {}, error() {} };
 const QUESTION = "What is 17 * 23?";
 const PNG_1PX =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg==";
+/** Standard base64 with padding: what every family's schema accepts for the reasoning token. */
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const calcSchema = {
   type: "object" as const,
   properties: { expression: { type: "string" } },
@@ -305,7 +308,10 @@ describe("OpenAI Responses via the openai SDK", () => {
     expect(first.status).toBe("completed");
     const reasoning = first.output.find((o) => o.type === "reasoning");
     const call = first.output.find((o) => o.type === "function_call");
-    expect(reasoning?.type === "reasoning" && reasoning.encrypted_content).toMatch(/^polar1\./);
+    // The opaque token is standard base64 of the proxy's own bytes, carrying the reasoning text.
+    const token = reasoning?.type === "reasoning" ? reasoning.encrypted_content : null;
+    expect(token).toMatch(BASE64);
+    expect(decodeReasoning(token)).toBe(reasoning?.type === "reasoning" && reasoning.content?.[0]?.text);
     expect(call?.type === "function_call" && JSON.parse(call.arguments)).toEqual({ expression: "17 * 23" });
     // Send back only the opaque reasoning (as Codex does with store: false) plus the call and its output.
     const second = await client.responses.create({
@@ -360,6 +366,11 @@ describe("OpenAI Responses via the openai SDK", () => {
     const message = done!.output.find((o) => o.type === "message");
     expect(message?.type === "message" && message.content[0]).toMatchObject({ type: "output_text", text });
     expect(done!.usage?.output_tokens).toBe(records(s.id)[0]!.response_ids.length);
+    // Both details are required in the SDKs' types (openai-python 3.x added cache_write_tokens).
+    expect(done!.usage?.input_tokens_details).toEqual({
+      cached_tokens: records(s.id)[0]!.cached_tokens ?? 0,
+      cache_write_tokens: 0,
+    });
   });
 });
 
@@ -374,6 +385,10 @@ describe("Google Gemini via @google/genai", () => {
     const first = await ai.models.generateContent({ model: "gemini-2.5-pro", contents: QUESTION, config });
     expect(first.modelVersion).toBe("gemini-2.5-pro");
     expect(first.functionCalls?.[0]).toMatchObject({ name: "calculator", args: { expression: "17 * 23" } });
+    // Gemini's thoughtSignature is a bytes field: the token must be standard base64.
+    const signature = first.candidates![0]!.content!.parts!.find((p) => p.thoughtSignature)?.thoughtSignature;
+    expect(signature).toMatch(BASE64);
+    expect(decodeReasoning(signature)).toContain("calculator");
     const second = await ai.models.generateContent({
       model: "gemini-2.5-pro",
       contents: [

@@ -74,9 +74,25 @@ export function parseArguments(args: unknown): JsonObject {
 }
 
 /**
+ * The bytes every reasoning token this proxy mints starts with, once base64-decoded: what tells
+ * our token from a foreign one (a real provider's signature never starts with them).
+ */
+const REASONING_MAGIC = Buffer.from("polar2\0", "latin1");
+
+/** The first form (`polar1.<base64url>`): not base64, so Google's SDKs refused it; still read. */
+const LEGACY_PREFIX = "polar1.";
+
+/** Standard or URL-safe base64, padded or not: clients re-encode bytes fields either way. */
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+
+/**
  * Reasoning text carried in an opaque, client-held field (Anthropic `signature`, Responses
  * `encrypted_content`, Google `thoughtSignature`): the client sends it back unchanged on the next
  * turn, so the reasoning survives even when the client drops the visible text.
+ *
+ * The token is standard base64 (with padding) of {@link REASONING_MAGIC} followed by the UTF-8
+ * text, so it is valid wherever a family's schema types the field: a plain string (Anthropic,
+ * Responses) or a bytes field serialised as base64 (Google's `thoughtSignature`).
  *
  * @example
  * ```ts
@@ -84,11 +100,12 @@ export function parseArguments(args: unknown): JsonObject {
  * ```
  */
 export function encodeReasoning(text: string): string {
-  return `polar1.${Buffer.from(text, "utf8").toString("base64url")}`;
+  return Buffer.concat([REASONING_MAGIC, Buffer.from(text, "utf8")]).toString("base64");
 }
 
 /**
- * Inverse of {@link encodeReasoning}; null for a token this proxy did not mint.
+ * Inverse of {@link encodeReasoning}, whichever base64 alphabet the client re-encoded the bytes
+ * with; also reads the older `polar1.` tokens. Null for a token this proxy did not mint.
  *
  * @example
  * ```ts
@@ -96,8 +113,17 @@ export function encodeReasoning(text: string): string {
  * ```
  */
 export function decodeReasoning(token: unknown): string | null {
-  if (typeof token !== "string" || !token.startsWith("polar1.")) return null;
-  return Buffer.from(token.slice("polar1.".length), "base64url").toString("utf8");
+  if (typeof token !== "string") return null;
+  if (token.startsWith(LEGACY_PREFIX))
+    return Buffer.from(token.slice(LEGACY_PREFIX.length), "base64url").toString("utf8");
+  if (!BASE64.test(token)) return null;
+  const bytes = Buffer.from(token, "base64");
+  if (
+    bytes.length < REASONING_MAGIC.length ||
+    !bytes.subarray(0, REASONING_MAGIC.length).equals(REASONING_MAGIC)
+  )
+    return null;
+  return bytes.subarray(REASONING_MAGIC.length).toString("utf8");
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   randomId,
 } from "../json";
 import { choiceOf, messageOf, sse, toolCallsOf, usageOf } from "./common";
+import { normalizeGeminiRequest } from "./google-wire";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 const STATUS_NAMES: Record<number, string> = {
@@ -165,7 +166,8 @@ function convertContents(body: JsonObject): JsonObject[] {
  * googleToChat({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }, "gemini-2.5-pro");
  * ```
  */
-export function googleToChat(body: unknown, model: string | null): JsonObject {
+export function googleToChat(raw: unknown, model: string | null): JsonObject {
+  const body = normalizeGeminiRequest(raw);
   if (!isObject(body)) throw badField("(body)", "must be a JSON object");
   const chat: JsonObject = { messages: convertContents(body) };
   if (model) chat.model = model;
@@ -251,7 +253,8 @@ function answerParts(completion: JsonObject, includeThoughts: boolean): JsonObje
  */
 export const google: Family = {
   api: "google",
-  parse(body, ctx): ParsedRequest {
+  parse(raw, ctx): ParsedRequest {
+    const body = normalizeGeminiRequest(raw);
     const model =
       googleModelFromPath(ctx.path) ?? (isObject(body) && typeof body.model === "string" ? body.model : null);
     const chat = googleToChat(body, model);
@@ -308,6 +311,7 @@ function googleStream(req: ParsedRequest, meta: { id: string; created: number })
       responseId: meta.id,
     });
   let reasoning = "";
+  let signed = false;
   return {
     contentType: asSse ? "text/event-stream" : "application/json",
     start: () => "",
@@ -317,12 +321,20 @@ function googleStream(req: ParsedRequest, meta: { id: string; created: number })
         return req.reply.includeThoughts === true ? chunk([{ text: ev.text, thought: true }]) : "";
       }
       if (ev.kind === "text") return chunk([{ text: ev.text }]);
-      return chunk([{ functionCall: { id: ev.id, name: ev.name, args: parseArguments(ev.arguments) } }]);
+      const part: JsonObject = {
+        functionCall: { id: ev.id, name: ev.name, args: parseArguments(ev.arguments) },
+      };
+      // As Gemini does: the signature rides on the first call (clients keep call parts, not empty ones).
+      if (reasoning && !signed) part.thoughtSignature = encodeReasoning(reasoning);
+      signed ||= reasoning !== "";
+      return chunk([part]);
     },
     finish(completion) {
-      const parts: JsonObject[] = reasoning
-        ? [{ text: "", thoughtSignature: encodeReasoning(reasoning) }]
-        : [];
+      // Never an empty `parts`: google-genai's chats count a chunk without parts as an invalid turn
+      // and drop it (and its question) from the history.
+      const parts: JsonObject[] = [
+        { text: "", ...(reasoning && !signed ? { thoughtSignature: encodeReasoning(reasoning) } : {}) },
+      ];
       const body = frame({
         candidates: [{ content: { role: "model", parts }, finishReason: finishReason(completion), index: 0 }],
         usageMetadata: usageMetadata(completion),

@@ -294,7 +294,9 @@ function responseObject(
     output,
     usage: {
       input_tokens: u.prompt,
-      input_tokens_details: { cached_tokens: u.cached },
+      // The SDKs type both details as required (openai-python 3.x: `cache_write_tokens`); the engine
+      // radix cache fills as a side effect, so no input token is ever counted as a cache write.
+      input_tokens_details: { cached_tokens: u.cached, cache_write_tokens: 0 },
       output_tokens: u.completion,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: u.prompt + u.completion,
