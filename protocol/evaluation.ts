@@ -19,6 +19,8 @@ import { z } from "zod";
  *   regular file in the folder the grader made.
  * - `report_inconsistent`: the report and the runner's exit status disagree.
  * - `grader_files_tampered`: the session folder's grader files were replaced (e.g. by symlinks).
+ * - `forged_output`: the test output printed passes for tests the report fails (the reward, 0,
+ *   is the report's; the verdict says someone tried).
  * - `invalid_reward`: the evaluator returned NaN, an infinity or a non-number.
  */
 export const EVALUATION_VERDICTS = [
@@ -30,6 +32,7 @@ export const EVALUATION_VERDICTS = [
   "report_invalid",
   "report_inconsistent",
   "grader_files_tampered",
+  "forged_output",
   "invalid_reward",
 ] as const;
 export const EvaluationVerdict = z.enum(EVALUATION_VERDICTS);

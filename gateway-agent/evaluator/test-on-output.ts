@@ -130,6 +130,26 @@ export const testOnOutput: Evaluator = async (ctx) => {
         );
     } else parsed = parseTestStatusLines(r.stdout ?? "");
     const resolved = isDeepStrictEqual(parsed, expected);
+    if (channel && !resolved) {
+      // Never a result, but a signal: something printed a pass for a test the report fails.
+      const printed = parseTestStatusLines(r.stdout ?? "");
+      const forged = Object.keys(expected).filter(
+        (id) => printed[id] === "PASSED" && parsed[id] !== "PASSED",
+      );
+      if (forged.length > 0)
+        return {
+          outcome_reward: 0,
+          metadata: {
+            ...report,
+            ...ran,
+            resolved,
+            parsed_tests: parsed,
+            verdict: "forged_output",
+            // The tests the output claims: the reward (0) is the report's, nothing was discarded.
+            forged_tests: forged,
+          },
+        };
+    }
     return {
       outcome_reward: resolved ? 1 : 0,
       metadata: { ...report, ...ran, resolved, parsed_tests: parsed },

@@ -31,7 +31,11 @@ function compute(calls) {
   try {
     out = JSON.parse(last);
   } catch {
-    throw new Error(`calculator.js gave no answer (exit ${run.status}, signal ${run.signal})`);
+    // What it printed instead goes into the failure, for whoever reads the run.
+    const printed = (run.stdout ?? "").split("\n").slice(0, 20).join("\n");
+    throw new Error(
+      `calculator.js gave no answer (exit ${run.status}, signal ${run.signal}); it printed:\n${printed}`,
+    );
   }
   assert.ok(Array.isArray(out) && out.length === calls.length, "one answer per call");
   return out;
