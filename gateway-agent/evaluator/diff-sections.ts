@@ -38,7 +38,14 @@ export interface DiffSection {
 
 const SYMLINK_MODE = "120000";
 
-/** Undoes git's C-style quoting of a path (`"a/t\303\251st \"x\".js"`). */
+/**
+ * Undoes git's C-style quoting of a path (octal bytes, `\"`, `\t`, …).
+ *
+ * @example
+ * ```ts
+ * unquoteGitPath('"t\\303\\251st \\"x\\".js"'); // 'tést "x".js'
+ * ```
+ */
 export function unquoteGitPath(quoted: string): string {
   const body = quoted.slice(1, -1);
   const bytes: number[] = [];

@@ -26,6 +26,11 @@ export class EvaluationTimeout extends Error {
 /**
  * The grader refuses to give a reward and ends the session ERROR (`on_protected_change: fail`);
  * `report` goes into the trajectory's evaluation metadata all the same.
+ *
+ * @example
+ * ```ts
+ * throw new GradingRefused("protected paths changed: tests/x.py", { verdict: "failed" });
+ * ```
  */
 export class GradingRefused extends Error {
   constructor(
@@ -67,7 +72,15 @@ export function samePlaceIn(from: Runtime, to: Runtime, p: string): string {
   return rel ? path.posix.join(to.sessionPath, rel) : to.sessionPath;
 }
 
-/** A report's verdict fields for a refusal. */
+/**
+ * A report's verdict fields for a refusal.
+ *
+ * @example
+ * ```ts
+ * discard("report_missing", "the test command wrote no report");
+ * // { verdict: "report_missing", reward_discarded: true, reward_discard_reason: "the test command wrote no report" }
+ * ```
+ */
 export function discard(verdict: string, reason: string): Record<string, unknown> {
   return { verdict, reward_discarded: true, reward_discard_reason: reason };
 }

@@ -167,7 +167,14 @@ export function symlinkDestination(linkPath: string, target: string): string | n
   return p === ".." || p.startsWith("../") ? null : p;
 }
 
-/** Why a section may not be applied, or null when it may. */
+/**
+ * Why a section may not be applied, or null when it may.
+ *
+ * @example
+ * ```ts
+ * sectionViolation(parseDiff(diff)[0]!, rules); // { path: "conftest.py", change: "rename", reason: "protected path" }
+ * ```
+ */
 export function sectionViolation(s: DiffSection, rules: ProtectedRules): ProtectedChange | null {
   const paths = sectionPaths(s);
   const label = s.newPath ?? s.oldPath ?? "(unknown)";
