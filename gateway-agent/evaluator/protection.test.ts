@@ -154,6 +154,8 @@ describe("protected paths", () => {
         "a.js",
         `${HUNK.replaceAll("/x", "/a.js")}--- a/tests/x.py\n+++ b/tests/x.py\n@@ -1 +1 @@\n-x\n+y\n`,
       ),
+      "diff --git a/test_calculator.js b/test_calculator.js\nindex 1..2 100644\nGIT binary patch\nliteral 3\nKcmZ?wbhH\n\n",
+      "diff --git a/test_calculator.js b/test_calculator.js\nold mode 100644\nnew mode 100755\n",
     ].join("");
     const { patch, refused } = splitProtected(diff, RULES);
     expect(patch).toBe(ok);
@@ -164,7 +166,10 @@ describe("protected paths", () => {
       ["lib", "symlink out of the repository"],
       ["t", "symlink to protected path test_calculator.js"],
       ["a.js", "unparsed: a second file's changes inside one section"],
+      ["test_calculator.js", "protected path"],
+      ["test_calculator.js", "protected path"],
     ]);
+    expect(refused.slice(-2).map((r) => r.change)).toEqual(["modify", "mode"]);
     // The exclude filter reads the same sections (a space in a name no longer hides one).
     const spaced =
       "diff --git a/my notes.log b/my notes.log\n--- a/my notes.log\n+++ b/my notes.log\n@@ -1 +1 @@\n-a\n+b\n";
