@@ -24,7 +24,13 @@ import {
 } from "../protocol";
 import { getBuilder, type TrajectoryBuilder } from "../proxy";
 import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt, type TimeoutInfo } from "./errors";
-import { EvaluationTimeout, type Evaluator, mergeEvalResult, resolveEvaluator } from "./evaluator";
+import {
+  EvaluationTimeout,
+  type Evaluator,
+  GradingRefused,
+  mergeEvalResult,
+  resolveEvaluator,
+} from "./evaluator";
 import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan } from "./harness";
 import {
   createRuntime,
@@ -335,10 +341,22 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
           reward = result.outcome_reward;
         } else {
           status = "ERROR";
-          error = { kind: "infra", message: merged.error };
+          error = { kind: merged.kind, message: merged.error };
+          trajectory = merged.trajectory ?? trajectory;
         }
       } catch (err) {
-        if (err instanceof EvaluationTimeout) {
+        if (err instanceof GradingRefused) {
+          // The grader refused to score (on_protected_change: fail): ERROR, with its report kept.
+          status = "ERROR";
+          error = { kind: "agent", message: `evaluator '${a.evaluator.strategy}' refused: ${err.message}` };
+          const evaluation = {
+            strategy: a.evaluator.strategy,
+            outcome_reward: null,
+            trace_rewards: null,
+            ...err.report,
+          };
+          trajectory = { ...trajectory, metadata: { ...trajectory.metadata, evaluation } };
+        } else if (err instanceof EvaluationTimeout) {
           status = "TIMEOUT";
           error = { kind: "timeout", message: err.message };
           timeout = { timeout_source: "evaluator", timeout_stage: "evaluate" };

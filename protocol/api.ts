@@ -4,6 +4,7 @@
  * @module
  */
 import { z } from "zod";
+import { EvaluationCounts } from "./evaluation";
 import { SessionResult, SessionStatus } from "./session";
 
 /** Error body of every non-2xx response: `{error: {code, message, details?}}`. */
@@ -32,6 +33,8 @@ export const TaskProgress = z.strictObject({
   num_samples: z.number().int(),
   counts: z.record(SessionStatus, z.number().int()),
   done: z.boolean(),
+  /** Evaluation verdicts of the task's accepted results (tampering attempts show here). */
+  evaluation: EvaluationCounts.optional(),
 });
 export type TaskProgress = z.infer<typeof TaskProgress>;
 
@@ -45,6 +48,8 @@ export const BatchStatusBody = z.strictObject({
   completed_sessions: z.number().int(),
   counts: z.record(SessionStatus, z.number().int()),
   tasks: z.array(TaskProgress),
+  /** The same counts over the whole batch. */
+  evaluation: EvaluationCounts.optional(),
   /** When the batch was cancelled (`DELETE /v1/batches/:id`), else null. */
   cancelled_at: z.number().nullable().optional(),
 });

@@ -7,6 +7,7 @@
  */
 export * from "./api";
 export * from "./errors";
+export * from "./evaluation";
 export * from "./limits";
 export * from "./session";
 export * from "./task";

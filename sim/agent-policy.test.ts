@@ -17,6 +17,7 @@ import {
 } from "../tokenizer/chat-tokenizer";
 import {
   agentOutcome,
+  countTestResults,
   findArithmeticBug,
   GROUP_OUTCOMES,
   MAX_AGENT_STEPS,
@@ -28,7 +29,7 @@ import { decideAnswer } from "./policy";
 
 const REPO = resolve(import.meta.dirname, "../examples/calculator/repo");
 const INSTRUCTION =
-  "The tests in test_calculator.js fail. Find and fix the bug in calculator.js. Run the tests with `node test_calculator.js`.";
+  "The tests in test_calculator.js fail. Find and fix the bug in calculator.js. Run the tests with `node --test test_calculator.js`.";
 
 type Props = Record<string, { type: string; items?: unknown }>;
 const fn = (name: string, properties: Props, required = Object.keys(properties)) => ({
@@ -240,7 +241,8 @@ function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0
 }
 
 const testsPass = (cwd: string) =>
-  spawnSync("node", ["test_calculator.js"], { cwd, encoding: "utf8" }).stdout.includes("4 passed, 0 failed");
+  // Run directly (no --test runner process): node:test still exits 1 when a test fails.
+  spawnSync("node", ["test_calculator.js"], { cwd, encoding: "utf8" }).status === 0;
 
 describe("tool vocabularies", () => {
   it("maps each harness's tools to roles and argument names", () => {
@@ -271,7 +273,10 @@ describe("tool vocabularies", () => {
   });
 });
 
-describe("the agent fixes, breaks or leaves the calculator through every vocabulary", () => {
+// Each session may run the example's tests (`node --test`, about a second on a busy machine).
+describe("the agent fixes, breaks or leaves the calculator through every vocabulary", {
+  timeout: 60_000,
+}, () => {
   for (const [name, vocab] of Object.entries(VOCABULARIES)) {
     it(`${name}: outcome per session is what the files show; bounded turns`, () => {
       const seen = new Set<string>();
@@ -357,5 +362,17 @@ describe("chat prompts without an agent task keep the chat policy", () => {
       addGenerationPrompt: true,
     });
     expect(decideAnswer({ seed: 0, routingKey: "k", prompt }).kind).toBe("generic");
+  });
+});
+
+describe("reading its own test run", () => {
+  it("counts upstream's status lines and node --test's TAP lines; skips are not passes", () => {
+    expect(countTestResults("PASSED test_a\nFAILED test_b - boom\nERROR test_c\n")).toEqual({
+      passed: 1,
+      failed: 2,
+    });
+    const tap = "TAP version 13\nok 1 - test_add\nnot ok 2 - test_subtract\nok 3 - test_x # SKIP\n# pass 1\n";
+    expect(countTestResults(tap)).toEqual({ passed: 1, failed: 1 });
+    expect(countTestResults("4 passed, 0 failed")).toEqual({ passed: 0, failed: 0 });
   });
 });

@@ -233,6 +233,24 @@ function toolCallText(call: ToolCall): string {
   return `<tool_call>\n${pythonJsonDumps(call)}\n</tool_call>`;
 }
 
+/**
+ * Passed and failed tests in a test run's output: `PASSED x` / `FAILED x` / `ERROR x` lines
+ * (pytest `-rA`, upstream's format) or TAP's `ok N - x` / `not ok N - x` (`node --test` without a
+ * terminal). Only the agent's reading of its own run: graders never count printed lines.
+ *
+ * @example
+ * ```ts
+ * countTestResults("ok 1 - test_add\nnot ok 2 - test_subtract\n"); // { passed: 1, failed: 1 }
+ * ```
+ */
+export function countTestResults(output: string): { passed: number; failed: number } {
+  const count = (re: RegExp) => (output.match(re) ?? []).length;
+  return {
+    passed: count(/^\s*PASSED\b/gm) + count(/^\s*ok \d+ - (?!.*# SKIP)/gm),
+    failed: count(/^\s*(FAILED|ERROR)\b/gm) + count(/^\s*not ok \d+ - /gm),
+  };
+}
+
 /** True when the conversation is a bug-fixing task with tools the agent can act through. */
 export function isAgentTask(prompt: string): boolean {
   const box = toolboxOf(parseOfferedTools(prompt));
@@ -393,8 +411,7 @@ export function decideAgentStep(input: AgentInput): AgentStep | undefined {
   }
   const changed = `I changed \`${bug.functionName}\` in ${target} to \`${newLine.trim()}\`.`;
   if (!tests?.result) return final("The edit is done.", `${changed} I did not run the tests.`);
-  const failedTests = (tests.result.match(/^\s*(FAILED|ERROR)\b/gm) ?? []).length;
-  const passedTests = (tests.result.match(/^\s*PASSED\b/gm) ?? []).length;
+  const { passed: passedTests, failed: failedTests } = countTestResults(tests.result);
   return final(
     `The tests report ${passedTests} passed and ${failedTests} failed.`,
     failedTests === 0

@@ -35,6 +35,7 @@ import type {
   StatusOutcome,
   SubmitOutcome,
 } from "./dto";
+import { noEvaluations, readEvaluations, recordEvaluation } from "./evaluations";
 import * as lifecycle from "./lifecycle";
 import * as noGateway from "./no-gateway";
 import * as outbox from "./outbox-store";
@@ -193,7 +194,17 @@ export class BatchDO extends DurableObject<Env> {
   async status(): Promise<StatusOutcome> {
     const status = store.batchStatus(this.db);
     if (!status) return null;
-    return { ...status, cancelled_at: store.readBatch(this.db)?.cancelledAt ?? null };
+    // Task rows come in task-index order, so the i-th task is task index i.
+    const evaluations = readEvaluations(this.db);
+    return {
+      ...status,
+      tasks: status.tasks.map((t, i) => ({
+        ...t,
+        evaluation: evaluations.perTask.get(i) ?? noEvaluations(),
+      })),
+      evaluation: evaluations.batch,
+      cancelled_at: store.readBatch(this.db)?.cancelledAt ?? null,
+    };
   }
 
   /**
@@ -288,6 +299,7 @@ export class BatchDO extends DurableObject<Env> {
         if (lost.outcome === "failed") return "accepted";
       }
       lifecycle.recordResult(this.db, check.session, leaseId, result, refs, now);
+      recordEvaluation(this.db, check.session.taskIndex, result);
       outbox.addWithdrawals(this.db, lifecycle.afterTerminal(this.db, check.session.taskIndex, now), now);
       return "accepted";
     });

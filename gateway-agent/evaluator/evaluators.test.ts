@@ -94,6 +94,9 @@ describe("reward merge and harbor reward files", () => {
       strategy: "s",
       outcome_reward: 1,
       trace_rewards: null,
+      verdict: "clean",
+      reward_discarded: false,
+      reward_discard_reason: null,
       k: 1,
     });
     const b = mergeEvalResult(traj(2), "s", { outcome_reward: 0.5, trace_rewards: [0, 1], metadata: {} });
@@ -101,6 +104,33 @@ describe("reward merge and harbor reward files", () => {
     expect(mergeEvalResult(traj(2), "s", { outcome_reward: 1, trace_rewards: [1], metadata: {} }).ok).toBe(
       false,
     );
+  });
+  it("refuses NaN, infinite and non-number rewards with the verdict invalid_reward (JSON would turn NaN into null)", () => {
+    const cases: Array<[unknown, unknown, RegExp]> = [
+      [Number.NaN, undefined, /outcome_reward is NaN/],
+      [Number.POSITIVE_INFINITY, undefined, /outcome_reward is Infinity/],
+      [true, undefined, /outcome_reward is a boolean/],
+      ["1", undefined, /outcome_reward is a string/],
+      [1, [1, Number.NEGATIVE_INFINITY], /trace_rewards\[1\] is -Infinity/],
+    ];
+    for (const [outcome, traces, why] of cases) {
+      const r = mergeEvalResult(traj(2), "s", {
+        outcome_reward: outcome as number,
+        ...(traces ? { trace_rewards: traces as number[] } : {}),
+        metadata: {},
+      });
+      expect(r.ok).toBe(false);
+      if (r.ok) continue;
+      expect(r.kind).toBe("agent");
+      expect(r.error).toMatch(why);
+      expect(r.trajectory?.traces.map((t) => t.reward)).toEqual([null, null]);
+      expect(r.trajectory?.metadata.evaluation).toMatchObject({
+        outcome_reward: null,
+        verdict: "invalid_reward",
+        reward_discarded: true,
+        reward_discard_reason: expect.stringMatching(why),
+      });
+    }
   });
   it("harbor: reward.txt (clamped) wins, else reward.json scalar or mean, else 0", () => {
     expect(harborReward("0.25\n", '{"a":1}')).toBe(0.25);
@@ -318,6 +348,7 @@ describe("test_on_output and harbor on the local runtime", { timeout: 60_000 }, 
     const agent = await runtimeWithRepo("a1");
     const config = {
       test_command: "echo PASSED tests/test_calc.py::test_add",
+      report: "status_lines",
       expected_output_json: '{"test_add": "PASSED"}',
       patch_command: "git add -A && git diff --cached --binary",
     };
@@ -329,7 +360,7 @@ describe("test_on_output and harbor on the local runtime", { timeout: 60_000 }, 
     git(fresh.repo, "commit", "-qam", "diverge");
     const bad = await testOnOutput(evalCtx(agent.rt, config, fresh.rt));
     expect(bad).toMatchObject({ outcome_reward: 0, metadata: { failed_apply_patch: true } });
-    expect(() => testOnOutput(evalCtx(agent.rt, { expected_output_json: {} }))).rejects.toThrow(
+    await expect(() => testOnOutput(evalCtx(agent.rt, { expected_output_json: {} }))).rejects.toThrow(
       /test_command/,
     );
   });
@@ -352,12 +383,16 @@ describe("test_on_output and harbor on the local runtime", { timeout: 60_000 }, 
         {
           test_command: `grep -q "a + b" calc.py && echo "PASSED x.py::test_add" || echo "FAILED x.py::test_add"`,
           expected_output_json: { test_add: "PASSED" },
+          report: "status_lines",
           patch_command: "git add -A && git diff --cached --binary",
         },
         fresh.rt,
       ),
     );
-    expect(r).toMatchObject({ outcome_reward: 1, metadata: { apply_method: "patch", resolved: true } });
+    expect(r, JSON.stringify(r.metadata)).toMatchObject({
+      outcome_reward: 1,
+      metadata: { apply_method: "patch", resolved: true },
+    });
   });
 
   it("harbor: uploads tests_dir, runs test.sh, reads reward.txt", async () => {

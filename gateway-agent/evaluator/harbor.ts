@@ -11,7 +11,7 @@
  * @module
  */
 import { SessionFailure } from "../errors";
-import { EvaluationTimeout, secondsOf } from "./test-on-output";
+import { EvaluationTimeout, secondsOf } from "./grading";
 import type { Evaluator } from "./types";
 
 /**

@@ -13,12 +13,13 @@ import { swebenchHarness } from "./swebench";
 import { testOnOutput } from "./test-on-output";
 import type { Evaluator } from "./types";
 
+export { EvaluationTimeout, GradingRefused } from "./grading";
 export { harbor, harborReward } from "./harbor";
 export { type MergeOutcome, mergeEvalResult } from "./merge";
 export * from "./patch";
 export { sessionCompleted } from "./session-completed";
 export * from "./swebench";
-export { EvaluationTimeout, testOnOutput } from "./test-on-output";
+export { testOnOutput } from "./test-on-output";
 export type { EvalContext, EvalResult, Evaluator } from "./types";
 
 const EVALUATORS: ReadonlyMap<string, Evaluator> = new Map([

@@ -4,16 +4,21 @@
  *
  * @module
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { lstat, mkdir, open, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { SessionFailure } from "../errors";
 import { hostPathOf } from "../runtime/prepare";
 import type { Runtime } from "../runtime/types";
+import { parseDiff, sectionPaths } from "./diff-sections";
 
 /** Paths always excluded from an extracted patch (upstream defaults). */
 export const DEFAULT_EXCLUDE_PATTERNS = ["__pycache__", "*.pyc", ".pytest_cache"];
-/** Upstream's default `patch_command`. */
-export const DEFAULT_PATCH_COMMAND = "git diff --binary --submodule=diff";
+/**
+ * Upstream's default `patch_command`, with external diff programs and textconv drivers off: the
+ * agent's repository configuration must not be able to print a diff of its choosing.
+ */
+export const DEFAULT_PATCH_COMMAND = "git diff --binary --no-ext-diff --no-textconv --submodule=diff";
 
 /** Glob (`*`, `**`, `?`) to a regular expression over a whole path. */
 function globToRegExp(glob: string): RegExp {
@@ -50,7 +55,8 @@ export function isExcluded(file: string, patterns: readonly string[]): boolean {
 }
 
 /**
- * Drops the file sections of a git diff whose path (old or new) is excluded.
+ * Drops the file sections of a git diff whose path (old or new, or any name the section
+ * mentions) is excluded.
  *
  * @example
  * ```ts
@@ -61,18 +67,12 @@ export function filterPatch(
   diff: string,
   patterns: readonly string[],
 ): { patch: string; excluded: string[] } {
-  const sections = diff.split(/^(?=diff --git )/m);
   const kept: string[] = [];
   const excluded: string[] = [];
-  for (const section of sections) {
-    const header = /^diff --git a\/(\S+) b\/(\S+)/.exec(section);
-    if (!header) {
-      if (section.trim()) kept.push(section);
-      continue;
-    }
-    const [, a, b] = header as unknown as [string, string, string];
-    if (isExcluded(a, patterns) || isExcluded(b, patterns)) excluded.push(b);
-    else kept.push(section);
+  for (const section of parseDiff(diff)) {
+    const paths = sectionPaths(section);
+    if (paths.some((p) => isExcluded(p, patterns))) excluded.push(section.newPath ?? section.oldPath ?? "");
+    else kept.push(section.text);
   }
   const patch = kept.join("");
   return { patch: patch && !patch.endsWith("\n") ? `${patch}\n` : patch, excluded };
@@ -161,9 +161,68 @@ export async function extractPatch(
     );
   const filtered = filterPatch(r.stdout ?? "", cfg.excludePatterns);
   const hostPath = path.join(runtime.hostDir, "artifacts", "patch.diff");
-  await mkdir(path.dirname(hostPath), { recursive: true });
-  await writeFile(hostPath, filtered.patch);
+  await writeGraderFile(hostPath, filtered.patch);
   return { ...filtered, hostPath };
+}
+
+/** Folders of a session that the gateway writes into on the host. */
+const GRADER_DIRS = ["artifacts", "logs"];
+
+/**
+ * Grader files of the agent's session folder that are not what the gateway made: `artifacts/`
+ * or `logs/` replaced by a symlink or a file, or a symlink planted inside them. The gateway
+ * writes there on the host with its own rights, so a planted link would aim its writes anywhere.
+ * Each one found is removed (and the folder made again), so the grading that follows is safe.
+ *
+ * @example
+ * ```ts
+ * const tampered = await checkGraderFiles(runtime); // ["artifacts/patch.diff -> symlink"]
+ * ```
+ */
+export async function checkGraderFiles(runtime: Runtime): Promise<string[]> {
+  const found: string[] = [];
+  for (const dir of GRADER_DIRS) {
+    const full = path.join(runtime.hostDir, dir);
+    const info = await lstat(full).catch(() => null);
+    if (info && !info.isDirectory()) {
+      found.push(`${dir} (${info.isSymbolicLink() ? "symlink" : "not a folder"})`);
+      await rm(full, { force: true, recursive: true });
+    }
+    await mkdir(full, { recursive: true });
+    for (const entry of await readdir(full, { withFileTypes: true })) {
+      if (!entry.isSymbolicLink()) continue;
+      found.push(`${dir}/${entry.name} (symlink)`);
+      await rm(path.join(full, entry.name), { force: true });
+    }
+  }
+  return found;
+}
+
+/**
+ * Writes a file the gateway owns inside a session folder without following a symlink someone
+ * planted at its path (the write fails instead).
+ *
+ * @example
+ * ```ts
+ * await writeGraderFile(path.join(runtime.hostDir, "artifacts", "patch.diff"), patch);
+ * ```
+ */
+export async function writeGraderFile(hostPath: string, content: string): Promise<void> {
+  await mkdir(path.dirname(hostPath), { recursive: true });
+  const dir = await lstat(path.dirname(hostPath));
+  if (!dir.isDirectory()) throw new SessionFailure("infra", `${path.dirname(hostPath)} is not a folder`);
+  const handle = await open(
+    hostPath,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o644,
+  ).catch((e: NodeJS.ErrnoException) => {
+    throw new SessionFailure("infra", `cannot write ${hostPath} (${e.code}): not a regular file`);
+  });
+  try {
+    await handle.writeFile(content);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Markers printed around the apply attempts, so the log tells which one worked. */
@@ -188,8 +247,7 @@ export async function applyPatch(
   const inside = `${runtime.sessionPath}/artifacts/${name}`;
   const host = hostPathOf(runtime, inside);
   if (!host) throw new SessionFailure("infra", "eval runtime has no session folder for the patch");
-  await mkdir(path.dirname(host), { recursive: true });
-  await writeFile(host, patch);
+  await writeGraderFile(host, patch);
   const command = [
     `if git apply -v '${inside}'; then echo ${APPLY_OK}=git;`,
     `elif patch --batch --fuzz=5 -p1 -i '${inside}'; then echo ${APPLY_OK}=patch;`,

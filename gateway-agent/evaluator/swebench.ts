@@ -12,8 +12,8 @@
  * @module
  */
 import { SessionFailure } from "../errors";
+import { EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
 import { ANSI, stringListOf } from "./patch";
-import { EvaluationTimeout, extractAndApply, secondsOf } from "./test-on-output";
 import type { Evaluator } from "./types";
 
 /** SWE-bench's markers around the test output in the eval log. */
@@ -220,9 +220,15 @@ export const swebenchHarness: Evaluator = async (ctx) => {
   if (testCmd !== undefined && (typeof testCmd !== "string" || !testCmd))
     throw new SessionFailure("agent", "evaluator.config.test_cmd: must be a non-empty string");
   const timeout = secondsOf(ctx.config, "test_timeout", 1800);
-  const { cfg, env, grading, report } = await extractAndApply(ctx, { repo_dir: "/testbed" });
-  if (!grading)
-    return { outcome_reward: 0, metadata: { ...report, instance_id: inst.instance_id, resolved: false } };
+  // The test patch's files are the instance's tests: protected (the eval script also resets them).
+  const prepared = await prepareGrading(ctx, { repo_dir: "/testbed", base_commit: inst.base_commit }, () =>
+    touchedFiles(inst.test_patch),
+  );
+  if (prepared.done)
+    return { ...prepared.done, metadata: { ...prepared.done.metadata, instance_id: inst.instance_id } };
+  const { cfg, env, grading } = prepared;
+  // SWE-bench grades from the test log, which the code under test can print into: weaker than a report.
+  const report = { ...prepared.report, report_mode: "status_lines", weak_report: true };
   const r = await grading.exec(makeEvalScript(inst, cfg.repoDir, testCmd as string | undefined), {
     env,
     cwd: cfg.repoDir,

@@ -1,28 +1,33 @@
 /**
- * The `test_on_output` evaluator (upstream): take the agent's diff, apply it in a fresh eval
- * runtime (when `refresh_runtime`), run `test_command`, parse `PASSED/FAILED/ERROR/SKIPPED <id>`
- * lines, and give reward 1 iff the parsed map equals `expected_output_json` (exit code ignored).
+ * The `test_on_output` evaluator: take the agent's diff, refuse what touches protected paths,
+ * apply the rest in a fresh eval runtime (when `refresh_runtime`), run `test_command`, and give
+ * reward 1 iff the test results equal `expected_output_json`.
  *
- * Config: `test_command`*, `expected_output_json`* (object or JSON string), `repo_dir` (default:
- * the runtime's workdir), `patch_command`, `apply_timeout` (60 s), `test_timeout` (1200 s),
- * `exclude_patterns`.
+ * Where the results come from (`report`):
+ * - `junit` (default): a JUnit XML report the runner writes to `{{REPORT}}`, a path in a folder the
+ *   gateway creates with a fresh nonce right before the tests. Printed output never counts; the
+ *   report must be one well-formed document with each test once, and agree with the runner's
+ *   exit status (0 exactly when nothing failed).
+ * - `status_lines`: upstream's `PASSED/FAILED/ERROR/SKIPPED <id>` lines on stdout (exit code
+ *   ignored). WEAKER: the code under test prints on the same stdout, so it can print them too.
+ *
+ * Config: `test_command`*, `expected_output_json`* (object or JSON string), `report`, `repo_dir`
+ * (default: the runtime's workdir), `patch_command`, `apply_timeout` (60 s), `test_timeout`
+ * (1200 s), `exclude_patterns`, `protected_paths`, `default_protected_paths`,
+ * `on_protected_change`, `base_commit`. See docs/evaluators.md.
  *
  * @module
  */
-import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { SessionFailure } from "../errors";
-import type { Runtime } from "../runtime/types";
-import { applyPatch, extractPatch, parseTestStatusLines, patchConfig } from "./patch";
-import type { EvalContext, Evaluator } from "./types";
+import { discard, EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
+import { parseJunit } from "./junit";
+import { parseTestStatusLines } from "./patch";
+import { commandPaths } from "./protected";
+import { openReportChannel, REPORT_PLACEHOLDER, ReportRefused } from "./report-channel";
+import type { Evaluator } from "./types";
 
-/** The grading ran out of time: the trajectory is kept and marked TIMEOUT. */
-export class EvaluationTimeout extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "EvaluationTimeout";
-  }
-}
+export { EvaluationTimeout, samePlaceIn, secondsOf } from "./grading";
 
 function expectedMap(value: unknown): Record<string, string> {
   let v = value;
@@ -38,49 +43,27 @@ function expectedMap(value: unknown): Record<string, string> {
   return v as Record<string, string>;
 }
 
-/** Seconds-valued config key with a default. */
-export function secondsOf(config: Record<string, unknown>, key: string, d: number): number {
-  const v = config[key];
-  if (v === undefined) return d * 1000;
-  if (typeof v !== "number" || !(v > 0))
-    throw new SessionFailure("agent", `evaluator.config.${key}: must be a positive number`);
-  return v * 1000;
-}
+/** Where `test_on_output` reads results from. */
+export type ReportMode = "junit" | "status_lines";
 
-/** `p` as seen in `to` when it lies inside `from`'s session folder; else unchanged. */
-export function samePlaceIn(from: Runtime, to: Runtime, p: string): string {
-  const rel = path.posix.relative(from.sessionPath, p);
-  if (rel.startsWith("..") || path.posix.isAbsolute(rel)) return p;
-  return rel ? path.posix.join(to.sessionPath, rel) : to.sessionPath;
-}
-
-/** Extracts and (in a fresh runtime) applies the agent's patch; null reward means "go on". */
-export async function extractAndApply(ctx: EvalContext, cfgDefaults: Record<string, unknown>) {
-  const runtime = ctx.runtime;
-  if (!runtime) throw new SessionFailure("infra", "no runtime to extract the patch from");
-  const cfg = patchConfig({ ...cfgDefaults, ...ctx.config }, runtime.workdir);
-  const env = { ...runtime.baseEnv(), ...ctx.env };
-  const { patch, excluded, hostPath } = await extractPatch(runtime, cfg, env, ctx.signal);
-  const report: Record<string, unknown> = {
-    patch_path: hostPath,
-    patch_bytes: Buffer.byteLength(patch),
-    excluded_paths: excluded,
-    empty_generation: patch.trim() === "",
-    fresh_eval_runtime: ctx.evalRuntime !== null,
-  };
-  if (report.empty_generation) return { cfg, env, grading: null, report };
-  const grading = ctx.evalRuntime ?? runtime;
-  // A repo inside the agent's session folder is at the same place in the fresh runtime's
-  // (containers mount both at /polar/session; local runtimes have one folder each).
-  const gradingCfg = { ...cfg, repoDir: samePlaceIn(runtime, grading, cfg.repoDir) };
-  if (ctx.evalRuntime) {
-    const evalEnv = { ...ctx.evalRuntime.baseEnv(), ...ctx.env };
-    const applied = await applyPatch(ctx.evalRuntime, patch, gradingCfg, evalEnv, ctx.signal);
-    report.failed_apply_patch = !applied.applied;
-    report.apply_method = applied.method;
-    if (!applied.applied) return { cfg: gradingCfg, env, grading: null, report };
-  }
-  return { cfg: gradingCfg, env: { ...grading.baseEnv(), ...ctx.env }, grading, report };
+/**
+ * The `report` key, checked against the test command.
+ *
+ * @example
+ * ```ts
+ * reportMode({ report: "junit" }, "pytest --junitxml={{REPORT}}"); // "junit"
+ * ```
+ */
+export function reportMode(config: Record<string, unknown>, testCommand: string): ReportMode {
+  const mode = config.report ?? "junit";
+  if (mode !== "junit" && mode !== "status_lines")
+    throw new SessionFailure("agent", "evaluator.config.report: must be junit or status_lines");
+  if (mode === "junit" && !testCommand.includes(REPORT_PLACEHOLDER))
+    throw new SessionFailure(
+      "agent",
+      `evaluator.config.test_command: must write a JUnit report to ${REPORT_PLACEHOLDER} (e.g. node --test --test-reporter=junit --test-reporter-destination=${REPORT_PLACEHOLDER}, pytest --junitxml=${REPORT_PLACEHOLDER}); or set report: status_lines, the weaker mode that trusts printed output`,
+    );
+  return mode;
 }
 
 /**
@@ -95,32 +78,83 @@ export const testOnOutput: Evaluator = async (ctx) => {
     throw new SessionFailure("agent", "evaluator.config.test_command: required");
   const expected = expectedMap(ctx.config.expected_output_json);
   const testTimeout = secondsOf(ctx.config, "test_timeout", 1200);
-  const { cfg, env, grading, report } = await extractAndApply(ctx, {});
-  if (!grading) return { outcome_reward: 0, metadata: { ...report, resolved: false } };
-  const r = await grading.exec(testCommand, {
-    env,
-    cwd: cfg.repoDir,
-    signal: ctx.signal,
-    timeoutMs: Math.max(1, Math.min(testTimeout, ctx.timeoutMs)),
-    logName: "eval-test",
-    capture: true,
-  });
-  if (r.interrupted) throw ctx.signal.reason;
-  if (r.timedOut)
-    throw new EvaluationTimeout(
-      `test_command exceeded ${Math.round(Math.min(testTimeout, ctx.timeoutMs) / 1000)} s`,
-    );
-  const parsed = parseTestStatusLines(r.stdout ?? "");
-  const resolved = isDeepStrictEqual(parsed, expected);
-  return {
-    outcome_reward: resolved ? 1 : 0,
-    metadata: {
-      ...report,
-      resolved,
+  const mode = reportMode(ctx.config, testCommand);
+  const prepared = await prepareGrading(ctx, {}, (files) => commandPaths(testCommand, files));
+  if (prepared.done) return prepared.done;
+  const { cfg, env, grading } = prepared;
+  const report = { ...prepared.report, report_mode: mode, weak_report: mode === "status_lines" };
+  // Made after the patch is applied, so nothing the agent wrote can be at this path already.
+  const channel = mode === "junit" ? await openReportChannel(grading) : null;
+  try {
+    const r = await grading.exec(channel ? channel.command(testCommand) : testCommand, {
+      env,
+      cwd: cfg.repoDir,
+      signal: ctx.signal,
+      timeoutMs: Math.max(1, Math.min(testTimeout, ctx.timeoutMs)),
+      logName: "eval-test",
+      capture: true,
+    });
+    if (r.interrupted) throw ctx.signal.reason;
+    if (r.timedOut)
+      throw new EvaluationTimeout(
+        `test_command exceeded ${Math.round(Math.min(testTimeout, ctx.timeoutMs) / 1000)} s`,
+      );
+    const ran = {
       exit_code: r.exitCode,
-      parsed_tests: parsed,
       expected_tests: expected,
       test_output_path: "logs/eval-test.stdout.log",
-    },
-  };
+    };
+    const zero = (verdict: string, reason: string, extra: Record<string, unknown> = {}) => ({
+      outcome_reward: 0,
+      metadata: { ...report, ...ran, ...extra, resolved: false, ...discard(verdict, reason) },
+    });
+    let parsed: Record<string, string>;
+    if (channel) {
+      let xml: string | null;
+      try {
+        xml = await channel.read();
+      } catch (e) {
+        if (e instanceof ReportRefused) return zero("report_invalid", e.message);
+        throw e;
+      }
+      if (xml === null) return zero("report_missing", "the test command wrote no report");
+      const junit = parseJunit(xml);
+      if (!junit.ok) return zero("report_invalid", junit.reason);
+      parsed = junit.tests;
+      // The runner's own exit status, which the code under test cannot write, must agree.
+      if ((junit.failures === 0) !== (r.exitCode === 0))
+        return zero(
+          "report_inconsistent",
+          `the report has ${junit.failures} failing test(s) but the runner exited ${r.exitCode ?? r.signal}`,
+          { parsed_tests: parsed },
+        );
+    } else parsed = parseTestStatusLines(r.stdout ?? "");
+    const resolved = isDeepStrictEqual(parsed, expected);
+    if (channel && !resolved) {
+      // Never a result, but a signal: something printed a pass for a test the report fails.
+      const printed = parseTestStatusLines(r.stdout ?? "");
+      const forged = Object.keys(expected).filter(
+        (id) => printed[id] === "PASSED" && parsed[id] !== "PASSED",
+      );
+      if (forged.length > 0)
+        return {
+          outcome_reward: 0,
+          metadata: {
+            ...report,
+            ...ran,
+            resolved,
+            parsed_tests: parsed,
+            verdict: "forged_output",
+            // The tests the output claims: the reward (0) is the report's, nothing was discarded.
+            forged_tests: forged,
+          },
+        };
+    }
+    return {
+      outcome_reward: resolved ? 1 : 0,
+      metadata: { ...report, ...ran, resolved, parsed_tests: parsed },
+    };
+  } finally {
+    await channel?.dispose();
+  }
 };

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { createWriteStream } from "node:fs";
+import { constants, createWriteStream, type WriteStream } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 import { type CommandResult, MAX_CAPTURE_BYTES } from "./types";
@@ -39,6 +39,20 @@ export function killGroup(pid: number | undefined): void {
   }
 }
 
+/** Append, create, and never follow a symlink (the session folder is the sandbox's to write). */
+const LOG_FLAGS = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
+
+/**
+ * A log file in a session's logs folder, opened without following a symlink someone planted at
+ * its path: the gateway writes it on the host with its own rights. A log that cannot be opened
+ * is dropped, the command still runs.
+ */
+function openLog(dir: string, name: string): WriteStream {
+  const stream = createWriteStream(path.join(dir, name), { flags: LOG_FLAGS as unknown as string });
+  stream.on("error", () => {});
+  return stream;
+}
+
 /**
  * Runs `argv` to completion; never throws for a non-zero exit.
  *
@@ -52,8 +66,8 @@ export async function runProcess(argv: string[], opts: ProcessOptions): Promise<
   if (opts.signal?.aborted)
     return { exitCode: null, signal: "SIGKILL", interrupted: true, timedOut: false, durationMs: 0 };
   const [file, ...args] = argv as [string, ...string[]];
-  const stdoutLog = createWriteStream(path.join(opts.logsDir, `${opts.logName}.stdout.log`), { flags: "a" });
-  const stderrLog = createWriteStream(path.join(opts.logsDir, `${opts.logName}.stderr.log`), { flags: "a" });
+  const stdoutLog = openLog(opts.logsDir, `${opts.logName}.stdout.log`);
+  const stderrLog = openLog(opts.logsDir, `${opts.logName}.stderr.log`);
   const child = execa(file, args, {
     cwd: opts.cwd,
     env: opts.env,
