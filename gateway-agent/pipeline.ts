@@ -13,6 +13,7 @@
 import { performance } from "node:perf_hooks";
 import {
   type CompletionRecord,
+  isModulePath,
   type RuntimeSpec,
   RuntimeSpec as RuntimeSpecSchema,
   type SessionAssignment,
@@ -22,7 +23,7 @@ import {
   type TerminalStatus,
   type Trajectory,
 } from "../protocol";
-import { getBuilder, type TrajectoryBuilder } from "../proxy";
+import { getBuilder, loadBuilder, type TrajectoryBuilder } from "../proxy";
 import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt, type TimeoutInfo } from "./errors";
 import { EvaluationTimeout, type Evaluator, mergeEvalResult, resolveEvaluator } from "./evaluator";
 import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan } from "./harness";
@@ -89,7 +90,10 @@ export function agentTimeoutMs(metadata: Record<string, unknown>): number | null
   const v = metadata.agent_timeout;
   if (v === undefined || v === null) return null;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
-    throw new SessionFailure("agent", "metadata.agent_timeout: must be a positive finite number of seconds");
+    throw new SessionFailure(
+      "configuration",
+      "metadata.agent_timeout: must be a positive finite number of seconds",
+    );
   return v * 1000;
 }
 
@@ -179,7 +183,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     s.stage = "init";
     deps.onStage("INITIALIZING");
     try {
-      builder = resolveBuilder(a.builder.strategy);
+      builder = await resolveBuilder(a.builder.strategy);
       const agentMs = agentTimeoutMs(a.metadata);
       evaluator = await resolveEvaluator(a.evaluator);
       const harness = await resolveHarness(a.agent);
@@ -292,12 +296,13 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     // Evaluators see the session's outcome on the trajectory (session_completed reads it).
     trajectory = stamp(trajectory, status, error, {});
     const before = status;
-    // Judge what really ran: not infra failures or cancels. A timed-out session's partial work is
-    // graded too, within what is left of its budget or a grace period.
+    // Judge what really ran: not infra or configuration failures (never scored) or cancels. A
+    // timed-out session's partial work is graded too, within what is left of its budget or a grace.
     const judge =
       evaluator &&
       runtime &&
       error?.kind !== "infra" &&
+      error?.kind !== "configuration" &&
       status !== "CANCELLED" &&
       !s.evalAbort.signal.aborted;
     if (judge && a.evaluator) {
@@ -404,11 +409,15 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   };
 }
 
-function resolveBuilder(strategy: string): TrajectoryBuilder {
+/** The task's builder: a built-in, or a module path loaded here (a failure is the task's configuration). */
+async function resolveBuilder(strategy: string): Promise<TrajectoryBuilder> {
   try {
-    return getBuilder(strategy);
+    return isModulePath(strategy) ? await loadBuilder(strategy) : getBuilder(strategy);
   } catch (err) {
-    throw new SessionFailure("infra", `builder.strategy: ${messageOf(err)}`);
+    throw new SessionFailure(
+      "configuration",
+      `builder.strategy: cannot load '${strategy}': ${messageOf(err)}`,
+    );
   }
 }
 

@@ -4,7 +4,7 @@
  * @module
  */
 import { z } from "zod";
-import { SessionResult, SessionStatus } from "./session";
+import { ErrorKind, SessionResult, SessionStatus } from "./session";
 
 /** Error body of every non-2xx response: `{error: {code, message, details?}}`. */
 export const ErrorBody = z.strictObject({
@@ -44,6 +44,11 @@ export const BatchStatusBody = z.strictObject({
   sessions: z.number().int(),
   completed_sessions: z.number().int(),
   counts: z.record(SessionStatus, z.number().int()),
+  /**
+   * Accepted results per `error.kind` (`configuration` = the task names something no gateway could
+   * load or run: fix the task; never retried, never scored).
+   */
+  errors: z.record(ErrorKind, z.number().int()),
   tasks: z.array(TaskProgress),
   /** When the batch was cancelled (`DELETE /v1/batches/:id`), else null. */
   cancelled_at: z.number().nullable().optional(),

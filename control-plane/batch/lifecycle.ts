@@ -12,7 +12,7 @@
 import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
 import type { ArtifactRef, ErrorKind, SessionResult, TaskSpec, TerminalStatus } from "../../protocol";
 import * as schema from "./schema";
-import { type BatchDb, bumpCounter, RESULT_CHUNK_CHARS, splitText } from "./store";
+import { type BatchDb, bumpCounter, bumpErrorKind, RESULT_CHUNK_CHARS, splitText } from "./store";
 
 /** SQL filter of sessions that have not ended yet. */
 export const OPEN_SESSION = sql`${schema.sessions.status} NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')`;
@@ -120,6 +120,7 @@ export function recordResult(
   pieces.forEach((data, chunkIndex) => {
     db.insert(schema.resultChunks).values({ seq: inserted.seq, chunkIndex, data }).run();
   });
+  if (result.error) bumpErrorKind(db, result.error.kind);
   db.update(schema.sessions)
     .set({
       status: result.status,

@@ -26,7 +26,8 @@ import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./type
  * ```
  */
 export function apptainerStartArgs(spec: RuntimeSpec, o: { instance: string; hostDir: string }): string[] {
-  if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the apptainer backend");
+  if (!spec.image)
+    throw new SessionFailure("configuration", "runtime.image: required for the apptainer backend");
   // A host overlay folder, not the default 64 MB tmpfs: agents install packages.
   const args = ["instance", "start", "--overlay", path.join(o.hostDir, "overlay")];
   args.push("--bind", `${o.hostDir}:${CONTAINER_SESSION_PATH}`);
@@ -87,7 +88,8 @@ export class ApptainerRuntime implements Runtime {
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<ApptainerRuntime> {
     shellOf(spec);
-    if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the apptainer backend");
+    if (!spec.image)
+      throw new SessionFailure("configuration", "runtime.image: required for the apptainer backend");
     const dir = await createSessionDir(ctx.workRoot, ctx.name);
     await mkdir(path.join(dir, "overlay"), { recursive: true });
     return new ApptainerRuntime(dir, spec, ctx);

@@ -37,7 +37,7 @@ export function shellOf(spec: RuntimeSpec): string[] {
   const shell = spec.kwargs.shell;
   if (shell === undefined) return ["bash", "-lc"];
   if (typeof shell !== "string" || shell.length === 0)
-    throw new SessionFailure("agent", "runtime.kwargs.shell: must be a non-empty string");
+    throw new SessionFailure("configuration", "runtime.kwargs.shell: must be a non-empty string");
   return shell === "bash" ? ["bash", "-lc"] : [shell, "-c"];
 }
 
@@ -60,7 +60,8 @@ export function dockerCreateArgs(
     forwarder?: { hostDir: string; port: number };
   },
 ): string[] {
-  if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the docker backend");
+  if (!spec.image)
+    throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
   const args = ["create", "--name", o.name];
   for (const [k, v] of Object.entries(o.labels)) args.push("--label", `${k}=${v}`);
   args.push(...o.createArgs);
@@ -88,7 +89,7 @@ export function dockerCreateArgs(
 function stringList(value: unknown, field: string): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.some((v) => typeof v !== "string"))
-    throw new SessionFailure("agent", `${field}: must be a list of strings`);
+    throw new SessionFailure("configuration", `${field}: must be a list of strings`);
   return value as string[];
 }
 
@@ -145,7 +146,8 @@ export class DockerRuntime implements Runtime {
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<DockerRuntime> {
     shellOf(spec); // validate early
-    if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the docker backend");
+    if (!spec.image)
+      throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
     return new DockerRuntime(await createSessionDir(ctx.workRoot, ctx.name), spec, ctx);
   }
 
