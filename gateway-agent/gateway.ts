@@ -13,11 +13,19 @@ import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { consoleLogger, type GatewayLogger } from "./errors";
+import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
+import { HarnessAvailability } from "./harness/availability";
 import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
 import { registerBridgeMetrics } from "./metrics-bridge";
-import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, detectLimits, type RuntimeSettings } from "./runtime";
+import {
+  BUILTIN_RUNTIMES,
+  bwrapAvailable,
+  DEFAULT_RUNTIME_SETTINGS,
+  detectLimits,
+  type RuntimeSettings,
+} from "./runtime";
 import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
@@ -77,6 +85,11 @@ export interface GatewayOptions {
   uploadPolicy?: UploadPolicy;
   /** Keep each session's folder after teardown (debugging). */
   keepWorkspaces?: boolean;
+  /**
+   * Failed sessions whose logs are kept under `work_root/failed/` (newest first); default
+   * {@link DEFAULT_KEEP_FAILED_SESSIONS}, 0 = none.
+   */
+  keepFailedSessions?: number;
   /** Engine request timeout of the proxy (ms); default 900 s. */
   requestTimeoutMs?: number;
   /** Reconnect backoff; default 0.5 s doubling to 30 s, jittered. */
@@ -160,6 +173,34 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     docker: { ...DEFAULT_RUNTIME_SETTINGS.docker, ...opts.runtimeSettings?.docker },
     apptainer: { ...DEFAULT_RUNTIME_SETTINGS.apptainer, ...opts.runtimeSettings?.apptainer },
   };
+  const keepFailed = opts.keepFailedSessions ?? DEFAULT_KEEP_FAILED_SESSIONS;
+  if (!Number.isInteger(keepFailed) || keepFailed < 0)
+    throw new RangeError(`keepFailedSessions: must be an integer >= 0, got ${keepFailed}`);
+  const failedSessions = new FailedSessionKeeper(workRoot, keepFailed, logger);
+  await failedSessions.prune();
+  // Checked once here for the log and /health; each session re-checks its own preset.
+  const local = runtimeSettings.local;
+  const harnesses = new HarnessAvailability({
+    sandboxed: local.sandbox !== "never" && bwrapAvailable(local.bwrapPath),
+    workRoot,
+  });
+  const harnessReport = harnesses.report();
+  const unavailable = Object.entries(harnessReport).filter(([, c]) => !c.available);
+  const harnessFields = {
+    available: Object.entries(harnessReport)
+      .filter(([, c]) => c.available)
+      .map(([name, c]) => `${name} (${c.via === "installed" ? c.cli : "install step"})`),
+    unavailable: unavailable.map(([name]) => name),
+  };
+  if (unavailable.length) {
+    logger.warn(
+      "harness presets not available to local sessions (they fail at once as configuration errors)",
+      {
+        ...harnessFields,
+        why: Object.fromEntries(unavailable.map(([name, c]) => [name, `${c.reason}. Fix: ${c.fix}`])),
+      },
+    );
+  } else logger.info("harness presets", harnessFields);
   const proxy = (await startProxy({
     engine: opts.engine,
     engineUrl: opts.engineUrl,
@@ -188,6 +229,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       logger,
     },
     logger,
+    harnesses,
+    failedSessions,
     send: (message) => connection?.send(message) ?? false,
     onFinished: (result, runStartMs) => metrics?.observe(result, runStartMs),
   });
@@ -225,7 +268,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     connected: conn.connected,
     connects: conn.connects,
   });
-  metrics = new GatewayMetrics(opts.nodeId, stats);
+  metrics = new GatewayMetrics(opts.nodeId, stats, () => harnesses.report());
   registerBridgeMetrics(metrics.registry, () => proxy.status().bridge);
   let ops: GatewayHttpServer | null = null;
   if (opts.http) {
@@ -242,6 +285,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           ...s.metrics,
           unacked_results: s.unackedResults,
           local_limits: limitFields,
+          harnesses: harnesses.report(),
+          failed_sessions: { dir: failedSessions.dir, keep: failedSessions.keep },
         };
       },
     });

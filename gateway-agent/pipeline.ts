@@ -26,7 +26,9 @@ import {
 import { getBuilder, loadBuilder, type TrajectoryBuilder } from "../proxy";
 import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt, type TimeoutInfo } from "./errors";
 import { EvaluationTimeout, type Evaluator, mergeEvalResult, resolveEvaluator } from "./evaluator";
+import type { FailedSessionKeeper, LogSource } from "./failed-sessions";
 import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan } from "./harness";
+import type { HarnessAvailability } from "./harness/availability";
 import {
   createRuntime,
   type Runtime,
@@ -53,6 +55,10 @@ export interface PipelineDeps {
     closeSession(id: string): void;
   };
   logger: GatewayLogger;
+  /** Preset availability on this host: a local session of a preset it cannot run fails at once. */
+  harnesses?: Pick<HarnessAvailability, "require"> | null;
+  /** Keeps the logs of failed sessions (null: they go with the session folder). */
+  failedSessions?: FailedSessionKeeper | null;
   /** Stage change: sends `progress`, re-evaluates credit. */
   onStage(status: "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN"): void;
 }
@@ -78,6 +84,8 @@ export interface PipelineOutcome {
   records: CompletionRecord[];
   /** ms from the run slot's grant to the harness's first command (the warm pool's point). */
   runStartMs: number | null;
+  /** Where the logs of a failed session were kept (null: not kept). */
+  keptLogs: string | null;
 }
 
 const now = () => performance.now();
@@ -152,6 +160,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   let deadline = Number.POSITIVE_INFINITY;
   let sessionOpen = false;
   let runStartMs: number | null = null;
+  let keptLogs: string | null = null;
   const held = { init: false, ready: false, run: false };
   const spec: RuntimeSpec = a.runtime ?? deps.defaultRuntime ?? RuntimeSpecSchema.parse({});
   const ctxFor = (name: string): RuntimeContext => ({
@@ -166,7 +175,31 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
 
   try {
     s.stage = "queued";
-    await pools.init.acquire(signal, a.dispatch_priority);
+    // Join the INIT queue first (synchronously: credit accounting counts queued sessions), then
+    // check the task's configuration while queued: a task that cannot run here (a module path that
+    // does not load, a harness this host lacks) fails at once, without waiting for an INIT slot
+    // or spending any of its budget.
+    const leaveQueue = new AbortController();
+    const initSlot = pools.init.acquire(AbortSignal.any([signal, leaveQueue.signal]), a.dispatch_priority);
+    initSlot.catch(() => {}); // awaited below; a cancel meanwhile must not count as unhandled
+    let harness: Awaited<ReturnType<typeof resolveHarness>>;
+    let agentMs: number | null;
+    try {
+      builder = await resolveBuilder(a.builder.strategy);
+      agentMs = agentTimeoutMs(a.metadata);
+      evaluator = await resolveEvaluator(a.evaluator);
+      harness = await resolveHarness(a.agent);
+      deps.harnesses?.require(a.agent, spec, deps.nodeId);
+    } catch (err) {
+      leaveQueue.abort(err);
+      // Granted before the abort: give the slot back.
+      await initSlot.then(
+        () => pools.init.release(),
+        () => {},
+      );
+      throw err;
+    }
+    await initSlot;
     held.init = true;
     const initStart = now();
     timing.queued_ms = initStart - started;
@@ -183,10 +216,6 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     s.stage = "init";
     deps.onStage("INITIALIZING");
     try {
-      builder = await resolveBuilder(a.builder.strategy);
-      const agentMs = agentTimeoutMs(a.metadata);
-      evaluator = await resolveEvaluator(a.evaluator);
-      const harness = await resolveHarness(a.agent);
       runtime = await createRuntime(spec, ctxFor(a.session_id));
       await runtime.start(signal);
       await runPrepare(runtime, spec.prepare, { ...runtime.baseEnv(), ...spec.env }, signal);
@@ -369,6 +398,14 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     if (sessionOpen) deps.proxy.closeSession(a.session_id);
     const keep = { keep: deps.keepWorkspaces };
     const evalRt = evalRuntime ? await (evalRuntime as Promise<Runtime | null>).catch(() => null) : null;
+    // A failure's logs outlive its folder (bounded); with keep_workspaces the whole folder stays.
+    if (status !== "COMPLETED" && status !== "CANCELLED" && !deps.keepWorkspaces && deps.failedSessions) {
+      const sources: LogSource[] = [];
+      if (runtime) sources.push({ logsDir: runtime.logsDir, as: "logs" });
+      if (evalRt) sources.push({ logsDir: evalRt.logsDir, as: "eval-logs" });
+      // Nothing ran without a runtime (e.g. a configuration error): the error says it all.
+      if (sources.length) keptLogs = await deps.failedSessions.keepLogs(a.session_id, a.attempt, sources);
+    }
     await Promise.all(
       [runtime, evalRt].map((rt) =>
         rt?.teardown(keep).catch((err: unknown) => {
@@ -387,26 +424,25 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       node_id: deps.nodeId,
       ...(timeout ?? {}),
       ...(agentResult ? { agent_result: agentResult } : {}),
+      ...(keptLogs ? { kept_logs: keptLogs } : {}),
       gateway_timing: { run_start_ms: runStartMs },
     },
   };
-  return {
-    result: {
-      session_id: a.session_id,
-      task_id: a.task_id,
-      batch_id: a.batch_id,
-      status,
-      reward,
-      trajectory,
-      timing,
-      node_id: deps.nodeId,
-      attempt: a.attempt,
-      error,
-      metadata: a.metadata,
-    },
-    records,
-    runStartMs,
+  const result: SessionResult = {
+    session_id: a.session_id,
+    task_id: a.task_id,
+    batch_id: a.batch_id,
+    status,
+    reward,
+    trajectory,
+    timing,
+    node_id: deps.nodeId,
+    attempt: a.attempt,
+    error,
+    metadata: a.metadata,
   };
+  if (keptLogs) await deps.failedSessions?.writeSummary(keptLogs, result);
+  return { result, records, runStartMs, keptLogs };
 }
 
 /** The task's builder: a built-in, or a module path loaded here (a failure is the task's configuration). */

@@ -25,6 +25,8 @@ export interface ServeGatewayOptions {
   maxPostrun?: number;
   workRoot?: string;
   keepWorkspaces?: boolean;
+  /** Failed sessions whose logs are kept under `work_root/failed/` (0 = none). */
+  keepFailedSessions?: number;
   /** Operator HTTP port (`/health`, `/metrics`); 0 = any free port. */
   httpPort?: number;
   httpHost?: string;
@@ -110,6 +112,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.maxPostrun !== undefined ? { maxPostrun: opts.maxPostrun } : {}),
     ...(opts.workRoot !== undefined ? { workRoot: opts.workRoot } : {}),
     ...(opts.keepWorkspaces ? { keepWorkspaces: true } : {}),
+    ...(opts.keepFailedSessions !== undefined ? { keepFailedSessions: opts.keepFailedSessions } : {}),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),

@@ -62,15 +62,7 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     plan.workRoot,
   ];
   const home = plan.hostHome;
-  if (
-    home &&
-    home !== "/" &&
-    !isInside(plan.workRoot, home) &&
-    !isInside(process.execPath, home) &&
-    !isInside(plan.bridge?.shimPath ?? "/", home)
-  ) {
-    args.push("--tmpfs", home);
-  }
+  if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push("--tmpfs", home);
   // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
   // creates the mount point inside the fresh tmpfs, and nothing else of what it hides shows.
   if (plan.harnessDir) args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
@@ -104,6 +96,35 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     }
   }
   return [...args, "--", "bash", "-c", command];
+}
+
+/** True when {@link bwrapArgs} hides the gateway user's `home` (it must not hold what sessions need). */
+function homeHidden(home: string, workRoot: string, shimPath?: string): boolean {
+  return (
+    home !== "/" &&
+    !isInside(workRoot, home) &&
+    !isInside(process.execPath, home) &&
+    !isInside(shimPath ?? "/", home)
+  );
+}
+
+/**
+ * True when a host path is invisible to commands in the sandbox {@link bwrapArgs} builds: under
+ * the private `/tmp`, the work root or the hidden home, unless it is under the re-bound harness
+ * folder. Used to tell whether a CLI the gateway sees on PATH is usable by sessions.
+ *
+ * @example
+ * ```ts
+ * hiddenInSandbox("/root/.npm-global/bin/codex", { workRoot: "/srv/polar", hostHome: "/root" }); // true
+ * ```
+ */
+export function hiddenInSandbox(
+  hostPath: string,
+  o: { workRoot: string; hostHome?: string; harnessDir?: string },
+): boolean {
+  if (o.harnessDir && isInside(hostPath, o.harnessDir)) return false;
+  if (isInside(hostPath, "/tmp") || isInside(hostPath, o.workRoot)) return true;
+  return !!o.hostHome && homeHidden(o.hostHome, o.workRoot) && isInside(hostPath, o.hostHome);
 }
 
 let probed: Map<string, boolean> | null = null;
