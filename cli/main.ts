@@ -209,6 +209,12 @@ try {
     console.error(`polar: ${err.message}`);
     process.exit(2);
   }
+  // Errors that carry their own exit status (a gateway refused by the control plane: 78).
+  const code = (err as { exitCode?: unknown }).exitCode;
+  if (typeof code === "number" && Number.isInteger(code) && code > 0) {
+    console.error(`polar: ${(err as Error).message}`);
+    process.exit(code);
+  }
   console.error(`polar: ${(err as Error).message}`);
   process.exit(1);
 }

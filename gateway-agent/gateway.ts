@@ -12,7 +12,7 @@ import { startProxy } from "../proxy";
 import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
-import { consoleLogger, type GatewayLogger } from "./errors";
+import { consoleLogger, type GatewayLogger, type GatewayRefusedError, messageOf } from "./errors";
 import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
 import { HarnessAvailability } from "./harness/availability";
@@ -130,6 +130,11 @@ export interface Gateway {
   /** Interrupts running sessions (reported as infra failures), closes the socket and the proxy. */
   stop(): Promise<void>;
   stats(): GatewayStats;
+  /**
+   * Settles when the control plane refused this gateway for good (see {@link GatewayRefusedError});
+   * the gateway has then stopped itself. Pending for as long as the gateway may reconnect.
+   */
+  refused: Promise<GatewayRefusedError>;
 }
 
 /**
@@ -249,6 +254,21 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     credit: runner.resetCreditForHello(),
     leases: runner.heldLeases(),
   });
+  let stopGateway: (() => Promise<void>) | null = null;
+  let refusal: GatewayRefusedError | null = null;
+  // Nothing this gateway runs can be reported any more: stop (results stay journaled).
+  const stopRefused = () =>
+    void stopGateway?.().catch((e: unknown) =>
+      logger.error("stop after refusal failed", { error: messageOf(e) }),
+    );
+  let onRefused: (err: GatewayRefusedError) => void = () => {};
+  const refused = new Promise<GatewayRefusedError>((resolve) => {
+    onRefused = (err) => {
+      refusal = err;
+      resolve(err);
+      stopRefused();
+    };
+  });
   connection = new ControlConnection({
     controlPlaneUrl: opts.controlPlaneUrl,
     queue: opts.queue ?? "default",
@@ -259,6 +279,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     hello,
     onWelcome: () => runner.resendUnacked(),
     onMessage: (message) => runner.handle(message),
+    onRefused: (err) => onRefused(err),
   });
   connection.start();
   let stopping: Promise<void> | null = null;
@@ -291,20 +312,23 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       },
     });
   }
+  stopGateway = () => {
+    stopping ??= (async () => {
+      await runner.shutdown();
+      await conn.close();
+      await ops?.close();
+      await proxy.close();
+    })();
+    return stopping;
+  };
+  if (refusal) stopRefused(); // refused while the operator server was starting
   return {
     nodeId: opts.nodeId,
     proxyUrl: proxy.url,
     httpUrl: ops?.url ?? null,
     workRoot,
-    stop: () => {
-      stopping ??= (async () => {
-        await runner.shutdown();
-        await conn.close();
-        await ops?.close();
-        await proxy.close();
-      })();
-      return stopping;
-    },
+    stop: () => (stopGateway as () => Promise<void>)(),
     stats,
+    refused,
   };
 }

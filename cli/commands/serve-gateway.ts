@@ -4,7 +4,13 @@
  *
  * @module
  */
-import { type Gateway, type GatewayOptions, jsonLogger, startGateway } from "../../gateway-agent";
+import {
+  type Gateway,
+  type GatewayOptions,
+  type GatewayRefusedError,
+  jsonLogger,
+  startGateway,
+} from "../../gateway-agent";
 import { gatewayOptionsFromTopology, loadTopology, TopologyError } from "../../gateway-agent/topology";
 import { ENGINE_NAMES } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/token-mode";
@@ -151,7 +157,9 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
 }
 
 /**
- * Runs the gateway until SIGINT/SIGTERM; then stops taking work and closes the connection.
+ * Runs the gateway until SIGINT/SIGTERM (then it stops taking work and closes the connection), or
+ * until the control plane refuses it for good: then it throws the {@link GatewayRefusedError}
+ * (the CLI prints it and exits with its `exitCode`, 78).
  *
  * @example
  * ```ts
@@ -159,7 +167,10 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
  * ```
  */
 export async function runServeGateway(opts: ServeGatewayOptions): Promise<void> {
-  await startServeGateway(opts);
+  const gateway = await startServeGateway(opts);
+  const refusal = await gateway.refused;
+  await gateway.stop();
+  throw refusal;
 }
 
 /**

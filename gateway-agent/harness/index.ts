@@ -11,6 +11,7 @@ import type { Harness } from "./plan";
 import { PRESETS } from "./presets";
 import { shellHarness } from "./shell";
 
+export { HarnessAvailability, type HarnessCheck } from "./availability";
 export { baseEnv, HARNESS_DIR_ENV, harnessDir, INHERITED_ENV } from "./env";
 export * from "./plan";
 export {
