@@ -31,10 +31,12 @@ import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan }
 import type { HarnessAvailability } from "./harness/availability";
 import {
   createRuntime,
+  limitStorage,
   type Runtime,
   type RuntimeContext,
   type RuntimeSettings,
   runPrepare,
+  type StorageLimited,
 } from "./runtime";
 import type { StagePools } from "./stage-pools";
 
@@ -217,6 +219,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     deps.onStage("INITIALIZING");
     try {
       runtime = await createRuntime(spec, ctxFor(a.session_id));
+      runtime = storageBounded(runtime, spec);
       await runtime.start(signal);
       await runPrepare(runtime, spec.prepare, { ...runtime.baseEnv(), ...spec.env }, signal);
       // READY never exceeds its target: take a READY slot before giving INIT back.
@@ -332,6 +335,8 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       runtime &&
       error?.kind !== "infra" &&
       error?.kind !== "configuration" &&
+      // A session over its storage limit is full: grading would only be refused or fail.
+      !(runtime as Partial<StorageLimited>).storageExceeded &&
       status !== "CANCELLED" &&
       !s.evalAbort.signal.aborted;
     if (judge && a.evaluator) {
@@ -445,6 +450,24 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   return { result, records, runStartMs, keptLogs };
 }
 
+/**
+ * The runtime with `runtime.storage_mb` enforced (see `runtime/storage.ts`); a runtime that cannot
+ * measure its storage refuses the task as a configuration error naming the field and the runtime.
+ */
+function storageBounded(rt: Runtime, spec: RuntimeSpec): Runtime {
+  if (spec.storage_mb === undefined) return rt;
+  if (!rt.storageBytes) {
+    const which = spec.import_path
+      ? `custom runtime '${spec.import_path}' (runtime.import_path)`
+      : `'${rt.backend}' runtime`;
+    throw new SessionFailure(
+      "configuration",
+      `runtime.storage_mb: the ${which} cannot enforce it (it has no storageBytes()); drop runtime.storage_mb or use a runtime that measures its storage`,
+    );
+  }
+  return limitStorage(rt, spec.storage_mb);
+}
+
 /** The task's builder: a built-in, or a module path loaded here (a failure is the task's configuration). */
 async function resolveBuilder(strategy: string): Promise<TrajectoryBuilder> {
   try {
@@ -498,8 +521,9 @@ async function prewarmEvalRuntime(
   ctx: RuntimeContext,
   signal: AbortSignal,
 ): Promise<Runtime> {
-  const rt = await createRuntime(spec, ctx);
+  let rt = await createRuntime(spec, ctx);
   try {
+    rt = storageBounded(rt, spec);
     await rt.start(signal);
     await runPrepare(
       rt,

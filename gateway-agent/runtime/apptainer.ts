@@ -14,6 +14,7 @@ import { CONTAINER_SESSION_PATH, shellOf } from "./docker";
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
+import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 /**
@@ -165,6 +166,11 @@ export class ApptainerRuntime implements Runtime {
     });
     await rm(path.join(this.hostDir, ".upload"), { recursive: true, force: true });
     if (r.exitCode !== 0) throw new SessionFailure("infra", `upload to '${abs}' failed (exit ${r.exitCode})`);
+  }
+
+  /** The session folder on the host, which holds the instance's writable overlay. */
+  storageBytes(): Promise<number> {
+    return diskUsage(this.hostDir);
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {

@@ -31,6 +31,8 @@ export interface BwrapPlan {
    * the private /tmp or in the hidden home, so the sessions' PATH entry resolves in the sandbox.
    */
   harnessDir?: string;
+  /** Size of the private `/tmp` tmpfs (bytes; `runtime.storage_mb`), when bwrap has `--size`. */
+  tmpSizeBytes?: number;
 }
 
 const isInside = (child: string, parent: string) => {
@@ -56,6 +58,7 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     "/dev",
     "--proc",
     "/proc",
+    ...(plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : []),
     "--tmpfs",
     "/tmp",
     "--tmpfs",
@@ -148,6 +151,33 @@ export function bwrapAvailable(bwrapPath: string): boolean {
       ok = false;
     }
     probed.set(bwrapPath, ok);
+  }
+  return ok;
+}
+
+let sizeProbed: Map<string, boolean> | null = null;
+
+/**
+ * True when `bwrapPath` knows `--size` (bubblewrap ≥ 0.7), so a tmpfs can be bounded.
+ *
+ * @example
+ * ```ts
+ * const tmpSizeBytes = bwrapSupportsSize("bwrap") ? storageMb * 1024 * 1024 : undefined;
+ * ```
+ */
+export function bwrapSupportsSize(bwrapPath: string): boolean {
+  sizeProbed ??= new Map();
+  let ok = sizeProbed.get(bwrapPath);
+  if (ok === undefined) {
+    try {
+      ok = execFileSync(bwrapPath, ["--help"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      }).includes("--size");
+    } catch {
+      ok = false;
+    }
+    sizeProbed.set(bwrapPath, ok);
   }
   return ok;
 }

@@ -25,6 +25,7 @@ import {
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
+import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 /** Where the host session folder appears inside a container. */
@@ -264,6 +265,25 @@ export class DockerRuntime implements Runtime {
     // `cp SRC/. DEST` copies a folder's contents into DEST whether or not it exists.
     const src = (await stat(source)).isDirectory() ? `${source}/.` : source;
     await this.must(["cp", src, `${this.container}:${abs}`], "cp");
+  }
+
+  /**
+   * The container's writable layer (`inspect --size`: what the session wrote over its image) plus
+   * the session folder mounted at `/polar/session`. Task `volumes` are the host's, not counted.
+   */
+  async storageBytes(): Promise<number> {
+    const host = await diskUsage(this.hostDir);
+    if (!this.started) return host;
+    const r = await this.cli(["container", "inspect", "--size", "--format", "{{.SizeRw}}", this.container], {
+      timeoutMs: 60_000,
+    });
+    const layer = Number(String(r.stdout).trim());
+    if (r.exitCode !== 0 || !Number.isFinite(layer))
+      throw new SessionFailure(
+        "infra",
+        `${this.ctx.settings.docker.cli} inspect --size failed: ${`${r.stderr}`.slice(0, 300)}`,
+      );
+    return host + layer;
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {

@@ -22,6 +22,7 @@ export * from "./limits";
 export * from "./local";
 export * from "./prepare";
 export * from "./process";
+export * from "./storage";
 export * from "./types";
 
 /** Backends built in (the shared list of `protocol/names.ts`). */
