@@ -54,7 +54,14 @@ export interface ControlConnectionOptions {
   onRefused?(error: GatewayRefusedError): void;
 }
 
-/** Close codes after which reconnecting cannot help (see `control-plane/queue/queue-do.ts`). */
+/**
+ * Close codes after which reconnecting cannot help (see `control-plane/queue/queue-do.ts`).
+ *
+ * @example
+ * ```ts
+ * FATAL_CLOSE_CODES[4403]?.fix; // "start the gateway with the --node-id …"
+ * ```
+ */
 export const FATAL_CLOSE_CODES: Readonly<Record<number, { what: string; fix: string }>> = {
   4400: {
     what: "it speaks another protocol version",

@@ -11,7 +11,14 @@
  * @module
  */
 
-/** Harness presets a gateway ships (`agent.harness`); `shell` runs `agent.custom_shell`. */
+/**
+ * Harness presets a gateway ships (`agent.harness`); `shell` runs `agent.custom_shell`.
+ *
+ * @example
+ * ```ts
+ * HARNESS_NAMES.includes("codex"); // true
+ * ```
+ */
 export const HARNESS_NAMES = [
   "shell",
   "claude_code",
@@ -24,11 +31,25 @@ export const HARNESS_NAMES = [
 ] as const;
 export type HarnessNameValue = (typeof HARNESS_NAMES)[number];
 
-/** Runtime backends built into the gateway (`runtime.backend`). */
+/**
+ * Runtime backends built into the gateway (`runtime.backend`).
+ *
+ * @example
+ * ```ts
+ * z.enum(RUNTIME_BACKENDS).parse("docker");
+ * ```
+ */
 export const RUNTIME_BACKENDS = ["local", "docker", "apptainer"] as const;
 export type RuntimeBackend = (typeof RUNTIME_BACKENDS)[number];
 
-/** Built-in evaluator strategies (`evaluator.strategy`). */
+/**
+ * Built-in evaluator strategies (`evaluator.strategy`).
+ *
+ * @example
+ * ```ts
+ * strategyProblem("test_on_output", EVALUATOR_STRATEGIES); // null
+ * ```
+ */
 export const EVALUATOR_STRATEGIES = [
   "session_completed",
   "test_on_output",
@@ -37,7 +58,14 @@ export const EVALUATOR_STRATEGIES = [
 ] as const;
 export type EvaluatorStrategy = (typeof EVALUATOR_STRATEGIES)[number];
 
-/** Built-in trajectory builders (`builder.strategy`). */
+/**
+ * Built-in trajectory builders (`builder.strategy`).
+ *
+ * @example
+ * ```ts
+ * strategyProblem("tree", BUILDER_STRATEGIES); // "'tree' is not a built-in strategy (…)"
+ * ```
+ */
 export const BUILDER_STRATEGIES = ["per_request", "prefix_merging", "conversation"] as const;
 export type BuilderStrategy = (typeof BUILDER_STRATEGIES)[number];
 
