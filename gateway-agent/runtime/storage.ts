@@ -20,6 +20,7 @@
 import { lstat, opendir } from "node:fs/promises";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import { execa } from "execa";
 import type { CommandResult, ExecOptions, Runtime } from "./types";
 
 /** Shortest wait between two samples of a running command (ms). */
@@ -28,9 +29,10 @@ export const MIN_SAMPLE_INTERVAL_MS = 1000;
 const SAMPLE_COST_FACTOR = 20;
 
 /**
- * Bytes the files under `root` take on disk (allocated blocks, like `du -s`): hard links counted
- * once, symlinks not followed, other filesystems mounted inside not entered, files that vanish
- * during the walk skipped.
+ * Bytes the files under `root` take on disk (allocated blocks): hard links counted once, symlinks
+ * not followed, other filesystems mounted inside not entered. Asks `du -skx` (an order of
+ * magnitude faster than a walk from JavaScript on big trees), else walks the tree itself
+ * ({@link walkDiskUsage}). A missing `root` is 0.
  *
  * @example
  * ```ts
@@ -38,6 +40,29 @@ const SAMPLE_COST_FACTOR = 20;
  * ```
  */
 export async function diskUsage(root: string): Promise<number> {
+  const top = await lstat(root).catch(() => null);
+  if (!top) return 0;
+  return (await duBytes(root)) ?? (await walkDiskUsage(root));
+}
+
+/** `du -skx root` in bytes, or null when du is missing or printed no total. */
+async function duBytes(root: string): Promise<number | null> {
+  const r = await execa("du", ["-skx", root], { reject: false, timeout: 120_000, stdin: "ignore" });
+  // du exits 1 when a file vanished during its walk, yet still prints the total.
+  const kib = Number(/^(\d+)\s/.exec(String(r.stdout ?? ""))?.[1] ?? Number.NaN);
+  return Number.isFinite(kib) ? kib * 1024 : null;
+}
+
+/**
+ * The same measure as {@link diskUsage} by walking the tree (`lstat` per entry): files that vanish
+ * during the walk are skipped.
+ *
+ * @example
+ * ```ts
+ * await walkDiskUsage(dir); // equals `du -skx dir` × 1024
+ * ```
+ */
+export async function walkDiskUsage(root: string): Promise<number> {
   const top = await lstat(root).catch(() => null);
   if (!top) return 0;
   const seen = new Set<string>();
