@@ -16,6 +16,15 @@ function positiveInt(name: string) {
   };
 }
 
+/** Parses a non-negative integer flag, naming the flag in the error. */
+function nonNegativeInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be an integer >= 0`);
+    return n;
+  };
+}
+
 /** Parses a TCP port flag (0 = any free port). */
 function port(value: string): number {
   const n = Number(value);
@@ -73,6 +82,11 @@ program
   .option("--max-postrun <n>", "POST_RUN workers", positiveInt("--max-postrun"))
   .option("--work-root <dir>", "folder for session workspaces and the result journal")
   .option("--keep-workspaces", "keep session folders after they finish")
+  .option(
+    "--keep-failed-sessions <n>",
+    "keep the logs of the last N failed sessions under <work root>/failed (default 20, 0 = none)",
+    nonNegativeInt("--keep-failed-sessions"),
+  )
   .option("--http-port <n>", "serve /health and /metrics on this port (0 = any)", port)
   .option("--http-host <host>", "address for /health and /metrics", "127.0.0.1")
   .option("--log-format <format>", "json | text (default: json with -c)")
@@ -194,6 +208,12 @@ try {
   if (err instanceof UsageError) {
     console.error(`polar: ${err.message}`);
     process.exit(2);
+  }
+  // Errors that carry their own exit status (a gateway refused by the control plane: 78).
+  const code = (err as { exitCode?: unknown }).exitCode;
+  if (typeof code === "number" && Number.isInteger(code) && code > 0) {
+    console.error(`polar: ${(err as Error).message}`);
+    process.exit(code);
   }
   console.error(`polar: ${(err as Error).message}`);
   process.exit(1);

@@ -119,6 +119,39 @@ describe("validation: nothing is stored on a 4xx", () => {
     );
   });
 
+  it("names an unknown evaluator strategy, builder strategy, harness or runtime backend", async () => {
+    const shell = { harness: "shell", custom_shell: { command: "true" } };
+    const cases: Array<[object, string, string]> = [
+      [{ evaluator: { strategy: "vibes" } }, "tasks[0].evaluator.strategy:", "session_completed"],
+      [{ builder: { strategy: "tree" } }, "tasks[0].builder.strategy:", "conversation"],
+      [{ agent: { harness: "cursor" } }, "tasks[0].agent.harness:", "claude_code"],
+      [{ agent: shell, runtime: { backend: "kubernetes" } }, "tasks[0].runtime.backend:", "apptainer"],
+    ];
+    for (const [override, field, known] of cases) {
+      const error = await expectRefused(
+        { tasks: [task("t0", override as never)] },
+        400,
+        "validation_failed",
+        [field],
+      );
+      expect(error.message).toContain(known); // the message lists what is accepted
+    }
+  });
+
+  it("accepts custom module paths it cannot check (the gateway resolves them)", async () => {
+    const res = await postBatch({
+      batch_id: uniqueId("modpath"),
+      tasks: [
+        task("t0", {
+          evaluator: { strategy: "./evals/mine.mjs:evaluate" },
+          builder: { strategy: "my_pkg.builders:LastTurn" },
+        }),
+        task("t1", { agent: { import_path: "./harness.mjs:plan" }, runtime: { import_path: "/opt/rt.mjs" } }),
+      ],
+    });
+    expect(res.status).toBe(201);
+  });
+
   it("refuses a body that is not JSON", async () => {
     await expectRefused("{not json", 400, "invalid_json", ["not valid JSON"]);
   });

@@ -198,6 +198,55 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
   });
 });
 
+describe("configuration errors", () => {
+  it("are never retried, are counted in the batch status, and fail the upstream task", async () => {
+    const queue = uniqueId("conf");
+    const taskId = uniqueId("conf-task");
+    // Through the upstream route, so its rendering is checked too (batch id rollout:<task_id>).
+    const submitted = await call("/rollout/task/submit", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+      body: JSON.stringify({ ...task(taskId, { num_samples: 2, max_attempts: 3 }), queue }),
+    });
+    expect(submitted.status).toBe(200);
+    const batchId = `rollout:${taskId}`;
+    const gw = await connect(queue);
+    gw.hello("node-c", 2);
+    await gw.expect("welcome");
+    const first = await gw.expect("assign");
+    const second = await gw.expect("assign");
+    const configuration = {
+      ...resultFor(first.session, "node-c"),
+      status: "ERROR" as const,
+      reward: null,
+      error: { kind: "configuration" as const, message: "evaluator.strategy: cannot import './x.mjs'" },
+    };
+    gw.send({ v: 1, type: "result", lease_id: first.lease_id, result: configuration });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    gw.send({ v: 1, type: "result", lease_id: second.lease_id, result: resultFor(second.session, "node-c") });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    await gw.expectSilence(); // no re-assign of the configuration error
+    // Ended at once on attempt 1: no second assign for the same session, whatever max_attempts says.
+    const results = await page(batchId);
+    expect(results.done).toBe(true);
+    const ended = results.results.find((r) => r.result.session_id === first.session.session_id)!.result;
+    expect(ended).toMatchObject({ status: "ERROR", attempt: 1, error: { kind: "configuration" } });
+    const body = await status(batchId);
+    expect(body.errors).toEqual({ infra: 0, agent: 0, configuration: 1, timeout: 0, cancelled: 0 });
+    expect(body.counts.ERROR).toBe(1);
+    const counters = await env.BATCH.getByName(batchId).counters();
+    expect(counters.requeued_sessions).toBe(0);
+    const upstream = (await (
+      await call(`/rollout/task/${taskId}`, { headers: { Authorization: `Bearer ${TOKENS.trainer}` } })
+    ).json()) as { status: string; completed_sessions: number };
+    expect(upstream).toMatchObject({ status: "failed", completed_sessions: 2 });
+    const overview = (await (
+      await call("/rollout/status", { headers: { Authorization: `Bearer ${TOKENS.trainer}` } })
+    ).json()) as { tasks: Record<string, string> };
+    expect(overview.tasks[taskId]).toBe("failed");
+  });
+});
+
 describe("cancel and early stop", () => {
   it("cancels a batch idempotently; its sessions end CANCELLED once; the id cannot be resubmitted", async () => {
     const queue = uniqueId("cancel");

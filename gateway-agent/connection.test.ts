@@ -1,5 +1,9 @@
-import { describe, expect, it } from "vitest";
-import { connectUrl } from "./connection";
+import { afterEach, describe, expect, it } from "vitest";
+import { WIRE_VERSION } from "../protocol";
+import { ControlConnection, connectUrl } from "./connection";
+import { type GatewayLogger, GatewayRefusedError } from "./errors";
+import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
+import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
 
 describe("connectUrl", () => {
   it("maps http→ws and https→wss, keeps a path prefix, encodes the queue", () => {
@@ -16,5 +20,116 @@ describe("connectUrl", () => {
 
   it("refuses non-http URLs naming the option", () => {
     expect(() => connectUrl("ftp://x", "q")).toThrow(/controlPlaneUrl/);
+  });
+});
+
+describe("a gateway refused for good", { timeout: 30_000 }, () => {
+  const TOKEN = "refusal-token";
+  let cp: FakeControlPlane | null = null;
+  let rig: GatewayRig | null = null;
+  afterEach(async () => {
+    await rig?.stop();
+    rig = null;
+    await cp?.close();
+    cp = null;
+  });
+
+  function recording() {
+    const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
+    const at =
+      (level: string) =>
+      (msg: string, fields: object = {}) =>
+        lines.push({ level, msg, fields: fields as Record<string, unknown> });
+    return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
+  }
+
+  function dial(url: string, token: string, logger: GatewayLogger) {
+    const refused: GatewayRefusedError[] = [];
+    const conn = new ControlConnection({
+      controlPlaneUrl: url,
+      queue: "q",
+      nodeId: "gpu-r",
+      token,
+      logger,
+      reconnect: { initialDelayMs: 20, maxDelayMs: 40 },
+      hello: () => ({
+        v: WIRE_VERSION,
+        type: "hello",
+        node_id: "gpu-r",
+        agent_version: "test",
+        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
+        capabilities: { runtimes: [], harnesses: [], engines: [] },
+        credit: 0,
+        leases: [],
+      }),
+      onWelcome() {},
+      onMessage() {},
+      onRefused: (e) => refused.push(e),
+    });
+    conn.start();
+    return { conn, refused };
+  }
+
+  for (const [code, reason, said, fix] of [
+    [
+      4403,
+      "node_id_mismatch",
+      "node_id_mismatch: this token belongs to node 'gpu-a', not 'gpu-r'",
+      "--node-id",
+    ],
+    [4400, "unsupported_version", "unsupported_version", "same Polar version"],
+  ] as const) {
+    it(`close ${code}: stops the gateway at once, logs the reason and the fix at error level`, async () => {
+      const { lines, logger } = recording();
+      rig = await startGatewayRig({ nodeId: "gpu-r", token: TOKEN, gateway: { logger } });
+      if (code === 4403)
+        rig.cp.send({
+          v: WIRE_VERSION,
+          type: "error",
+          code: "node_id_mismatch",
+          message: "this token belongs to node 'gpu-a', not 'gpu-r'",
+        });
+      rig.cp.closeWith(code, reason);
+      const refusal = await rig.gateway.refused;
+      expect(refusal).toBeInstanceOf(GatewayRefusedError);
+      expect(refusal).toMatchObject({ closeCode: code, httpStatus: null, exitCode: 78 });
+      expect(refusal.message).toContain(`close ${code}`);
+      expect(refusal.message).toContain(said);
+      expect(refusal.fix).toContain(fix);
+      const line = lines.find(
+        (l) => l.level === "error" && l.msg.startsWith("control plane refused this gateway"),
+      );
+      expect(line?.fields).toMatchObject({ close_code: code, fix: refusal.fix });
+      // No reconnect: with a 20 ms backoff a retry would have dialled many times by now.
+      await new Promise((r) => setTimeout(r, 400));
+      expect(rig.cp.upgrades).toHaveLength(1);
+      expect(rig.gateway.stats().connected).toBe(false);
+      expect(lines.some((l) => l.msg.includes("closed; reconnecting"))).toBe(false);
+    });
+  }
+
+  it("HTTP 401 on the upgrade (a token the control plane does not accept) is final too", async () => {
+    cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: 401 });
+    const { lines, logger } = recording();
+    const { conn, refused } = dial(cp.url, "wrong-token", logger);
+    await expect.poll(() => refused.length).toBe(1);
+    expect(refused[0]).toMatchObject({ httpStatus: 401, closeCode: null });
+    expect(refused[0]!.message).toContain("HTTP 401");
+    expect(refused[0]!.message).toContain("refused: refused by the test (401)"); // the body's error
+    expect(refused[0]!.fix).toContain("POLAR_GATEWAY_TOKEN");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cp.upgrades).toHaveLength(1);
+    expect(lines.filter((l) => l.level === "error")).toHaveLength(1);
+    await conn.close();
+  });
+
+  it("other refused upgrades (503) are retried until the control plane lets it in", async () => {
+    cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: (i) => (i < 2 ? 503 : null) });
+    const { logger } = recording();
+    const { conn, refused } = dial(cp.url, TOKEN, logger);
+    await cp.waitFor((m) => m.type === "hello");
+    expect(cp.upgrades).toHaveLength(3);
+    expect(refused).toEqual([]);
+    await conn.close();
   });
 });

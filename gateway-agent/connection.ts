@@ -4,6 +4,11 @@
  * interval the control plane asks for, reconnects with jittered exponential backoff, and hands
  * every valid control message to its owner; malformed ones are logged and dropped.
  *
+ * A refusal that no reconnect can cure — close 4400 (another protocol version), close 4403 (the
+ * token belongs to another node), HTTP 401/403 on the upgrade (a token the control plane does not
+ * accept) — stops the connection for good: it is logged at error level with the fix and handed to
+ * `onRefused`. Any other refused upgrade (404, 5xx, …) is retried like a dropped socket.
+ *
  * @module
  */
 import WebSocket from "ws";
@@ -16,7 +21,7 @@ import {
   PONG,
   type WelcomeMessage,
 } from "../protocol";
-import { type GatewayLogger, messageOf } from "./errors";
+import { type GatewayLogger, GatewayRefusedError, messageOf } from "./errors";
 
 /** Reconnect backoff; defaults: first retry after ~0.5 s, doubling, capped at 30 s. */
 export interface ReconnectPolicy {
@@ -45,7 +50,31 @@ export interface ControlConnectionOptions {
   onWelcome(welcome: WelcomeMessage): void;
   /** Every other valid control message (`error` messages are logged here). */
   onMessage(message: Exclude<ControlMessage, WelcomeMessage | ErrorMessage>): void;
+  /** The control plane refused this gateway for good; the connection has stopped. */
+  onRefused?(error: GatewayRefusedError): void;
 }
+
+/**
+ * Close codes after which reconnecting cannot help (see `control-plane/queue/queue-do.ts`).
+ *
+ * @example
+ * ```ts
+ * FATAL_CLOSE_CODES[4403]?.fix; // "start the gateway with the --node-id …"
+ * ```
+ */
+export const FATAL_CLOSE_CODES: Readonly<Record<number, { what: string; fix: string }>> = {
+  4400: {
+    what: "it speaks another protocol version",
+    fix: "run the same Polar version on the gateway as on the control plane",
+  },
+  4403: {
+    what: "its token belongs to another node",
+    fix: "start the gateway with the --node-id its per-gateway token was made for, or use a token for this node (polar token create --role gateway --node-id ID --register)",
+  },
+};
+
+/** HTTP answers to the upgrade after which reconnecting cannot help. */
+const FATAL_HTTP = new Set([401, 403]);
 
 /**
  * `http(s)://host[/prefix]` → `ws(s)://host[/prefix]/v1/gateways/connect?queue=Q&node_id=N`. The node id
@@ -88,6 +117,10 @@ export class ControlConnection {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
   private lastHeard = Date.now();
+  /** The last `error` message of the control plane (it explains the close that follows). */
+  private lastError: string | null = null;
+  /** Set once refused for good. */
+  refusal: GatewayRefusedError | null = null;
   private readonly url: string;
   private readonly policy: ReconnectPolicy;
   /** Number of sockets opened so far (1 after the first connect). */
@@ -156,16 +189,51 @@ export class ControlConnection {
       this.guard("message", () => this.onData(socket, data, isBinary)),
     );
     socket.on("unexpected-response", (_req, res) => {
-      this.opts.logger.warn("control plane refused the connection", { status: res.statusCode });
+      // With this listener, ws leaves the request open: read the answer, then end the attempt.
+      const status = res.statusCode ?? 0;
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        if (body.length < 2000) body += chunk;
+      });
+      const finish = () =>
+        this.guard("refusal", () => {
+          if (FATAL_HTTP.has(status) && socket === this.socket) {
+            this.refuse(
+              new GatewayRefusedError(
+                `HTTP ${status} on ${this.url.replace(/\?.*$/, "")}${describeBody(body)}`,
+                "set POLAR_GATEWAY_TOKEN to the control plane's gateway token (or to this node's per-gateway token)",
+                null,
+                status,
+              ),
+            );
+          } else {
+            this.opts.logger.warn("control plane refused the connection", {
+              status,
+              body: describeBody(body),
+            });
+          }
+          // Ends the handshake (ws aborts the request, then emits error and close): onClose
+          // reconnects unless refused.
+          socket.terminate();
+        });
+      res.once("end", finish);
+      res.once("error", finish);
     });
-    socket.on("error", (err) => this.opts.logger.warn("control plane socket error", { error: err.message }));
-    socket.on("close", (code) => this.guard("close", () => this.onClose(socket, code)));
+    socket.on("error", (err) => {
+      if (this.refusal) return;
+      this.opts.logger.warn("control plane socket error", { error: err.message });
+    });
+    socket.on("close", (code, reason) =>
+      this.guard("close", () => this.onClose(socket, code, reason.toString("utf8"))),
+    );
   }
 
   private onOpen(socket: WebSocket): void {
     if (socket !== this.socket) return;
     this.connects++;
     this.lastHeard = Date.now();
+    this.lastError = null;
     socket.send(JSON.stringify(this.opts.hello()));
     this.startPinging(DEFAULT_PING_INTERVAL_SECONDS);
   }
@@ -205,6 +273,7 @@ export class ControlConnection {
       return;
     }
     if (message.type === "error") {
+      this.lastError = `${message.code}: ${message.message}`;
       this.opts.logger.warn("control plane reported an error", {
         code: message.code,
         message: message.message,
@@ -214,10 +283,22 @@ export class ControlConnection {
     this.opts.onMessage(message);
   }
 
-  private onClose(socket: WebSocket, code: number): void {
+  private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
     clearInterval(this.pingTimer);
     this.socket = null;
+    const fatal = FATAL_CLOSE_CODES[code];
+    if (fatal && !this.stopped) {
+      const said = this.lastError ?? reason;
+      this.refuse(
+        new GatewayRefusedError(
+          `close ${code} (${fatal.what})${said ? `: ${said}` : ""}`,
+          fatal.fix,
+          code,
+          null,
+        ),
+      );
+    }
     if (this.stopped) return;
     const ceiling = Math.min(this.policy.maxDelayMs, this.policy.initialDelayMs * 2 ** this.attempt);
     // Jitter spreads a fleet of gateways that lost the control plane at the same moment.
@@ -225,6 +306,22 @@ export class ControlConnection {
     this.attempt++;
     this.opts.logger.info("control plane connection closed; reconnecting", { code, delay_ms: delay });
     this.reconnectTimer = setTimeout(() => this.dial(), delay);
+  }
+
+  /** Stops for good: no reconnect; logged at error level and handed to the owner once. */
+  private refuse(error: GatewayRefusedError): void {
+    if (this.refusal) return;
+    this.refusal = error;
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.pingTimer);
+    this.opts.logger.error("control plane refused this gateway for good; not reconnecting", {
+      reason: error.reason,
+      fix: error.fix,
+      close_code: error.closeCode,
+      http_status: error.httpStatus,
+    });
+    this.opts.onRefused?.(error);
   }
 
   private startPinging(intervalSeconds: number): void {
@@ -254,4 +351,17 @@ export class ControlConnection {
       this.opts.logger.error(`socket ${what} handler failed`, { error: messageOf(err) });
     }
   }
+}
+
+/** `: <message>` from a JSON error body (`{error: {code, message}}`), or the text, or nothing. */
+function describeBody(body: string): string {
+  const text = body.trim();
+  if (!text) return "";
+  try {
+    const e = (JSON.parse(text) as { error?: { code?: string; message?: string } }).error;
+    if (e?.message) return `: ${e.code ? `${e.code}: ` : ""}${e.message}`;
+  } catch {
+    // not JSON: show the text
+  }
+  return `: ${text.slice(0, 300)}`;
 }

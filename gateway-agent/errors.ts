@@ -58,6 +58,36 @@ export interface TimeoutInfo {
   timeout_stage: string;
 }
 
+/**
+ * The control plane refused this gateway for good: a wrong protocol version (close 4400), a
+ * token that belongs to another node (close 4403), or a token it does not accept (HTTP 401/403 on
+ * the upgrade). Reconnecting cannot help, so the gateway stops and `polar serve_gateway` exits
+ * with {@link GatewayRefusedError.exitCode}.
+ *
+ * @example
+ * ```ts
+ * gateway.refused.then((err) => { console.error(err.message); process.exit(err.exitCode); });
+ * ```
+ */
+export class GatewayRefusedError extends Error {
+  /** `EX_CONFIG` (sysexits.h): systemd's `RestartPreventExitStatus=78` stops a restart loop. */
+  readonly exitCode = 78;
+
+  constructor(
+    /** What was refused, with the control plane's own words. */
+    readonly reason: string,
+    /** What the operator should change. */
+    readonly fix: string,
+    /** The WebSocket close code, or null for an HTTP refusal. */
+    readonly closeCode: number | null,
+    /** The HTTP status of a refused upgrade, or null. */
+    readonly httpStatus: number | null,
+  ) {
+    super(`the control plane refused this gateway for good: ${reason}. Fix: ${fix}`);
+    this.name = "GatewayRefusedError";
+  }
+}
+
 /** Where the gateway writes its diagnostics. */
 export interface GatewayLogger {
   info(message: string, fields?: object): void;

@@ -410,22 +410,32 @@ describe("gateway agent", { timeout: 40_000 }, () => {
     expect(result.reward).toBeNull();
   });
 
-  it("ends unloadable harnesses and unknown evaluators as ERROR/infra naming them", async () => {
+  it("ends custom module paths that do not load as ERROR/configuration naming the field, at once", async () => {
     await start();
-    const codex = assign({ command: "", agent: { import_path: "./no/such/harness.mjs:run" } });
-    const badEval = assign({ command: ASK, evaluator: { strategy: "vibes" } });
-    cp.send(codex);
-    cp.send(badEval);
-    const r1 = (await cp.waitFor(isResult(codex.lease_id))).result;
-    const r2 = (await cp.waitFor(isResult(badEval.lease_id))).result;
-    expect(r1).toMatchObject({
-      status: "ERROR",
-      error: { kind: "infra", message: expect.stringContaining("no/such/harness.mjs") },
-    });
-    expect(r2).toMatchObject({
-      status: "ERROR",
-      error: { kind: "infra", message: expect.stringContaining("'vibes'") },
-    });
-    expect(engine.received).toHaveLength(0); // failed in INIT: the harness never ran
+    const modules = path.join(import.meta.dirname, "testing", "modules");
+    const harness = assign({ command: "", agent: { import_path: "./no/such/harness.mjs:run" } });
+    const evaluator = assign({ command: ASK, evaluator: { strategy: `${modules}/slow-evaluator.mjs:nope` } });
+    const runtime = assign({ command: ASK, runtime: { import_path: "./no/such/runtime.mjs:create" } });
+    const builder = assign({ command: ASK });
+    builder.session.builder = { strategy: "./no/such/builder.mjs:build", config: {} };
+    const cases = [
+      [harness, "agent.import_path: cannot import './no/such/harness.mjs'"],
+      [evaluator, `evaluator.strategy: '${modules}/slow-evaluator.mjs' has no function export 'nope'`],
+      [runtime, "runtime.import_path: cannot import './no/such/runtime.mjs'"],
+      [builder, "builder.strategy: cannot load './no/such/builder.mjs:build'"],
+    ] as const;
+    for (const [a] of cases) cp.send(a);
+    for (const [a, message] of cases) {
+      const { result } = await cp.waitFor(isResult(a.lease_id));
+      expect(result).toMatchObject({
+        status: "ERROR",
+        reward: null, // never scored
+        attempt: 1,
+        error: { kind: "configuration", message: expect.stringContaining(message) },
+      });
+      expect(result.trajectory.metadata.evaluation).toBeUndefined();
+      expect(result.timing.run_ms).toBe(0); // failed in INIT
+    }
+    expect(engine.received).toHaveLength(0); // the harness never ran
   });
 });

@@ -12,12 +12,20 @@ import { startProxy } from "../proxy";
 import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
-import { consoleLogger, type GatewayLogger } from "./errors";
+import { consoleLogger, type GatewayLogger, type GatewayRefusedError, messageOf } from "./errors";
+import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
+import { HarnessAvailability } from "./harness/availability";
 import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
 import { registerBridgeMetrics } from "./metrics-bridge";
-import { BUILTIN_RUNTIMES, DEFAULT_RUNTIME_SETTINGS, detectLimits, type RuntimeSettings } from "./runtime";
+import {
+  BUILTIN_RUNTIMES,
+  bwrapAvailable,
+  DEFAULT_RUNTIME_SETTINGS,
+  detectLimits,
+  type RuntimeSettings,
+} from "./runtime";
 import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
@@ -77,6 +85,11 @@ export interface GatewayOptions {
   uploadPolicy?: UploadPolicy;
   /** Keep each session's folder after teardown (debugging). */
   keepWorkspaces?: boolean;
+  /**
+   * Failed sessions whose logs are kept under `work_root/failed/` (newest first); default
+   * {@link DEFAULT_KEEP_FAILED_SESSIONS}, 0 = none.
+   */
+  keepFailedSessions?: number;
   /** Engine request timeout of the proxy (ms); default 900 s. */
   requestTimeoutMs?: number;
   /** Reconnect backoff; default 0.5 s doubling to 30 s, jittered. */
@@ -117,6 +130,11 @@ export interface Gateway {
   /** Interrupts running sessions (reported as infra failures), closes the socket and the proxy. */
   stop(): Promise<void>;
   stats(): GatewayStats;
+  /**
+   * Settles when the control plane refused this gateway for good (see {@link GatewayRefusedError});
+   * the gateway has then stopped itself. Pending for as long as the gateway may reconnect.
+   */
+  refused: Promise<GatewayRefusedError>;
 }
 
 /**
@@ -160,6 +178,34 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     docker: { ...DEFAULT_RUNTIME_SETTINGS.docker, ...opts.runtimeSettings?.docker },
     apptainer: { ...DEFAULT_RUNTIME_SETTINGS.apptainer, ...opts.runtimeSettings?.apptainer },
   };
+  const keepFailed = opts.keepFailedSessions ?? DEFAULT_KEEP_FAILED_SESSIONS;
+  if (!Number.isInteger(keepFailed) || keepFailed < 0)
+    throw new RangeError(`keepFailedSessions: must be an integer >= 0, got ${keepFailed}`);
+  const failedSessions = new FailedSessionKeeper(workRoot, keepFailed, logger);
+  await failedSessions.prune();
+  // Checked once here for the log and /health; each session re-checks its own preset.
+  const local = runtimeSettings.local;
+  const harnesses = new HarnessAvailability({
+    sandboxed: local.sandbox !== "never" && bwrapAvailable(local.bwrapPath),
+    workRoot,
+  });
+  const harnessReport = harnesses.report();
+  const unavailable = Object.entries(harnessReport).filter(([, c]) => !c.available);
+  const harnessFields = {
+    available: Object.entries(harnessReport)
+      .filter(([, c]) => c.available)
+      .map(([name, c]) => `${name} (${c.via === "installed" ? c.cli : "install step"})`),
+    unavailable: unavailable.map(([name]) => name),
+  };
+  if (unavailable.length) {
+    logger.warn(
+      "harness presets not available to local sessions (they fail at once as configuration errors)",
+      {
+        ...harnessFields,
+        why: Object.fromEntries(unavailable.map(([name, c]) => [name, `${c.reason}. Fix: ${c.fix}`])),
+      },
+    );
+  } else logger.info("harness presets", harnessFields);
   const proxy = (await startProxy({
     engine: opts.engine,
     engineUrl: opts.engineUrl,
@@ -188,6 +234,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       logger,
     },
     logger,
+    harnesses,
+    failedSessions,
     send: (message) => connection?.send(message) ?? false,
     onFinished: (result, runStartMs) => metrics?.observe(result, runStartMs),
   });
@@ -206,6 +254,21 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     credit: runner.resetCreditForHello(),
     leases: runner.heldLeases(),
   });
+  let stopGateway: (() => Promise<void>) | null = null;
+  let refusal: GatewayRefusedError | null = null;
+  // Nothing this gateway runs can be reported any more: stop (results stay journaled).
+  const stopRefused = () =>
+    void stopGateway?.().catch((e: unknown) =>
+      logger.error("stop after refusal failed", { error: messageOf(e) }),
+    );
+  let onRefused: (err: GatewayRefusedError) => void = () => {};
+  const refused = new Promise<GatewayRefusedError>((resolve) => {
+    onRefused = (err) => {
+      refusal = err;
+      resolve(err);
+      stopRefused();
+    };
+  });
   connection = new ControlConnection({
     controlPlaneUrl: opts.controlPlaneUrl,
     queue: opts.queue ?? "default",
@@ -216,6 +279,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     hello,
     onWelcome: () => runner.resendUnacked(),
     onMessage: (message) => runner.handle(message),
+    onRefused: (err) => onRefused(err),
   });
   connection.start();
   let stopping: Promise<void> | null = null;
@@ -225,7 +289,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     connected: conn.connected,
     connects: conn.connects,
   });
-  metrics = new GatewayMetrics(opts.nodeId, stats);
+  metrics = new GatewayMetrics(opts.nodeId, stats, () => harnesses.report());
   registerBridgeMetrics(metrics.registry, () => proxy.status().bridge);
   let ops: GatewayHttpServer | null = null;
   if (opts.http) {
@@ -242,24 +306,29 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           ...s.metrics,
           unacked_results: s.unackedResults,
           local_limits: limitFields,
+          harnesses: harnesses.report(),
+          failed_sessions: { dir: failedSessions.dir, keep: failedSessions.keep },
         };
       },
     });
   }
+  stopGateway = () => {
+    stopping ??= (async () => {
+      await runner.shutdown();
+      await conn.close();
+      await ops?.close();
+      await proxy.close();
+    })();
+    return stopping;
+  };
+  if (refusal) stopRefused(); // refused while the operator server was starting
   return {
     nodeId: opts.nodeId,
     proxyUrl: proxy.url,
     httpUrl: ops?.url ?? null,
     workRoot,
-    stop: () => {
-      stopping ??= (async () => {
-        await runner.shutdown();
-        await conn.close();
-        await ops?.close();
-        await proxy.close();
-      })();
-      return stopping;
-    },
+    stop: () => (stopGateway as () => Promise<void>)(),
     stats,
+    refused,
   };
 }

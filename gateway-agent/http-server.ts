@@ -14,10 +14,16 @@ import type { GatewayStats } from "./gateway";
 export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly results: Counter<"status">;
+  private readonly errors: Counter<"kind">;
   private readonly runStart: Histogram;
   private readonly total: Histogram;
 
-  constructor(nodeId: string, stats: () => GatewayStats) {
+  constructor(
+    nodeId: string,
+    stats: () => GatewayStats,
+    /** Preset availability by name (the `polar_gateway_harness_available` gauge). */
+    harnesses: () => Record<string, { available: boolean }> = () => ({}),
+  ) {
     this.registry.setDefaultLabels({ node_id: nodeId });
     const stage = new Gauge({
       name: "polar_gateway_stage_sessions",
@@ -59,6 +65,21 @@ export class GatewayMetrics {
         this.set(stats().outstandingCredit);
       },
     });
+    new Gauge({
+      name: "polar_gateway_harness_available",
+      help: "1 when local sessions of the harness preset can run on this host (CLI installed or installable)",
+      labelNames: ["harness"],
+      registers: [this.registry],
+      collect() {
+        for (const [harness, c] of Object.entries(harnesses())) this.set({ harness }, c.available ? 1 : 0);
+      },
+    });
+    this.errors = new Counter({
+      name: "polar_gateway_errors_total",
+      help: "Finished sessions that ended with an error, by error kind",
+      labelNames: ["kind"],
+      registers: [this.registry],
+    });
     this.results = new Counter({
       name: "polar_gateway_results_total",
       help: "Finished sessions by terminal status",
@@ -82,6 +103,7 @@ export class GatewayMetrics {
   /** Records one finished session. */
   observe(result: SessionResult, runStartMs: number | null): void {
     this.results.inc({ status: result.status });
+    if (result.error) this.errors.inc({ kind: result.error.kind });
     this.total.observe(result.timing.total_ms / 1000);
     if (runStartMs !== null) this.runStart.observe(runStartMs / 1000);
   }

@@ -10,16 +10,19 @@ export {
   type ControlConnectionOptions,
   connectUrl,
   DEFAULT_RECONNECT,
+  FATAL_CLOSE_CODES,
   type ReconnectPolicy,
 } from "./connection";
 export {
   consoleLogger,
   type GatewayLogger,
+  GatewayRefusedError,
   SessionFailure,
   SessionInterrupt,
   type TimeoutInfo,
 } from "./errors";
 export * from "./evaluator";
+export { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 export { AGENT_VERSION, type Gateway, type GatewayOptions, type GatewayStats, startGateway } from "./gateway";
 export * from "./harness";
 export { GatewayMetrics, startGatewayHttp } from "./http-server";

@@ -171,7 +171,7 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     const { result } = await cp.waitFor(isResultOf(a.lease_id));
     expect(result).toMatchObject({
       status: "ERROR",
-      error: { kind: "agent", message: expect.stringContaining("metadata.agent_timeout") },
+      error: { kind: "configuration", message: expect.stringContaining("metadata.agent_timeout") },
     });
     expect(engine.received).toHaveLength(0);
   });

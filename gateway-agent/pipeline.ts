@@ -13,6 +13,7 @@
 import { performance } from "node:perf_hooks";
 import {
   type CompletionRecord,
+  isModulePath,
   type RuntimeSpec,
   RuntimeSpec as RuntimeSpecSchema,
   type SessionAssignment,
@@ -22,7 +23,7 @@ import {
   type TerminalStatus,
   type Trajectory,
 } from "../protocol";
-import { getBuilder, type TrajectoryBuilder } from "../proxy";
+import { getBuilder, loadBuilder, type TrajectoryBuilder } from "../proxy";
 import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt, type TimeoutInfo } from "./errors";
 import {
   EvaluationTimeout,
@@ -31,13 +32,17 @@ import {
   mergeEvalResult,
   resolveEvaluator,
 } from "./evaluator";
+import type { FailedSessionKeeper, LogSource } from "./failed-sessions";
 import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan } from "./harness";
+import type { HarnessAvailability } from "./harness/availability";
 import {
   createRuntime,
+  limitStorage,
   type Runtime,
   type RuntimeContext,
   type RuntimeSettings,
   runPrepare,
+  type StorageLimited,
 } from "./runtime";
 import type { StagePools } from "./stage-pools";
 
@@ -58,6 +63,10 @@ export interface PipelineDeps {
     closeSession(id: string): void;
   };
   logger: GatewayLogger;
+  /** Preset availability on this host: a local session of a preset it cannot run fails at once. */
+  harnesses?: Pick<HarnessAvailability, "require"> | null;
+  /** Keeps the logs of failed sessions (null: they go with the session folder). */
+  failedSessions?: FailedSessionKeeper | null;
   /** Stage change: sends `progress`, re-evaluates credit. */
   onStage(status: "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN"): void;
 }
@@ -83,6 +92,8 @@ export interface PipelineOutcome {
   records: CompletionRecord[];
   /** ms from the run slot's grant to the harness's first command (the warm pool's point). */
   runStartMs: number | null;
+  /** Where the logs of a failed session were kept (null: not kept). */
+  keptLogs: string | null;
 }
 
 const now = () => performance.now();
@@ -95,7 +106,10 @@ export function agentTimeoutMs(metadata: Record<string, unknown>): number | null
   const v = metadata.agent_timeout;
   if (v === undefined || v === null) return null;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
-    throw new SessionFailure("agent", "metadata.agent_timeout: must be a positive finite number of seconds");
+    throw new SessionFailure(
+      "configuration",
+      "metadata.agent_timeout: must be a positive finite number of seconds",
+    );
   return v * 1000;
 }
 
@@ -154,6 +168,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   let deadline = Number.POSITIVE_INFINITY;
   let sessionOpen = false;
   let runStartMs: number | null = null;
+  let keptLogs: string | null = null;
   const held = { init: false, ready: false, run: false };
   const spec: RuntimeSpec = a.runtime ?? deps.defaultRuntime ?? RuntimeSpecSchema.parse({});
   const ctxFor = (name: string): RuntimeContext => ({
@@ -168,7 +183,31 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
 
   try {
     s.stage = "queued";
-    await pools.init.acquire(signal, a.dispatch_priority);
+    // Join the INIT queue first (synchronously: credit accounting counts queued sessions), then
+    // check the task's configuration while queued: a task that cannot run here (a module path that
+    // does not load, a harness this host lacks) fails at once, without waiting for an INIT slot
+    // or spending any of its budget.
+    const leaveQueue = new AbortController();
+    const initSlot = pools.init.acquire(AbortSignal.any([signal, leaveQueue.signal]), a.dispatch_priority);
+    initSlot.catch(() => {}); // awaited below; a cancel meanwhile must not count as unhandled
+    let harness: Awaited<ReturnType<typeof resolveHarness>>;
+    let agentMs: number | null;
+    try {
+      builder = await resolveBuilder(a.builder.strategy);
+      agentMs = agentTimeoutMs(a.metadata);
+      evaluator = await resolveEvaluator(a.evaluator);
+      harness = await resolveHarness(a.agent);
+      deps.harnesses?.require(a.agent, spec, deps.nodeId);
+    } catch (err) {
+      leaveQueue.abort(err);
+      // Granted before the abort: give the slot back.
+      await initSlot.then(
+        () => pools.init.release(),
+        () => {},
+      );
+      throw err;
+    }
+    await initSlot;
     held.init = true;
     const initStart = now();
     timing.queued_ms = initStart - started;
@@ -185,11 +224,8 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     s.stage = "init";
     deps.onStage("INITIALIZING");
     try {
-      builder = resolveBuilder(a.builder.strategy);
-      const agentMs = agentTimeoutMs(a.metadata);
-      evaluator = await resolveEvaluator(a.evaluator);
-      const harness = await resolveHarness(a.agent);
       runtime = await createRuntime(spec, ctxFor(a.session_id));
+      runtime = storageBounded(runtime, spec);
       await runtime.start(signal);
       await runPrepare(runtime, spec.prepare, { ...runtime.baseEnv(), ...spec.env }, signal);
       // READY never exceeds its target: take a READY slot before giving INIT back.
@@ -298,12 +334,15 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     // Evaluators see the session's outcome on the trajectory (session_completed reads it).
     trajectory = stamp(trajectory, status, error, {});
     const before = status;
-    // Judge what really ran: not infra failures or cancels. A timed-out session's partial work is
-    // graded too, within what is left of its budget or a grace period.
+    // Judge what really ran: not infra or configuration failures (never scored) or cancels. A
+    // timed-out session's partial work is graded too, within what is left of its budget or a grace.
     const judge =
       evaluator &&
       runtime &&
       error?.kind !== "infra" &&
+      error?.kind !== "configuration" &&
+      // A session over its storage limit is full: grading would only be refused or fail.
+      !(runtime as Partial<StorageLimited>).storageExceeded &&
       status !== "CANCELLED" &&
       !s.evalAbort.signal.aborted;
     if (judge && a.evaluator) {
@@ -382,6 +421,14 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     if (sessionOpen) deps.proxy.closeSession(a.session_id);
     const keep = { keep: deps.keepWorkspaces };
     const evalRt = evalRuntime ? await (evalRuntime as Promise<Runtime | null>).catch(() => null) : null;
+    // A failure's logs outlive its folder (bounded); with keep_workspaces the whole folder stays.
+    if (status !== "COMPLETED" && status !== "CANCELLED" && !deps.keepWorkspaces && deps.failedSessions) {
+      const sources: LogSource[] = [];
+      if (runtime) sources.push({ logsDir: runtime.logsDir, as: "logs" });
+      if (evalRt) sources.push({ logsDir: evalRt.logsDir, as: "eval-logs" });
+      // Nothing ran without a runtime (e.g. a configuration error): the error says it all.
+      if (sources.length) keptLogs = await deps.failedSessions.keepLogs(a.session_id, a.attempt, sources);
+    }
     await Promise.all(
       [runtime, evalRt].map((rt) =>
         rt?.teardown(keep).catch((err: unknown) => {
@@ -400,33 +447,54 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       node_id: deps.nodeId,
       ...(timeout ?? {}),
       ...(agentResult ? { agent_result: agentResult } : {}),
+      ...(keptLogs ? { kept_logs: keptLogs } : {}),
       gateway_timing: { run_start_ms: runStartMs },
     },
   };
-  return {
-    result: {
-      session_id: a.session_id,
-      task_id: a.task_id,
-      batch_id: a.batch_id,
-      status,
-      reward,
-      trajectory,
-      timing,
-      node_id: deps.nodeId,
-      attempt: a.attempt,
-      error,
-      metadata: a.metadata,
-    },
-    records,
-    runStartMs,
+  const result: SessionResult = {
+    session_id: a.session_id,
+    task_id: a.task_id,
+    batch_id: a.batch_id,
+    status,
+    reward,
+    trajectory,
+    timing,
+    node_id: deps.nodeId,
+    attempt: a.attempt,
+    error,
+    metadata: a.metadata,
   };
+  if (keptLogs) await deps.failedSessions?.writeSummary(keptLogs, result);
+  return { result, records, runStartMs, keptLogs };
 }
 
-function resolveBuilder(strategy: string): TrajectoryBuilder {
+/**
+ * The runtime with `runtime.storage_mb` enforced (see `runtime/storage.ts`); a runtime that cannot
+ * measure its storage refuses the task as a configuration error naming the field and the runtime.
+ */
+function storageBounded(rt: Runtime, spec: RuntimeSpec): Runtime {
+  if (spec.storage_mb === undefined) return rt;
+  if (!rt.storageBytes) {
+    const which = spec.import_path
+      ? `custom runtime '${spec.import_path}' (runtime.import_path)`
+      : `'${rt.backend}' runtime`;
+    throw new SessionFailure(
+      "configuration",
+      `runtime.storage_mb: the ${which} cannot enforce it (it has no storageBytes()); drop runtime.storage_mb or use a runtime that measures its storage`,
+    );
+  }
+  return limitStorage(rt, spec.storage_mb);
+}
+
+/** The task's builder: a built-in, or a module path loaded here (a failure is the task's configuration). */
+async function resolveBuilder(strategy: string): Promise<TrajectoryBuilder> {
   try {
-    return getBuilder(strategy);
+    return isModulePath(strategy) ? await loadBuilder(strategy) : getBuilder(strategy);
   } catch (err) {
-    throw new SessionFailure("infra", `builder.strategy: ${messageOf(err)}`);
+    throw new SessionFailure(
+      "configuration",
+      `builder.strategy: cannot load '${strategy}': ${messageOf(err)}`,
+    );
   }
 }
 
@@ -471,8 +539,9 @@ async function prewarmEvalRuntime(
   ctx: RuntimeContext,
   signal: AbortSignal,
 ): Promise<Runtime> {
-  const rt = await createRuntime(spec, ctx);
+  let rt = await createRuntime(spec, ctx);
   try {
+    rt = storageBounded(rt, spec);
     await rt.start(signal);
     await runPrepare(
       rt,

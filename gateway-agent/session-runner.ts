@@ -61,6 +61,10 @@ export interface SessionRunnerOptions {
   logger: GatewayLogger;
   /** Sends a message to the control plane; false when the socket is down (the message is dropped). */
   send(message: GatewayMessage): boolean;
+  /** Preset availability on this host (null: not checked). */
+  harnesses?: PipelineDeps["harnesses"];
+  /** Keeps the logs of failed sessions (null: not kept). */
+  failedSessions?: PipelineDeps["failedSessions"];
   /** Called with every finished session (metrics). */
   onFinished?(result: SessionResult, runStartMs: number | null): void;
 }
@@ -320,6 +324,8 @@ export class SessionRunner {
         defaultRuntime: o.defaultRuntime ?? null,
         proxy: session.proxy,
         logger: o.logger,
+        harnesses: o.harnesses ?? null,
+        failedSessions: o.failedSessions ?? null,
         onStage: (status) => this.progress(s, status),
       });
     } finally {
@@ -330,8 +336,20 @@ export class SessionRunner {
       const t = outcome.result.trajectory;
       outcome.result.trajectory = { ...t, metadata: { ...t.metadata, bridge_verdicts: verdicts } };
     }
-    o.onFinished?.(outcome.result, outcome.runStartMs);
-    await this.report(s.leaseId, outcome.result, outcome.records);
+    const r = outcome.result;
+    if (r.status === "ERROR" || r.status === "TIMEOUT") {
+      // The operator's one line per failure (the control plane has the full result).
+      o.logger.warn("session failed", {
+        session_id: r.session_id,
+        status: r.status,
+        kind: r.error?.kind,
+        error: r.error?.message,
+        attempt: r.attempt,
+        ...(outcome.keptLogs ? { logs: outcome.keptLogs } : {}),
+      });
+    }
+    o.onFinished?.(r, outcome.runStartMs);
+    await this.report(s.leaseId, r, outcome.records);
   }
 
   /** Uploads artifacts, journals, sends, and hands freed capacity back as credit. */

@@ -69,6 +69,7 @@ export const Topology = z.strictObject({
     queue: Identifier.default("default"),
     work_root: z.string().min(1).optional(),
     keep_workspaces: z.boolean().default(false),
+    keep_failed_sessions: z.number().int().min(0).max(100_000).optional(),
     heartbeat_interval_seconds: z.number().positive().optional(),
     completion_persistence: z
       .strictObject({
@@ -257,6 +258,9 @@ export function gatewayOptionsFromTopology(
     maxPostrun: node.max_postrun_workers,
     workRoot: t.gateway.work_root,
     keepWorkspaces: t.gateway.keep_workspaces,
+    ...(t.gateway.keep_failed_sessions !== undefined
+      ? { keepFailedSessions: t.gateway.keep_failed_sessions }
+      : {}),
     defaultRuntime: node.default_runtime,
     ...tokenMode,
     ...(node.inference.request_timeout_seconds

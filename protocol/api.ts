@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { EvaluationCounts } from "./evaluation";
-import { SessionResult, SessionStatus } from "./session";
+import { ErrorKind, SessionResult, SessionStatus } from "./session";
 
 /** Error body of every non-2xx response: `{error: {code, message, details?}}`. */
 export const ErrorBody = z.strictObject({
@@ -47,6 +47,11 @@ export const BatchStatusBody = z.strictObject({
   sessions: z.number().int(),
   completed_sessions: z.number().int(),
   counts: z.record(SessionStatus, z.number().int()),
+  /**
+   * Accepted results per `error.kind` (`configuration` = the task names something no gateway could
+   * load or run: fix the task; never retried, never scored).
+   */
+  errors: z.record(ErrorKind, z.number().int()),
   tasks: z.array(TaskProgress),
   /** The same counts over the whole batch. */
   evaluation: EvaluationCounts.optional(),

@@ -9,6 +9,7 @@ export * from "./api";
 export * from "./errors";
 export * from "./evaluation";
 export * from "./limits";
+export * from "./names";
 export * from "./session";
 export * from "./task";
 export * from "./trajectory";

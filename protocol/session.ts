@@ -38,8 +38,14 @@ export function isTerminal(status: SessionStatus): status is TerminalStatus {
   return TerminalStatus.safeParse(status).success;
 }
 
-/** Why a session failed: infra failures are retried, the others are results. */
-export const ErrorKind = z.enum(["infra", "agent", "timeout", "cancelled"]);
+/**
+ * Why a session failed. `infra` (the host or the fleet failed) is retried on another attempt, up
+ * to `max_attempts`; the others are results, never retried. `configuration` is a problem in the
+ * task that only a gateway can detect (a custom module path that does not load, a harness the
+ * host cannot run, a runtime setting the backend cannot enforce): it fails at once, before the
+ * harness runs, and is never scored (reward null).
+ */
+export const ErrorKind = z.enum(["infra", "agent", "configuration", "timeout", "cancelled"]);
 export type ErrorKind = z.infer<typeof ErrorKind>;
 
 export const SessionError = z.strictObject({

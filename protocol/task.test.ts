@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { describeIssues, fieldIssues } from "./errors";
+import { BUILDER_STRATEGIES, EVALUATOR_STRATEGIES, isModulePath, RUNTIME_BACKENDS } from "./names";
 import { AgentSpec, BatchRequest, TaskSpec } from "./task";
 
 const shell = { harness: "shell", custom_shell: { command: "echo {{INSTRUCTION}}" } } as const;
@@ -71,6 +72,55 @@ describe("TaskSpec", () => {
     expect(issues(AgentSpec.safeParse({ harness: "pi", import_path: "m:C" }))).toContain(
       "harness: exactly one of",
     );
+  });
+
+  it("accepts every built-in strategy and backend, and names an unknown one with the accepted list", () => {
+    const base = { task_id: "a", instruction: "x", agent: shell };
+    for (const strategy of EVALUATOR_STRATEGIES)
+      expect(TaskSpec.safeParse({ ...base, evaluator: { strategy } }).success).toBe(true);
+    for (const strategy of BUILDER_STRATEGIES)
+      expect(TaskSpec.safeParse({ ...base, builder: { strategy } }).success).toBe(true);
+    for (const backend of RUNTIME_BACKENDS)
+      expect(TaskSpec.safeParse({ ...base, runtime: { backend, image: "img:1" } }).success).toBe(true);
+    expect(issues(TaskSpec.safeParse({ ...base, evaluator: { strategy: "vibes" } }))).toBe(
+      "evaluator.strategy: 'vibes' is not a built-in strategy (session_completed, test_on_output, harbor, swebench_harness) nor a module path ('./file.mjs:export')",
+    );
+    expect(issues(TaskSpec.safeParse({ ...base, builder: { strategy: "tree" } }))).toContain(
+      "builder.strategy: 'tree' is not a built-in strategy (per_request, prefix_merging, conversation)",
+    );
+    expect(issues(TaskSpec.safeParse({ ...base, runtime: { backend: "k8s" } }))).toContain(
+      "runtime.backend:",
+    );
+    expect(issues(TaskSpec.safeParse({ ...base, agent: { harness: "cursor" } }))).toContain("agent.harness:");
+  });
+
+  it("accepts module paths for strategies: the gateway resolves them", () => {
+    for (const strategy of ["./e.mjs:evaluate", "/opt/e.mjs", "pkg.mod:Class", "../x.js"]) {
+      expect(isModulePath(strategy)).toBe(true);
+      const r = TaskSpec.safeParse({
+        task_id: "a",
+        instruction: "x",
+        agent: shell,
+        evaluator: { strategy },
+        builder: { strategy },
+      });
+      expect(issues(r)).toBe("");
+    }
+    expect(isModulePath("test_on_output")).toBe(false);
+  });
+
+  it("refuses a container backend without an image", () => {
+    const base = { task_id: "a", instruction: "x", agent: shell };
+    expect(issues(TaskSpec.safeParse({ ...base, runtime: { backend: "docker" } }))).toBe(
+      "runtime.image: required for the docker backend",
+    );
+    expect(issues(TaskSpec.safeParse({ ...base, runtime: { backend: "apptainer" } }))).toBe(
+      "runtime.image: required for the apptainer backend",
+    );
+    // A custom runtime decides what it needs.
+    expect(
+      issues(TaskSpec.safeParse({ ...base, runtime: { backend: "docker", import_path: "./r.mjs" } })),
+    ).toBe("");
   });
 
   it("rejects ids that cannot be used in URLs", () => {

@@ -9,6 +9,13 @@
  */
 import { z } from "zod";
 import { LIMITS } from "./limits";
+import {
+  BUILDER_STRATEGIES,
+  EVALUATOR_STRATEGIES,
+  HARNESS_NAMES,
+  RUNTIME_BACKENDS,
+  strategyProblem,
+} from "./names";
 
 /** Identifier used in URLs and storage keys: task ids, batch ids, queue names, node ids. */
 export const Identifier = z
@@ -48,12 +55,18 @@ export const PrepareAction = z.discriminatedUnion("type", [
 ]);
 export type PrepareAction = z.infer<typeof PrepareAction>;
 
+// Checked at submit, not at the gateway: an image-less container task can never run anywhere.
+function needsImage(spec: { backend: string; image?: string; import_path?: string }, ctx: z.RefinementCtx) {
+  if (spec.backend !== "local" && spec.image === undefined && spec.import_path === undefined)
+    ctx.addIssue({ code: "custom", path: ["image"], message: `required for the ${spec.backend} backend` });
+}
+
 /**
  * Where a session runs (upstream `RuntimeSpec`). `local` is a fresh workspace folder on the gateway
  * host; `docker` and `apptainer` are container backends.
  */
-export const RuntimeSpec = z.strictObject({
-  backend: z.enum(["local", "docker", "apptainer"]).default("local"),
+const RuntimeSpecFields = z.strictObject({
+  backend: z.enum(RUNTIME_BACKENDS).default("local"),
   image: z.string().min(1).optional(),
   prepare: z.array(PrepareAction).default([]),
   eval_prepare: z.array(PrepareAction).nullable().default(null),
@@ -69,6 +82,8 @@ export const RuntimeSpec = z.strictObject({
   import_path: z.string().optional(),
   kwargs: JsonObject.default({}),
 });
+/** {@link RuntimeSpecFields} with the cross-field check (a container backend needs an image). */
+export const RuntimeSpec = RuntimeSpecFields.superRefine(needsImage);
 export type RuntimeSpec = z.infer<typeof RuntimeSpec>;
 
 /** A command run inside the runtime (upstream `ExecInput`). */
@@ -88,16 +103,7 @@ export const McpServer = z.strictObject({
 });
 
 /** Known harness presets; `shell` runs `custom_shell.command`. */
-export const HarnessName = z.enum([
-  "shell",
-  "claude_code",
-  "codex",
-  "qwen_code",
-  "opencode",
-  "gemini_cli",
-  "pi",
-  "mini_swe_agent",
-]);
+export const HarnessName = z.enum(HARNESS_NAMES);
 
 /** Which harness runs the task (upstream `AgentSpec`): exactly one of `harness` / `import_path`. */
 export const AgentSpec = z
@@ -128,16 +134,29 @@ export const AgentSpec = z
   });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
+/**
+ * A strategy name that must be one of `known` or a module path (checked at submit: the message
+ * names the field through the issue's path).
+ */
+const strategyName = (known: readonly string[]) =>
+  z
+    .string()
+    .min(1)
+    .superRefine((value, ctx) => {
+      const problem = strategyProblem(value, known);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
+
 /** A named strategy with its configuration (trajectory builders). */
 export const StrategySpec = z.strictObject({
-  strategy: z.string().min(1),
+  strategy: strategyName(BUILDER_STRATEGIES),
   config: JsonObject.default({}),
 });
 export type StrategySpec = z.infer<typeof StrategySpec>;
 
 /** How a session is scored (upstream `EvaluatorSpec`). */
 export const EvaluatorSpec = z.strictObject({
-  strategy: z.string().min(1),
+  strategy: strategyName(EVALUATOR_STRATEGIES),
   config: JsonObject.default({}),
   env: z.record(z.string(), z.string()).default({}),
   refresh_runtime: z.boolean().default(false),

@@ -1,12 +1,15 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
 import { ASK, isResultOf, makeAssign } from "../../gateway-agent/testing/session-fixtures";
 import { loadTopology, parseTopology } from "../../gateway-agent/topology";
+import { WIRE_VERSION } from "../../protocol";
 import { type SimEngineHandle, startSimEngine } from "../../sim/server";
 import { UsageError } from "../usage-error";
+import { REPO_ROOT } from "../wrangler-dev";
 import { resolveServeGatewayOptions, startServeGateway } from "./serve-gateway";
 
 const TOKEN = "topology-test-token";
@@ -315,5 +318,69 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
       node_id: "topo-node",
       component: "gateway",
     });
+  });
+});
+
+describe("polar serve_gateway refused by the control plane", { timeout: 60_000 }, () => {
+  /** The real command as a child process, against `cpUrl`; resolves with how it ended. */
+  function serve(cpUrl: string, token: string, nodeId: string) {
+    return execa(
+      process.execPath,
+      [
+        path.join(REPO_ROOT, "bin", "polar.mjs"),
+        "serve_gateway",
+        "--control-plane",
+        cpUrl,
+        "--node-id",
+        nodeId,
+        "--engine-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--work-root",
+        path.join(scratch, `work-${nodeId}`),
+      ],
+      { cwd: REPO_ROOT, env: { POLAR_GATEWAY_TOKEN: token, NO_COLOR: "1" }, reject: false, timeout: 45_000 },
+    );
+  }
+
+  it("exits 78 naming the cause and the fix on a token the control plane does not accept (HTTP 401)", async () => {
+    const cp = await startFakeControlPlane({ token: TOKEN });
+    try {
+      const run = await serve(cp.url, "not-the-token", "gpu-401");
+      expect(run.exitCode).toBe(78);
+      expect(run.stderr).toContain("polar: the control plane refused this gateway for good: HTTP 401");
+      expect(run.stderr).toContain("Fix: set POLAR_GATEWAY_TOKEN");
+      expect(cp.upgrades).toHaveLength(1); // no retry loop
+    } finally {
+      await cp.close();
+    }
+  });
+
+  it("exits 78 on close 4403 (a per-gateway token of another node), with the control plane's words", async () => {
+    const cp = await startFakeControlPlane({ token: TOKEN });
+    try {
+      const run = serve(cp.url, TOKEN, "gpu-b");
+      // What the dispatcher does with a token bound to gpu-a (control-plane/queue/queue-do.ts).
+      await cp.waitFor((m) => m.type === "hello");
+      cp.send({
+        v: WIRE_VERSION,
+        type: "error",
+        code: "node_id_mismatch",
+        message: "this token belongs to node 'gpu-a', not 'gpu-b'",
+      });
+      cp.closeWith(4403, "node_id_mismatch");
+      const done = await run;
+      expect(done.exitCode).toBe(78);
+      expect(done.stderr).toContain(
+        "polar: the control plane refused this gateway for good: close 4403 (its token belongs to another node): node_id_mismatch: this token belongs to node 'gpu-a', not 'gpu-b'. Fix: start the gateway with the --node-id",
+      );
+      // Logged at error level too (text logs without -c).
+      expect(done.stderr).toMatch(
+        /\[gateway\] control plane refused this gateway for good; not reconnecting/,
+      );
+    } finally {
+      await cp.close();
+    }
   });
 });

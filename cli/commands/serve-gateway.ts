@@ -4,7 +4,13 @@
  *
  * @module
  */
-import { type Gateway, type GatewayOptions, jsonLogger, startGateway } from "../../gateway-agent";
+import {
+  type Gateway,
+  type GatewayOptions,
+  type GatewayRefusedError,
+  jsonLogger,
+  startGateway,
+} from "../../gateway-agent";
 import { gatewayOptionsFromTopology, loadTopology, TopologyError } from "../../gateway-agent/topology";
 import { ENGINE_NAMES } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/token-mode";
@@ -25,6 +31,8 @@ export interface ServeGatewayOptions {
   maxPostrun?: number;
   workRoot?: string;
   keepWorkspaces?: boolean;
+  /** Failed sessions whose logs are kept under `work_root/failed/` (0 = none). */
+  keepFailedSessions?: number;
   /** Operator HTTP port (`/health`, `/metrics`); 0 = any free port. */
   httpPort?: number;
   httpHost?: string;
@@ -110,6 +118,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.maxPostrun !== undefined ? { maxPostrun: opts.maxPostrun } : {}),
     ...(opts.workRoot !== undefined ? { workRoot: opts.workRoot } : {}),
     ...(opts.keepWorkspaces ? { keepWorkspaces: true } : {}),
+    ...(opts.keepFailedSessions !== undefined ? { keepFailedSessions: opts.keepFailedSessions } : {}),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),
@@ -148,7 +157,9 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
 }
 
 /**
- * Runs the gateway until SIGINT/SIGTERM; then stops taking work and closes the connection.
+ * Runs the gateway until SIGINT/SIGTERM (then it stops taking work and closes the connection), or
+ * until the control plane refuses it for good: then it throws the {@link GatewayRefusedError}
+ * (the CLI prints it and exits with its `exitCode`, 78).
  *
  * @example
  * ```ts
@@ -156,7 +167,10 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
  * ```
  */
 export async function runServeGateway(opts: ServeGatewayOptions): Promise<void> {
-  await startServeGateway(opts);
+  const gateway = await startServeGateway(opts);
+  const refusal = await gateway.refused;
+  await gateway.stop();
+  throw refusal;
 }
 
 /**

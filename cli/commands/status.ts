@@ -22,6 +22,12 @@ export async function runStatus(batchId: string, opts: StatusOptions): Promise<v
   console.log(
     `batch ${status.batch_id} (${status.queue}): ${status.status}, ${status.completed_sessions}/${status.sessions} sessions done`,
   );
+  const errors = Object.entries(status.errors ?? {}).filter(([, n]) => n > 0);
+  if (errors.length) console.log(`errors by kind: ${errors.map(([k, n]) => `${k}=${n}`).join(" ")}`);
+  if ((status.errors?.configuration ?? 0) > 0)
+    console.log(
+      "configuration errors are problems in the task (see each result's error.message); retrying will not help",
+    );
   console.log(
     table(
       ["task", "samples", "counts"],

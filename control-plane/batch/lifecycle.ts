@@ -12,7 +12,7 @@
 import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
 import type { ArtifactRef, ErrorKind, SessionResult, TaskSpec, TerminalStatus } from "../../protocol";
 import * as schema from "./schema";
-import { type BatchDb, bumpCounter, RESULT_CHUNK_CHARS, splitText } from "./store";
+import { type BatchDb, bumpCounter, bumpErrorKind, RESULT_CHUNK_CHARS, splitText } from "./store";
 import { queuedAtOf, queueTimeoutPassed, queueWaitMs, waitingTimerAt } from "./waiting";
 
 /** SQL filter of sessions that have not ended yet. */
@@ -125,6 +125,7 @@ export function recordResult(
   pieces.forEach((data, chunkIndex) => {
     db.insert(schema.resultChunks).values({ seq: inserted.seq, chunkIndex, data }).run();
   });
+  if (result.error) bumpErrorKind(db, result.error.kind);
   db.update(schema.sessions)
     .set({
       status: result.status,

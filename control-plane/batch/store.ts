@@ -10,6 +10,7 @@ import type { DrizzleSqliteDODatabase } from "drizzle-orm/durable-sqlite";
 import {
   type BatchRequest,
   type BatchStatusBody,
+  ErrorKind,
   isTerminal,
   SessionStatus,
   type TaskProgress,
@@ -187,8 +188,42 @@ export function batchStatus(db: BatchDb): BatchStatusBody | null {
     sessions,
     completed_sessions: finished,
     counts: total,
+    errors: readErrorKinds(db),
     tasks,
   };
+}
+
+/** Counter name under which accepted results with error kind `kind` are counted. */
+const errorKindCounter = (kind: ErrorKind) => `error_kind:${kind}`;
+
+/**
+ * Counts one accepted result that ended with error kind `kind` (shown as `errors` in the batch
+ * status, so e.g. configuration errors are visible without reading every result).
+ *
+ * @example
+ * ```ts
+ * bumpErrorKind(db, "configuration");
+ * ```
+ */
+export function bumpErrorKind(db: BatchDb, kind: ErrorKind): void {
+  db.insert(schema.counters)
+    .values({ name: errorKindCounter(kind), value: 1 })
+    .onConflictDoUpdate({ target: schema.counters.name, set: { value: sql`${schema.counters.value} + 1` } })
+    .run();
+}
+
+/** Accepted results per error kind, zero for kinds never seen. */
+function readErrorKinds(db: BatchDb): Record<ErrorKind, number> {
+  const out = {} as Record<ErrorKind, number>;
+  for (const kind of ErrorKind.options) {
+    out[kind] =
+      db
+        .select()
+        .from(schema.counters)
+        .where(eq(schema.counters.name, errorKindCounter(kind)))
+        .get()?.value ?? 0;
+  }
+  return out;
 }
 
 /**

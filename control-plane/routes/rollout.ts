@@ -7,7 +7,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { LIMITS, type SessionResult } from "../../protocol";
+import { type BatchStatusBody, LIMITS, type SessionResult } from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { requireRole } from "../auth";
 import { ApiError } from "../errors";
@@ -63,6 +63,22 @@ rolloutRoutes.post("/task/submit", async (c) => {
   return c.json({ task_id: taskId, status: "running" });
 });
 
+/**
+ * Upstream's task state of a batch: `cancelled`, `running`, `completed`, or `failed` when it
+ * finished and any session ended with a `configuration` error (upstream's `failed` means the task
+ * itself could not run; such a group is also not a full group to train on).
+ *
+ * @example
+ * ```ts
+ * rolloutState(await stub.status()); // "completed"
+ * ```
+ */
+export function rolloutState(status: BatchStatusBody): "cancelled" | "running" | "completed" | "failed" {
+  if (status.cancelled_at) return "cancelled";
+  if (status.status !== "completed") return "running";
+  return status.errors.configuration > 0 ? "failed" : "completed";
+}
+
 /** Upstream `TaskStatus` of one task. */
 async function taskStatus(env: Env, taskId: string) {
   const batchId = rolloutBatchId(taskId);
@@ -77,7 +93,7 @@ async function taskStatus(env: Env, taskId: string) {
     for (const item of await sequencedResults(env.TRAJECTORIES, page.results)) results.push(item);
     after = page.next;
   }
-  const state = status.cancelled_at ? "cancelled" : status.status === "completed" ? "completed" : "running";
+  const state = rolloutState(status);
   const parsed = results.map((r) => (JSON.parse(r) as { result: SessionResult }).result);
   return {
     task_id: taskId,
@@ -121,7 +137,7 @@ rolloutRoutes.get("/status", async (c) => {
   await Promise.all(
     batches.map(async (b) => {
       const s = await c.env.BATCH.getByName(b.batch_id).status();
-      if (s) tasks[b.batch_id.slice(ROLLOUT_PREFIX.length)] = s.cancelled_at ? "cancelled" : s.status;
+      if (s) tasks[b.batch_id.slice(ROLLOUT_PREFIX.length)] = rolloutState(s);
     }),
   );
   const queues = dispatchersOf(await registry.listQueues(), c.env.POLAR_QUEUE_SHARDS);

@@ -54,7 +54,7 @@ export function secondsOf(config: Record<string, unknown>, key: string, d: numbe
   const v = config[key];
   if (v === undefined) return d * 1000;
   if (typeof v !== "number" || !(v > 0))
-    throw new SessionFailure("agent", `evaluator.config.${key}: must be a positive number`);
+    throw new SessionFailure("configuration", `evaluator.config.${key}: must be a positive number`);
   return v * 1000;
 }
 

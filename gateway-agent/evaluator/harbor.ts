@@ -48,7 +48,7 @@ const str = (config: Record<string, unknown>, key: string, d: string | undefined
   const v = config[key];
   if (v === undefined) return d;
   if (typeof v !== "string" || !v)
-    throw new SessionFailure("agent", `evaluator.config.${key}: must be a non-empty string`);
+    throw new SessionFailure("configuration", `evaluator.config.${key}: must be a non-empty string`);
   return v;
 };
 
@@ -62,7 +62,7 @@ export const harbor: Evaluator = async (ctx) => {
   const runtime = ctx.runtime;
   if (!runtime) throw new SessionFailure("infra", "no live runtime to verify in");
   const testsDir = str(ctx.config, "tests_dir", undefined);
-  if (!testsDir) throw new SessionFailure("agent", "evaluator.config.tests_dir: required");
+  if (!testsDir) throw new SessionFailure("configuration", "evaluator.config.tests_dir: required");
   const local = runtime.backend === "local";
   const testsTarget = str(
     ctx.config,

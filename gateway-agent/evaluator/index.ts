@@ -4,7 +4,12 @@
  *
  * @module
  */
-import type { EvaluatorSpec } from "../../protocol";
+import {
+  EVALUATOR_STRATEGIES,
+  type EvaluatorSpec,
+  type EvaluatorStrategy,
+  isModulePath,
+} from "../../protocol";
 import { SessionFailure } from "../errors";
 import { importByPath } from "../runtime";
 import { harbor } from "./harbor";
@@ -22,24 +27,25 @@ export * from "./swebench";
 export { testOnOutput } from "./test-on-output";
 export type { EvalContext, EvalResult, Evaluator } from "./types";
 
-const EVALUATORS: ReadonlyMap<string, Evaluator> = new Map([
-  ["session_completed", sessionCompleted],
-  ["test_on_output", testOnOutput],
-  ["harbor", harbor],
-  ["swebench_harness", swebenchHarness],
-]);
+// Typed against the shared list: a strategy the control plane accepts always has an evaluator here.
+const BUILTIN: Record<EvaluatorStrategy, Evaluator> = {
+  session_completed: sessionCompleted,
+  test_on_output: testOnOutput,
+  harbor,
+  swebench_harness: swebenchHarness,
+};
+const EVALUATORS: ReadonlyMap<string, Evaluator> = new Map(Object.entries(BUILTIN));
 
-/** Built-in strategy names. */
-export const EVALUATOR_NAMES: readonly string[] = [...EVALUATORS.keys()];
+/** Built-in strategy names (the shared list of `protocol/names.ts`). */
+export const EVALUATOR_NAMES: readonly string[] = EVALUATOR_STRATEGIES;
 
 /** Without an evaluator the reward is null: nothing judged the session. */
 const noEvaluator: Evaluator = async () => ({ outcome_reward: null, metadata: {} });
 
-const isModulePath = (s: string) => s.includes(":") || s.startsWith(".") || s.startsWith("/");
-
 /**
- * The evaluator of a task's `EvaluatorSpec` (null → reward null). An unknown strategy is an
- * `infra` failure naming it.
+ * The evaluator of a task's `EvaluatorSpec` (null → reward null). A module path that does not load
+ * and a name that is neither built in nor a module path (the control plane refuses those at
+ * submit) are `configuration` failures naming the field.
  *
  * @example
  * ```ts
@@ -54,7 +60,7 @@ export async function resolveEvaluator(spec: EvaluatorSpec | null): Promise<Eval
     return (await importByPath(spec.strategy, "evaluator.strategy")) as unknown as Evaluator;
   }
   throw new SessionFailure(
-    "infra",
+    "configuration",
     `evaluator.strategy: '${spec.strategy}' is unknown (known: ${EVALUATOR_NAMES.join(", ")}, or a module path 'file.mjs:export')`,
   );
 }

@@ -85,11 +85,11 @@ export function stringListOf(value: unknown, field: string): string[] {
     try {
       v = JSON.parse(v);
     } catch {
-      throw new SessionFailure("agent", `${field}: not a JSON list`);
+      throw new SessionFailure("configuration", `${field}: not a JSON list`);
     }
   }
   if (!Array.isArray(v) || v.some((x) => typeof x !== "string"))
-    throw new SessionFailure("agent", `${field}: must be a list of strings`);
+    throw new SessionFailure("configuration", `${field}: must be a list of strings`);
   return v as string[];
 }
 
@@ -107,14 +107,14 @@ export function patchConfig(config: Record<string, unknown>, defaultRepoDir: str
     const v = config[k];
     if (v === undefined) return d;
     if (typeof v !== "string" || !v)
-      throw new SessionFailure("agent", `evaluator.config.${k}: must be a non-empty string`);
+      throw new SessionFailure("configuration", `evaluator.config.${k}: must be a non-empty string`);
     return v;
   };
   const num = (k: string, d: number) => {
     const v = config[k];
     if (v === undefined) return d;
     if (typeof v !== "number" || !(v > 0))
-      throw new SessionFailure("agent", `evaluator.config.${k}: must be a positive number`);
+      throw new SessionFailure("configuration", `evaluator.config.${k}: must be a positive number`);
     return v;
   };
   return {

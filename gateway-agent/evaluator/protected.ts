@@ -118,10 +118,16 @@ export function commandPaths(command: string, baseFiles: readonly string[]): str
 export function protectedRules(config: Record<string, unknown>, extra: readonly string[]): ProtectedRules {
   const action = config.on_protected_change ?? "revert";
   if (action !== "revert" && action !== "zero" && action !== "fail")
-    throw new SessionFailure("agent", "evaluator.config.on_protected_change: must be revert, zero or fail");
+    throw new SessionFailure(
+      "configuration",
+      "evaluator.config.on_protected_change: must be revert, zero or fail",
+    );
   const defaults = config.default_protected_paths ?? true;
   if (typeof defaults !== "boolean")
-    throw new SessionFailure("agent", "evaluator.config.default_protected_paths: must be true or false");
+    throw new SessionFailure(
+      "configuration",
+      "evaluator.config.default_protected_paths: must be true or false",
+    );
   const listed =
     config.protected_paths === undefined
       ? []

@@ -33,12 +33,12 @@ export interface SwebenchInstance {
 /** Validates a raw dataset row; errors name the key. */
 export function parseInstance(raw: unknown): SwebenchInstance {
   if (!raw || typeof raw !== "object")
-    throw new SessionFailure("agent", "evaluator.config.instance: required object");
+    throw new SessionFailure("configuration", "evaluator.config.instance: required object");
   const r = raw as Record<string, unknown>;
   const s = (k: string) => {
     const v = r[k];
     if (typeof v !== "string" || !v)
-      throw new SessionFailure("agent", `evaluator.config.instance.${k}: required string`);
+      throw new SessionFailure("configuration", `evaluator.config.instance.${k}: required string`);
     return v;
   };
   return {
@@ -218,7 +218,7 @@ export const swebenchHarness: Evaluator = async (ctx) => {
   const inst = parseInstance(ctx.config.instance);
   const testCmd = ctx.config.test_cmd;
   if (testCmd !== undefined && (typeof testCmd !== "string" || !testCmd))
-    throw new SessionFailure("agent", "evaluator.config.test_cmd: must be a non-empty string");
+    throw new SessionFailure("configuration", "evaluator.config.test_cmd: must be a non-empty string");
   const timeout = secondsOf(ctx.config, "test_timeout", 1800);
   // The test patch's files are the instance's tests: protected (the eval script also resets them).
   const prepared = await prepareGrading(ctx, { repo_dir: "/testbed", base_commit: inst.base_commit }, () =>

@@ -35,11 +35,14 @@ function expectedMap(value: unknown): Record<string, string> {
     try {
       v = JSON.parse(v);
     } catch {
-      throw new SessionFailure("agent", "evaluator.config.expected_output_json: not valid JSON");
+      throw new SessionFailure("configuration", "evaluator.config.expected_output_json: not valid JSON");
     }
   }
   if (!v || typeof v !== "object" || Array.isArray(v) || Object.values(v).some((x) => typeof x !== "string"))
-    throw new SessionFailure("agent", "evaluator.config.expected_output_json: must map test ids to statuses");
+    throw new SessionFailure(
+      "configuration",
+      "evaluator.config.expected_output_json: must map test ids to statuses",
+    );
   return v as Record<string, string>;
 }
 
@@ -57,7 +60,7 @@ export type ReportMode = "junit" | "status_lines";
 export function reportMode(config: Record<string, unknown>, testCommand: string): ReportMode {
   const mode = config.report ?? "junit";
   if (mode !== "junit" && mode !== "status_lines")
-    throw new SessionFailure("agent", "evaluator.config.report: must be junit or status_lines");
+    throw new SessionFailure("configuration", "evaluator.config.report: must be junit or status_lines");
   if (mode === "junit" && !testCommand.includes(REPORT_PLACEHOLDER))
     throw new SessionFailure(
       "agent",
@@ -75,7 +78,7 @@ export function reportMode(config: Record<string, unknown>, testCommand: string)
 export const testOnOutput: Evaluator = async (ctx) => {
   const testCommand = ctx.config.test_command;
   if (typeof testCommand !== "string" || !testCommand)
-    throw new SessionFailure("agent", "evaluator.config.test_command: required");
+    throw new SessionFailure("configuration", "evaluator.config.test_command: required");
   const expected = expectedMap(ctx.config.expected_output_json);
   const testTimeout = secondsOf(ctx.config, "test_timeout", 1200);
   const mode = reportMode(ctx.config, testCommand);

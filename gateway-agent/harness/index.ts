@@ -4,13 +4,14 @@
  *
  * @module
  */
-import type { AgentSpec } from "../../protocol";
+import { type AgentSpec, HARNESS_NAMES, type HarnessNameValue } from "../../protocol";
 import { messageOf, SessionFailure } from "../errors";
 import { importByPath } from "../runtime";
 import type { Harness } from "./plan";
 import { PRESETS } from "./presets";
 import { shellHarness } from "./shell";
 
+export { HarnessAvailability, type HarnessCheck } from "./availability";
 export { baseEnv, HARNESS_DIR_ENV, harnessDir, INHERITED_ENV } from "./env";
 export * from "./plan";
 export {
@@ -23,16 +24,16 @@ export {
 } from "./presets";
 export { INSTRUCTION_PLACEHOLDER, renderShellCommand, shellHarness } from "./shell";
 
-const HARNESSES: ReadonlyMap<string, Harness> = new Map<string, Harness>([
-  ["shell", shellHarness],
-  ...Object.entries(PRESETS),
-]);
+// Typed against the shared list: every name the control plane accepts has a harness here.
+const BUILTIN: Record<HarnessNameValue, Harness> = { shell: shellHarness, ...PRESETS };
+const HARNESSES: ReadonlyMap<string, Harness> = new Map(Object.entries(BUILTIN));
 
-/** Harness names this gateway advertises in `hello`. */
-export const SUPPORTED_HARNESSES: readonly string[] = [...HARNESSES.keys()];
+/** Harness names this gateway knows (the shared list of `protocol/names.ts`). */
+export const SUPPORTED_HARNESSES: readonly string[] = HARNESS_NAMES;
 
 /**
- * The harness of an `AgentSpec`. An unknown name or a failing import is an `infra` failure naming it.
+ * The harness of an `AgentSpec`. An unknown name or a failing import is a `configuration` failure
+ * naming the field.
  *
  * @example
  * ```ts
@@ -47,7 +48,7 @@ export async function resolveHarness(agent: AgentSpec): Promise<Harness> {
       try {
         return fn(ctx);
       } catch (err) {
-        throw new SessionFailure("agent", `agent.import_path: harness threw: ${messageOf(err)}`);
+        throw new SessionFailure("configuration", `agent.import_path: harness threw: ${messageOf(err)}`);
       }
     };
   }
@@ -55,7 +56,7 @@ export async function resolveHarness(agent: AgentSpec): Promise<Harness> {
   const harness = HARNESSES.get(name);
   if (!harness) {
     throw new SessionFailure(
-      "infra",
+      "configuration",
       `agent.harness: '${name}' is not supported by this gateway (supported: ${SUPPORTED_HARNESSES.join(", ")})`,
     );
   }

@@ -97,7 +97,7 @@ function setting<T>(
 ): T | undefined {
   const value = agent.settings[key];
   if (value === undefined) return undefined;
-  if (!check(value)) throw new SessionFailure("agent", `agent.settings.${key}: must be ${what}`);
+  if (!check(value)) throw new SessionFailure("configuration", `agent.settings.${key}: must be ${what}`);
   return value;
 }
 const isString = (v: unknown): v is string => typeof v === "string" && v.length > 0;
@@ -108,7 +108,7 @@ const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x)
 function common(name: PresetName, agent: AgentSpec): CommonSettings {
   const version = setting(agent, "version", isString, "a version string") ?? PRESET_PACKAGES[name].version;
   if (!/^[0-9A-Za-z.+-]+$/.test(version))
-    throw new SessionFailure("agent", `agent.settings.version: '${version}' is not a plain version`);
+    throw new SessionFailure("configuration", `agent.settings.version: '${version}' is not a plain version`);
   return {
     version,
     install: setting(agent, "install", isBool, "true or false") ?? true,
@@ -135,11 +135,14 @@ export function installCommand(name: PresetName, version: string): string {
 
 function noMcp(name: string, agent: AgentSpec): void {
   if (agent.mcp_servers.length > 0)
-    throw new SessionFailure("agent", `agent.mcp_servers: harness '${name}' does not support MCP servers`);
+    throw new SessionFailure(
+      "configuration",
+      `agent.mcp_servers: harness '${name}' does not support MCP servers`,
+    );
 }
 function noSkills(name: string, agent: AgentSpec): void {
   if (agent.skills_path !== undefined)
-    throw new SessionFailure("agent", `agent.skills_path: harness '${name}' does not support skills`);
+    throw new SessionFailure("configuration", `agent.skills_path: harness '${name}' does not support skills`);
 }
 
 /** MCP servers in the `mcpServers` JSON shape shared by Claude Code, Qwen Code and Gemini CLI. */
@@ -148,11 +151,14 @@ function mcpJson(agent: AgentSpec, httpKey: "url" | "httpUrl"): Record<string, u
   for (const s of agent.mcp_servers) {
     if (s.transport === "stdio") {
       if (!s.command)
-        throw new SessionFailure("agent", `agent.mcp_servers.${s.name}.command: required for stdio`);
+        throw new SessionFailure("configuration", `agent.mcp_servers.${s.name}.command: required for stdio`);
       servers[s.name] = { command: s.command, args: s.args };
     } else {
       if (!s.url)
-        throw new SessionFailure("agent", `agent.mcp_servers.${s.name}.url: required for ${s.transport}`);
+        throw new SessionFailure(
+          "configuration",
+          `agent.mcp_servers.${s.name}.url: required for ${s.transport}`,
+        );
       servers[s.name] =
         s.transport === "sse" ? { type: "sse", url: s.url } : { type: "http", [httpKey]: s.url };
     }
@@ -241,12 +247,15 @@ const codex: Harness = (ctx) => {
     for (const m of agent.mcp_servers) {
       if (m.transport === "stdio") {
         if (!m.command)
-          throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.command: required for stdio`);
+          throw new SessionFailure(
+            "configuration",
+            `agent.mcp_servers.${m.name}.command: required for stdio`,
+          );
         servers[m.name] = { command: m.command, args: m.args };
       } else if (m.transport === "streamable-http" && m.url) servers[m.name] = { url: m.url };
       else
         throw new SessionFailure(
-          "agent",
+          "configuration",
           `agent.mcp_servers.${m.name}: codex supports stdio and streamable-http`,
         );
     }
@@ -306,11 +315,14 @@ const opencode: Harness = (ctx) => {
   for (const m of agent.mcp_servers) {
     if (m.transport === "stdio") {
       if (!m.command)
-        throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.command: required for stdio`);
+        throw new SessionFailure("configuration", `agent.mcp_servers.${m.name}.command: required for stdio`);
       mcp[m.name] = { type: "local", command: [m.command, ...m.args], enabled: true };
     } else {
       if (!m.url)
-        throw new SessionFailure("agent", `agent.mcp_servers.${m.name}.url: required for ${m.transport}`);
+        throw new SessionFailure(
+          "configuration",
+          `agent.mcp_servers.${m.name}.url: required for ${m.transport}`,
+        );
       mcp[m.name] = { type: "remote", url: m.url, enabled: true };
     }
   }

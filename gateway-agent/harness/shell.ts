@@ -35,7 +35,8 @@ export function renderShellCommand(command: string, instruction: string): string
  */
 export const shellHarness: Harness = (ctx) => {
   const shell = ctx.session.agent.custom_shell;
-  if (!shell) throw new SessionFailure("agent", "agent.custom_shell: required when harness is 'shell'");
+  if (!shell)
+    throw new SessionFailure("configuration", "agent.custom_shell: required when harness is 'shell'");
   return {
     name: "shell",
     install: null,

@@ -14,6 +14,7 @@ import { CONTAINER_SESSION_PATH, shellOf } from "./docker";
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
+import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 /**
@@ -26,7 +27,8 @@ import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./type
  * ```
  */
 export function apptainerStartArgs(spec: RuntimeSpec, o: { instance: string; hostDir: string }): string[] {
-  if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the apptainer backend");
+  if (!spec.image)
+    throw new SessionFailure("configuration", "runtime.image: required for the apptainer backend");
   // A host overlay folder, not the default 64 MB tmpfs: agents install packages.
   const args = ["instance", "start", "--overlay", path.join(o.hostDir, "overlay")];
   args.push("--bind", `${o.hostDir}:${CONTAINER_SESSION_PATH}`);
@@ -87,7 +89,8 @@ export class ApptainerRuntime implements Runtime {
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<ApptainerRuntime> {
     shellOf(spec);
-    if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the apptainer backend");
+    if (!spec.image)
+      throw new SessionFailure("configuration", "runtime.image: required for the apptainer backend");
     const dir = await createSessionDir(ctx.workRoot, ctx.name);
     await mkdir(path.join(dir, "overlay"), { recursive: true });
     return new ApptainerRuntime(dir, spec, ctx);
@@ -163,6 +166,11 @@ export class ApptainerRuntime implements Runtime {
     });
     await rm(path.join(this.hostDir, ".upload"), { recursive: true, force: true });
     if (r.exitCode !== 0) throw new SessionFailure("infra", `upload to '${abs}' failed (exit ${r.exitCode})`);
+  }
+
+  /** The session folder on the host, which holds the instance's writable overlay. */
+  storageBytes(): Promise<number> {
+    return diskUsage(this.hostDir);
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {

@@ -31,6 +31,8 @@ export interface BwrapPlan {
    * the private /tmp or in the hidden home, so the sessions' PATH entry resolves in the sandbox.
    */
   harnessDir?: string;
+  /** Size of the private `/tmp` tmpfs (bytes; `runtime.storage_mb`), when bwrap has `--size`. */
+  tmpSizeBytes?: number;
 }
 
 const isInside = (child: string, parent: string) => {
@@ -56,21 +58,14 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     "/dev",
     "--proc",
     "/proc",
+    ...(plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : []),
     "--tmpfs",
     "/tmp",
     "--tmpfs",
     plan.workRoot,
   ];
   const home = plan.hostHome;
-  if (
-    home &&
-    home !== "/" &&
-    !isInside(plan.workRoot, home) &&
-    !isInside(process.execPath, home) &&
-    !isInside(plan.bridge?.shimPath ?? "/", home)
-  ) {
-    args.push("--tmpfs", home);
-  }
+  if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push("--tmpfs", home);
   // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
   // creates the mount point inside the fresh tmpfs, and nothing else of what it hides shows.
   if (plan.harnessDir) args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
@@ -106,6 +101,35 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
   return [...args, "--", "bash", "-c", command];
 }
 
+/** True when {@link bwrapArgs} hides the gateway user's `home` (it must not hold what sessions need). */
+function homeHidden(home: string, workRoot: string, shimPath?: string): boolean {
+  return (
+    home !== "/" &&
+    !isInside(workRoot, home) &&
+    !isInside(process.execPath, home) &&
+    !isInside(shimPath ?? "/", home)
+  );
+}
+
+/**
+ * True when a host path is invisible to commands in the sandbox {@link bwrapArgs} builds: under
+ * the private `/tmp`, the work root or the hidden home, unless it is under the re-bound harness
+ * folder. Used to tell whether a CLI the gateway sees on PATH is usable by sessions.
+ *
+ * @example
+ * ```ts
+ * hiddenInSandbox("/root/.npm-global/bin/codex", { workRoot: "/srv/polar", hostHome: "/root" }); // true
+ * ```
+ */
+export function hiddenInSandbox(
+  hostPath: string,
+  o: { workRoot: string; hostHome?: string; harnessDir?: string },
+): boolean {
+  if (o.harnessDir && isInside(hostPath, o.harnessDir)) return false;
+  if (isInside(hostPath, "/tmp") || isInside(hostPath, o.workRoot)) return true;
+  return !!o.hostHome && homeHidden(o.hostHome, o.workRoot) && isInside(hostPath, o.hostHome);
+}
+
 let probed: Map<string, boolean> | null = null;
 
 /**
@@ -127,6 +151,33 @@ export function bwrapAvailable(bwrapPath: string): boolean {
       ok = false;
     }
     probed.set(bwrapPath, ok);
+  }
+  return ok;
+}
+
+let sizeProbed: Map<string, boolean> | null = null;
+
+/**
+ * True when `bwrapPath` knows `--size` (bubblewrap ≥ 0.7), so a tmpfs can be bounded.
+ *
+ * @example
+ * ```ts
+ * const tmpSizeBytes = bwrapSupportsSize("bwrap") ? storageMb * 1024 * 1024 : undefined;
+ * ```
+ */
+export function bwrapSupportsSize(bwrapPath: string): boolean {
+  sizeProbed ??= new Map();
+  let ok = sizeProbed.get(bwrapPath);
+  if (ok === undefined) {
+    try {
+      ok = execFileSync(bwrapPath, ["--help"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      }).includes("--size");
+    } catch {
+      ok = false;
+    }
+    sizeProbed.set(bwrapPath, ok);
   }
   return ok;
 }

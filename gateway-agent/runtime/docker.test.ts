@@ -81,13 +81,18 @@ describe("container command construction", () => {
   });
 
   it("docker without an image is a task error naming runtime.image", () => {
+    // The task schema refuses it at submit; the backend still checks what it is given.
+    expect(RuntimeSpec.safeParse({ backend: "docker" }).success).toBe(false);
     expect(() =>
-      dockerCreateArgs(RuntimeSpec.parse({ backend: "docker" }), {
-        name: "n",
-        hostDir: "/h",
-        labels: {},
-        createArgs: [],
-      }),
+      dockerCreateArgs(
+        { ...RuntimeSpec.parse({ backend: "docker", image: "i" }), image: undefined },
+        {
+          name: "n",
+          hostDir: "/h",
+          labels: {},
+          createArgs: [],
+        },
+      ),
     ).toThrow(/runtime\.image/);
   });
 

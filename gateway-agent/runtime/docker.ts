@@ -25,6 +25,7 @@ import {
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
+import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 /** Where the host session folder appears inside a container. */
@@ -37,7 +38,7 @@ export function shellOf(spec: RuntimeSpec): string[] {
   const shell = spec.kwargs.shell;
   if (shell === undefined) return ["bash", "-lc"];
   if (typeof shell !== "string" || shell.length === 0)
-    throw new SessionFailure("agent", "runtime.kwargs.shell: must be a non-empty string");
+    throw new SessionFailure("configuration", "runtime.kwargs.shell: must be a non-empty string");
   return shell === "bash" ? ["bash", "-lc"] : [shell, "-c"];
 }
 
@@ -60,7 +61,8 @@ export function dockerCreateArgs(
     forwarder?: { hostDir: string; port: number };
   },
 ): string[] {
-  if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the docker backend");
+  if (!spec.image)
+    throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
   const args = ["create", "--name", o.name];
   for (const [k, v] of Object.entries(o.labels)) args.push("--label", `${k}=${v}`);
   args.push(...o.createArgs);
@@ -88,7 +90,7 @@ export function dockerCreateArgs(
 function stringList(value: unknown, field: string): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.some((v) => typeof v !== "string"))
-    throw new SessionFailure("agent", `${field}: must be a list of strings`);
+    throw new SessionFailure("configuration", `${field}: must be a list of strings`);
   return value as string[];
 }
 
@@ -145,7 +147,8 @@ export class DockerRuntime implements Runtime {
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<DockerRuntime> {
     shellOf(spec); // validate early
-    if (!spec.image) throw new SessionFailure("agent", "runtime.image: required for the docker backend");
+    if (!spec.image)
+      throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
     return new DockerRuntime(await createSessionDir(ctx.workRoot, ctx.name), spec, ctx);
   }
 
@@ -262,6 +265,25 @@ export class DockerRuntime implements Runtime {
     // `cp SRC/. DEST` copies a folder's contents into DEST whether or not it exists.
     const src = (await stat(source)).isDirectory() ? `${source}/.` : source;
     await this.must(["cp", src, `${this.container}:${abs}`], "cp");
+  }
+
+  /**
+   * The container's writable layer (`inspect --size`: what the session wrote over its image) plus
+   * the session folder mounted at `/polar/session`. Task `volumes` are the host's, not counted.
+   */
+  async storageBytes(): Promise<number> {
+    const host = await diskUsage(this.hostDir);
+    if (!this.started) return host;
+    const r = await this.cli(["container", "inspect", "--size", "--format", "{{.SizeRw}}", this.container], {
+      timeoutMs: 60_000,
+    });
+    const layer = Number(String(r.stdout).trim());
+    if (r.exitCode !== 0 || !Number.isFinite(layer))
+      throw new SessionFailure(
+        "infra",
+        `${this.ctx.settings.docker.cli} inspect --size failed: ${`${r.stderr}`.slice(0, 300)}`,
+      );
+    return host + layer;
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {

@@ -7,7 +7,7 @@
  */
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import type { RuntimeSpec } from "../../protocol";
+import { RUNTIME_BACKENDS, type RuntimeSpec } from "../../protocol";
 import { messageOf, SessionFailure } from "../errors";
 import { ApptainerRuntime } from "./apptainer";
 import { DockerRuntime } from "./docker";
@@ -22,14 +22,17 @@ export * from "./limits";
 export * from "./local";
 export * from "./prepare";
 export * from "./process";
+export * from "./storage";
 export * from "./types";
 
-/** Backends built in. */
-export const BUILTIN_RUNTIMES = ["local", "docker", "apptainer"] as const;
+/** Backends built in (the shared list of `protocol/names.ts`). */
+export const BUILTIN_RUNTIMES = RUNTIME_BACKENDS;
 
 /**
  * Loads `module:export` (relative module paths resolve from the gateway's working folder); the
- * export must be a function. Used for custom runtimes, harnesses and evaluators.
+ * export must be a function. Used for custom runtimes, harnesses and evaluators. A module that
+ * does not load or lacks the export is a `configuration` failure naming `field`: the task names
+ * code this gateway does not have, and another attempt would fail the same way.
  *
  * @example
  * ```ts
@@ -50,12 +53,12 @@ export async function importByPath(spec: string, field: string): Promise<(...arg
   try {
     mod = (await import(specifier)) as Record<string, unknown>;
   } catch (err) {
-    throw new SessionFailure("infra", `${field}: cannot import '${modulePath}': ${messageOf(err)}`);
+    throw new SessionFailure("configuration", `${field}: cannot import '${modulePath}': ${messageOf(err)}`);
   }
   const value = mod[exportName];
   if (typeof value !== "function") {
     throw new SessionFailure(
-      "infra",
+      "configuration",
       `${field}: '${modulePath}' has no function export '${exportName}' (found ${typeof value})`,
     );
   }

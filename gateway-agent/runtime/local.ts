@@ -18,10 +18,11 @@ import { fileURLToPath } from "node:url";
 import type { RuntimeSpec } from "../../protocol";
 import { messageOf, SessionFailure } from "../errors";
 import { baseEnv, harnessDir } from "../harness/env";
-import { bwrapArgs, bwrapAvailable, gatewayHome } from "./bwrap";
+import { bwrapArgs, bwrapAvailable, bwrapSupportsSize, gatewayHome } from "./bwrap";
 import { detectLimits, SessionLimits } from "./limits";
 import { runProcess } from "./process";
 import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
+import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url));
@@ -175,6 +176,10 @@ export class LocalRuntime implements Runtime {
               : undefined,
             hostHome: gatewayHome(),
             harnessDir: harnessDir(),
+            // The private /tmp is RAM: bound it by storage_mb too, where bwrap can.
+            ...(this.spec.storage_mb !== undefined && bwrapSupportsSize(this.ctx.settings.local.bwrapPath)
+              ? { tmpSizeBytes: this.spec.storage_mb * 1024 * 1024 }
+              : {}),
           },
           command,
         )
@@ -198,6 +203,11 @@ export class LocalRuntime implements Runtime {
       };
     }
     return result;
+  }
+
+  /** What the session folder takes on disk: with bubblewrap the only writable place but `/tmp`. */
+  storageBytes(): Promise<number> {
+    return diskUsage(this.hostDir);
   }
 
   /** The session's resource limits (null before `create` finished). */

@@ -40,6 +40,9 @@ export async function runPrepare(
           });
           if (r.interrupted)
             throw signal?.reason ?? new SessionFailure("infra", `${label}[${i}] interrupted`);
+          // A resource limit of the task stopped it: the same step would hit it again.
+          if (r.limitHit)
+            throw new SessionFailure("configuration", `runtime.${label}[${i}] (exec) stopped: ${r.limitHit}`);
           if (r.exitCode === 0) done = true;
           else
             lastError = `exited with ${r.exitCode === null ? `signal ${r.signal}` : `code ${r.exitCode}`} (log: ${path.join(runtime.logsDir, `${label}-${i}.stderr.log`)})`;
@@ -50,6 +53,7 @@ export async function runPrepare(
         }
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
+        if (err instanceof SessionFailure && err.kind === "configuration") throw err;
         lastError = messageOf(err);
       }
     }

@@ -69,6 +69,11 @@ export interface Runtime {
   uploadDir(source: string, target: string): Promise<void>;
   /** Kills what still runs and removes the sandbox (the host folder too unless `keep`). */
   teardown(opts: { keep: boolean }): Promise<void>;
+  /**
+   * Bytes the session's writable storage holds now (for `runtime.storage_mb`). A runtime without
+   * it cannot enforce `storage_mb`: such a task is refused as a configuration error.
+   */
+  storageBytes?(): Promise<number>;
 }
 
 /** What the gateway tells a runtime factory. */

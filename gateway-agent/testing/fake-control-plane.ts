@@ -28,6 +28,11 @@ export interface FakeControlPlaneOptions {
    * a number N fails the first N uploads with 503 and then stores.
    */
   artifacts?: "store" | "missing" | number;
+  /**
+   * Refuses WebSocket upgrades with this HTTP status and a JSON error body (like the Worker does);
+   * a function decides per upgrade (its 0-based index), null letting it through.
+   */
+  refuseUpgrade?: number | ((index: number) => number | null);
 }
 
 /** An artifact the fake stored. */
@@ -59,6 +64,8 @@ export interface FakeControlPlane {
   send(message: ControlMessage | string): void;
   /** Kills the newest connection without a close handshake. */
   drop(): void;
+  /** Closes the newest connection with a close frame (e.g. 4403, as the real dispatcher does). */
+  closeWith(code: number, reason: string): void;
   /** Resolves with the first received message matching `pred` (checks earlier messages too). */
   waitFor<T extends GatewayMessage>(
     pred: (m: GatewayMessage, r: Received) => m is T,
@@ -140,7 +147,15 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
   };
 
   server.on("upgrade", (req, socket, head) => {
-    state.upgrades.push({ url: req.url ?? "", authorization: req.headers.authorization });
+    const index = state.upgrades.push({ url: req.url ?? "", authorization: req.headers.authorization }) - 1;
+    const refuse = typeof opts.refuseUpgrade === "function" ? opts.refuseUpgrade(index) : opts.refuseUpgrade;
+    if (refuse) {
+      const body = JSON.stringify({ error: { code: "refused", message: `refused by the test (${refuse})` } });
+      socket.end(
+        `HTTP/1.1 ${refuse} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      return;
+    }
     const path = new URL(req.url ?? "/", "http://cp").pathname;
     if (path !== "/v1/gateways/connect" || req.headers.authorization !== `Bearer ${opts.token}`) {
       socket.end("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
@@ -229,6 +244,7 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
       else sendTo(newest(), message);
     },
     drop: () => newest().terminate(),
+    closeWith: (code: number, reason: string) => newest().close(code, reason),
     waitFor: waitFor as FakeControlPlane["waitFor"],
     close: async () => {
       for (const ws of sockets) ws.terminate();

@@ -8,7 +8,7 @@
  */
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import type { JsonObject } from "../../protocol";
+import { BUILDER_STRATEGIES, type BuilderStrategy, isModulePath, type JsonObject } from "../../protocol";
 import { conversationBuilder } from "../../tokenizer/conversation-builder";
 import { UnknownBuilderError } from "../errors";
 import { type BuildContext, buildPerRequest, type TrajectoryBuilder } from "./per-request";
@@ -17,15 +17,17 @@ import { buildPrefixMerging } from "./prefix-merging";
 export { type BuildContext, buildPerRequest, type TrajectoryBuilder, traceFromRecord } from "./per-request";
 export { buildPrefixMerging, detectEndOfTurn, groupChains } from "./prefix-merging";
 
-const BUILDERS = new Map<string, TrajectoryBuilder>([
-  ["per_request", buildPerRequest],
-  ["prefix_merging", buildPrefixMerging],
+// Typed against the shared list of `protocol/names.ts`: every strategy a task may name has a builder.
+const BUILTIN: Record<BuilderStrategy, TrajectoryBuilder> = {
+  per_request: buildPerRequest,
+  prefix_merging: buildPrefixMerging,
   // Token mode (engine `sglang`): one trace per bridged chain, see docs/token-mode.md.
-  ["conversation", conversationBuilder],
-]);
+  conversation: conversationBuilder,
+};
+const BUILDERS = new Map<string, TrajectoryBuilder>(Object.entries(BUILTIN));
 
 /** Names of the built-in builders. */
-export const BUILDER_NAMES: readonly string[] = [...BUILDERS.keys()];
+export const BUILDER_NAMES: readonly string[] = BUILDER_STRATEGIES;
 
 /**
  * The builder of a strategy (built-in, registered or loaded before); throws
@@ -44,7 +46,8 @@ export function getBuilder(strategy: string): TrajectoryBuilder {
 }
 
 /**
- * Registers a custom builder under a name.
+ * Registers a custom builder under a name, for in-process use (the proxy's own build route, tests).
+ * A task submitted to the control plane must name a built-in or a module path.
  *
  * @example
  * ```ts
@@ -71,10 +74,11 @@ type BuilderClass = new (config: JsonObject) => { build: TrajectoryBuilder };
 export async function loadBuilder(strategy: string): Promise<TrajectoryBuilder> {
   const known = BUILDERS.get(strategy);
   if (known) return known;
+  if (!isModulePath(strategy)) throw new UnknownBuilderError(strategy, [...BUILDERS.keys()]);
+  // `file.mjs:export`, or a bare `./file.mjs` for its default export.
   const at = strategy.lastIndexOf(":");
-  if (at <= 0) throw new UnknownBuilderError(strategy, [...BUILDERS.keys()]);
-  const modulePath = strategy.slice(0, at);
-  const exportName = strategy.slice(at + 1) || "default";
+  const modulePath = at > 0 ? strategy.slice(0, at) : strategy;
+  const exportName = (at > 0 ? strategy.slice(at + 1) : "") || "default";
   const specifier =
     modulePath.startsWith(".") || path.isAbsolute(modulePath)
       ? pathToFileURL(path.resolve(modulePath)).href

@@ -5,7 +5,9 @@
  * trajectory → result back to the trainer.
  */
 import { join } from "node:path";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createToken } from "../../cli/commands/token";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
@@ -138,5 +140,50 @@ describe("one task × 4 samples through every part", () => {
         expect(tokenizer.decode(trace.response_ids)).toContain(content as string);
       }
     }
+  });
+});
+
+describe("a gateway the control plane refuses for good exits instead of reconnecting", () => {
+  const serve = (token: string, nodeId: string) =>
+    execa(
+      process.execPath,
+      [
+        join(REPO_ROOT, "bin", "polar.mjs"),
+        "serve_gateway",
+        "--control-plane",
+        stack.controlPlane.url,
+        "--node-id",
+        nodeId,
+        "--engine-url",
+        stack.engineUrl,
+        "--model",
+        stack.model,
+        "--work-root",
+        join(stack.root, "work", `refused-${nodeId}`),
+      ],
+      { cwd: REPO_ROOT, env: { POLAR_GATEWAY_TOKEN: token, NO_COLOR: "1" }, reject: false, timeout: 60_000 },
+    );
+
+  it("a per-gateway token of another node: close 4403, exit 78 with the dispatcher's reason", async () => {
+    const made = createToken("gateway", "gpu-a");
+    const res = await fetch(`${stack.controlPlane.url}/v1/admin/gateway_tokens`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.tokens.admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ node_id: "gpu-a", sha256: made.sha256 }),
+    });
+    expect(res.status).toBe(201);
+    const run = await serve(made.token, "gpu-b");
+    expect(run.exitCode).toBe(78);
+    expect(run.stderr).toContain(
+      "close 4403 (its token belongs to another node): node_id_mismatch: this token belongs to node 'gpu-a', not 'gpu-b'",
+    );
+    expect(run.stderr).toContain("Fix: start the gateway with the --node-id");
+  });
+
+  it("a token the control plane does not know: HTTP 401, exit 78 naming POLAR_GATEWAY_TOKEN", async () => {
+    const run = await serve("not-a-gateway-token", "gpu-c");
+    expect(run.exitCode).toBe(78);
+    expect(run.stderr).toContain("refused this gateway for good: HTTP 401");
+    expect(run.stderr).toContain("Fix: set POLAR_GATEWAY_TOKEN");
   });
 });
