@@ -177,6 +177,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     workRoot,
     keepWorkspaces: opts.keepWorkspaces ?? false,
     model: opts.model,
+    engine: opts.engine,
     proxy,
     runtimeSettings,
     defaultRuntime: opts.defaultRuntime ?? null,
