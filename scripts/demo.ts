@@ -30,8 +30,9 @@ console.log(
   "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
 const stack = await startLocalStack({ gateways: 1, engine: "sglang" });
-// wrangler runs in its own process group, so Ctrl-C would not reach it: stop everything ourselves.
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
+// The children run under reapers in sessions of their own, so Ctrl-C reaches only this process:
+// stop them in order ourselves (were this process killed outright, the reapers would stop them).
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   process.once(signal, () => {
     console.error(`\n${signal}: stopping…`);
     void stack.stop().finally(() => process.exit(130));
