@@ -187,14 +187,31 @@ program
   .option("--dry-run", "only bundle and check", false)
   .action(async (opts) => (await import("./commands/deploy")).runDeploy(opts));
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) process.exit(err.exitCode);
-  if (err instanceof UsageError) {
-    console.error(`polar: ${err.message}`);
-    process.exit(2);
+/**
+ * The command tree, for tools that check command lines against it without running them (the
+ * docs' test parses every documented `polar …` synopsis with it).
+ */
+export { program };
+
+/**
+ * Runs `polar` with `argv` (`process.argv` shape): parses, runs the subcommand, maps errors to exit
+ * codes (2 for a usage error naming the flag, 1 otherwise). `bin/polar.mjs` calls it.
+ *
+ * @example
+ * ```ts
+ * await runCli(process.argv);
+ * ```
+ */
+export async function runCli(argv: string[]): Promise<void> {
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof UsageError) {
+      console.error(`polar: ${err.message}`);
+      process.exit(2);
+    }
+    console.error(`polar: ${(err as Error).message}`);
+    process.exit(1);
   }
-  console.error(`polar: ${(err as Error).message}`);
-  process.exit(1);
 }

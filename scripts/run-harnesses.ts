@@ -5,8 +5,9 @@
  * Starts the local stack (control plane, SIMULATED SGLang engine, one gateway whose proxy runs in
  * token mode, `--engine sglang`), submits `examples/calculator/task.<harness>.yaml` for each
  * harness asked for (4 samples each, graded by `test_on_output`, trajectories built by the
- * `conversation` builder, the token-mode default for a task that names none), fetches every session's completion records and prints one row per
- * harness: API family, sessions, turns, tokens, rewards, bridge verdicts. Results and records are
+ * `conversation` builder, the token-mode default for a task that names none), fetches every
+ * session's completion records and prints one row per harness: API family, sessions, turns,
+ * tokens, rewards, bridge verdicts. Results and records are
  * saved under `.polar/harness-runs/<batch>/`.
  *
  * The CLIs must be installed first (`scripts/install-harnesses.sh`, which needs the npm registry);
