@@ -38,8 +38,10 @@ export interface SupervisedProcess {
 /** Options of {@link startSupervised}. */
 export interface SupervisedOptions {
   cwd?: string;
-  /** Added to this process's environment. */
+  /** Added to this process's environment (or, with `extendEnv: false`, the whole environment). */
   env?: Record<string, string>;
+  /** false: the child gets exactly `env`, nothing of this process's environment. */
+  extendEnv?: boolean;
   /** `inherit`: the child writes to this process's terminal; `pipe` (default): output is collected. */
   stdio?: "pipe" | "inherit";
   outputLimit?: number;
@@ -67,7 +69,7 @@ export function startSupervised(
   // launcher, which then stops its children in order (or dies, which closes the lifeline).
   const child: ChildProcess = spawn(process.execPath, [REAPER, String(STOP_GRACE_MS), file, ...args], {
     cwd: opts.cwd,
-    env: { ...process.env, ...opts.env },
+    env: opts.extendEnv === false ? { ...opts.env } : { ...process.env, ...opts.env },
     stdio: [inherit ? "inherit" : "pipe", inherit ? "inherit" : "pipe", inherit ? "inherit" : "pipe", "pipe"],
     detached: true,
   });
