@@ -77,6 +77,13 @@ export function startSupervised(
   // The pipe must not keep this process alive, and its EOF on our side means nothing.
   lifeline?.unref();
   lifeline?.on("error", () => {});
+  // The reaper writes one byte once its signal handlers are in place; a signal sent before that
+  // would kill the reaper by default and leave the child to itself.
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
+  lifeline?.once("data", () => markReady());
   let captured = "";
   let running = child.pid !== undefined;
   const collect = (chunk: Buffer) => {
@@ -87,16 +94,19 @@ export function startSupervised(
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once("exit", (code, signal) => {
       running = false;
+      markReady();
       lifeline?.destroy();
       resolve({ code, signal });
     });
     child.once("error", (err) => {
       running = false;
+      markReady();
       collect(Buffer.from(`${name}: ${err.message}\n`));
       resolve({ code: null, signal: null });
     });
   });
-  const signal = (sig: NodeJS.Signals) => {
+  const signal = async (sig: NodeJS.Signals) => {
+    await ready;
     if (!running || child.pid === undefined) return;
     try {
       child.kill(sig);
@@ -111,13 +121,13 @@ export function startSupervised(
     alive: () => running,
     exited,
     async stop() {
-      signal("SIGTERM"); // the reaper escalates to SIGKILL after STOP_GRACE_MS
-      const timer = setTimeout(() => signal("SIGUSR2"), STOP_GRACE_MS + 2_000);
+      await signal("SIGTERM"); // the reaper escalates to SIGKILL after STOP_GRACE_MS
+      const timer = setTimeout(() => void signal("SIGUSR2"), STOP_GRACE_MS + 2_000);
       await exited;
       clearTimeout(timer);
     },
     async kill() {
-      signal("SIGUSR2"); // the reaper SIGKILLs the child's group
+      await signal("SIGUSR2"); // the reaper SIGKILLs the child's group
       await exited;
     },
   };

@@ -11,6 +11,7 @@
 // reaches its grandchildren too; the reaper stays outside it, so it outlives the group kill.
 // - fd 3 EOF, SIGTERM, SIGINT, SIGHUP: SIGTERM to the child's group, SIGKILL after GRACE_MS.
 // - SIGUSR2: SIGKILL to the child's group now (a launcher simulating a crash).
+// - Once its handlers are in place it writes one byte on fd 3; the launcher signals it only then.
 // - The child exits: SIGKILL to what is left of its group, then the reaper exits the same way
 //   (same code, or the same signal), so the launcher sees the child's own exit status.
 // Plain JavaScript (no tsx) so it starts in a few milliseconds.
@@ -24,12 +25,14 @@ if (!file || !Number.isFinite(graceMs) || graceMs < 0) {
   process.exit(2);
 }
 
-const child = spawn(file, args, { stdio: "inherit", detached: true });
+// Handlers first, child second: a signal that arrives while the child is spawned waits for the
+// event loop, by which time `child` is set.
+let child = null;
 let escalation = null;
 
 /** Signals the child's whole group; false once nothing of it is left. */
 function signalGroup(signal) {
-  if (child.pid === undefined) return false;
+  if (child?.pid === undefined) return false;
   try {
     process.kill(-child.pid, signal);
     return true;
@@ -48,15 +51,21 @@ for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, stopGra
 process.on("SIGUSR2", () => signalGroup("SIGKILL"));
 
 // The lifeline. Absent (fd 3 not open) only when started by hand; then signals still work.
+let lifeline = null;
 try {
-  const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
+  lifeline = new net.Socket({ fd: 3, readable: true, writable: true });
   lifeline.on("end", stopGracefully);
   lifeline.on("close", stopGracefully);
   lifeline.on("error", stopGracefully);
   lifeline.resume();
 } catch {
-  // No fd 3.
+  lifeline = null;
 }
+
+child = spawn(file, args, { stdio: "inherit", detached: true });
+// Tell the launcher the handlers are in place: its stop()/kill() wait for this byte (a signal
+// sent earlier, while Node was still starting, would have killed the reaper alone).
+lifeline?.write("r");
 
 child.on("error", (err) => {
   console.error(`reaper: cannot start ${file}: ${err.message}`);
