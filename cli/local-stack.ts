@@ -26,6 +26,8 @@ export interface LocalStackOptions {
   engine?: "sglang" | "sglang-openai" | "vllm";
   /** Keep the temporary folder (state, workspaces) after stop. */
   keepState?: boolean;
+  /** Role tokens; fresh random ones when omitted. */
+  tokens?: RoleTokens;
 }
 
 export interface LocalStack {
@@ -52,7 +54,7 @@ export interface LocalStack {
  */
 export async function startLocalStack(opts: LocalStackOptions = {}): Promise<LocalStack> {
   const root = mkdtempSync(join(tmpdir(), "polar-stack-"));
-  const tokens: RoleTokens = {
+  const tokens: RoleTokens = opts.tokens ?? {
     trainer: `trainer-${randomBytes(16).toString("hex")}`,
     gateway: `gateway-${randomBytes(16).toString("hex")}`,
     admin: `admin-${randomBytes(16).toString("hex")}`,

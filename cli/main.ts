@@ -201,20 +201,33 @@ program
   .option("--dry-run", "only bundle and check", false)
   .action(async (opts) => (await import("./commands/deploy")).runDeploy(opts));
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) process.exit(err.exitCode);
-  if (err instanceof UsageError) {
-    console.error(`polar: ${err.message}`);
-    process.exit(2);
-  }
-  // Errors that carry their own exit status (a gateway refused by the control plane: 78).
-  const code = (err as { exitCode?: unknown }).exitCode;
-  if (typeof code === "number" && Number.isInteger(code) && code > 0) {
+/**
+ * The command tree, for tools that check command lines against it without running them (the
+ * docs' test parses every documented `polar …` synopsis with it).
+ */
+export { program };
+
+/**
+ * Runs `polar` with `argv` (`process.argv` shape): parses, runs the subcommand, maps errors to exit
+ * codes (2 for a usage error naming the flag, 1 otherwise). `bin/polar.mjs` calls it.
+ *
+ * @example
+ * ```ts
+ * await runCli(process.argv);
+ * ```
+ */
+export async function runCli(argv: string[]): Promise<void> {
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof UsageError) {
+      console.error(`polar: ${err.message}`);
+      process.exit(2);
+    }
+    // Errors that carry their own exit status (a gateway refused by the control plane: 78).
+    const code = (err as { exitCode?: unknown }).exitCode;
     console.error(`polar: ${(err as Error).message}`);
-    process.exit(code);
+    process.exit(typeof code === "number" && Number.isInteger(code) && code > 0 ? code : 1);
   }
-  console.error(`polar: ${(err as Error).message}`);
-  process.exit(1);
 }

@@ -1,12 +1,12 @@
 /**
  * Starting `polar` subcommands as child processes (the demo and the end-to-end tests run every
- * part as its own process, the way a user would).
+ * part as its own process, the way a user would). Each runs under the reaper
+ * (`cli/child-process.ts`), so none outlives the process that started it.
  *
  * @module
  */
 import { join } from "node:path";
-import { execa } from "execa";
-import { type SupervisedProcess, supervise } from "./child-process";
+import { type SupervisedProcess, startSupervised } from "./child-process";
 import { waitForHttp } from "./ports";
 import { REPO_ROOT } from "./wrangler-dev";
 
@@ -22,12 +22,11 @@ export type PolarProcess = SupervisedProcess;
  * ```
  */
 export function spawnPolar(name: string, args: string[], env: Record<string, string> = {}): PolarProcess {
-  const child = execa(process.execPath, [join(REPO_ROOT, "bin", "polar.mjs"), ...args], {
+  // Under the reaper: the child dies with this process, even when this process is SIGKILLed.
+  return startSupervised(name, process.execPath, [join(REPO_ROOT, "bin", "polar.mjs"), ...args], {
     cwd: REPO_ROOT,
     env: { ...env, NO_COLOR: "1" },
-    reject: false,
   });
-  return supervise(name, child);
 }
 
 /** Waits for a child's HTTP endpoint, failing with the child's output if it dies first. */

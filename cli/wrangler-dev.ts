@@ -10,8 +10,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { execa } from "execa";
-import { type SupervisedProcess, supervise } from "./child-process";
+import { type SupervisedProcess, startSupervised } from "./child-process";
 import type { RoleTokens } from "./dev-tokens";
 import { freePort, waitForHttp } from "./ports";
 
@@ -32,7 +31,10 @@ export interface ControlPlaneDevOptions {
   vars?: Record<string, string>;
 }
 
-/** The running `wrangler dev`: its URL plus process control (`kill()` takes workerd down too). */
+/**
+ * The running `wrangler dev`: its URL plus process control (`kill()` takes workerd down too, and
+ * so does the death of this process).
+ */
 export interface ControlPlaneDev extends SupervisedProcess {
   url: string;
   port: number;
@@ -77,16 +79,15 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     "POLAR_DEV_MODE:1",
     ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
   ];
-  const child = execa(join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
+  // Under the reaper: wrangler and its workerd run in a process group of their own, and the whole
+  // group goes down with this process, however it ends (cli/child-process.ts).
+  const proc = startSupervised("wrangler dev", join(REPO_ROOT, "node_modules", ".bin", "wrangler"), args, {
     cwd: REPO_ROOT,
     stdio: opts.inheritOutput ? "inherit" : "pipe",
-    reject: false,
-    // Own process group: killing it also kills workerd, which wrangler starts as its child.
-    detached: true,
+    outputLimit: 20_000,
     // wrangler would otherwise try to reach the network for metrics and update checks.
     env: { WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CI: "true", NO_COLOR: "1" },
   });
-  const proc = supervise("wrangler dev", child, { processGroup: true, outputLimit: 20_000 });
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitForHttp(`${url}/health`, opts.readyTimeoutMs ?? 60_000, proc.alive);

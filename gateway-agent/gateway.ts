@@ -223,6 +223,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     workRoot,
     keepWorkspaces: opts.keepWorkspaces ?? false,
     model: opts.model,
+    engine: opts.engine,
     proxy,
     runtimeSettings,
     defaultRuntime: opts.defaultRuntime ?? null,

@@ -24,6 +24,7 @@ import {
   type Trajectory,
 } from "../protocol";
 import { getBuilder, loadBuilder, type TrajectoryBuilder } from "../proxy";
+import { type BuilderChoice, chooseBuilder } from "./builder-choice";
 import { type GatewayLogger, messageOf, SessionFailure, SessionInterrupt, type TimeoutInfo } from "./errors";
 import {
   EvaluationTimeout,
@@ -52,6 +53,8 @@ export interface PipelineDeps {
   workRoot: string;
   keepWorkspaces: boolean;
   model: string;
+  /** The gateway's engine: picks the builder of a task that names none (`builder-choice.ts`). */
+  engine: string;
   pools: StagePools;
   runtimeSettings: RuntimeSettings;
   /** Node default when a task has no runtime (else a plain `local` runtime). */
@@ -161,6 +164,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   let runtime: Runtime | null = null;
   let evalRuntime: Promise<Runtime | null> | null = null;
   let builder: TrajectoryBuilder | null = null;
+  const { spec: builderSpec, choice: builderChoice } = chooseBuilder(a.builder, deps.engine);
   let evaluator: Evaluator | null = null;
   let agentResult: AgentRunResult | null = null;
   let budget: NodeJS.Timeout | undefined;
@@ -193,7 +197,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
     let harness: Awaited<ReturnType<typeof resolveHarness>>;
     let agentMs: number | null;
     try {
-      builder = await resolveBuilder(a.builder.strategy);
+      builder = await resolveBuilder(builderSpec.strategy);
       agentMs = agentTimeoutMs(a.metadata);
       evaluator = await resolveEvaluator(a.evaluator);
       harness = await resolveHarness(a.agent);
@@ -324,7 +328,7 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   let records: CompletionRecord[] = [];
   try {
     records = deps.proxy.completions(a.session_id);
-    trajectory = buildTrajectory(a, builder, records);
+    trajectory = buildTrajectory(a, builder, builderSpec.config, builderChoice, records);
     if (status === "COMPLETED" && trajectory.status !== "COMPLETED") {
       // The harness exited 0 but left nothing to train on (e.g. it never called the model): an
       // agent outcome, not an infra fault, so it is reported and not retried.
@@ -498,19 +502,23 @@ async function resolveBuilder(strategy: string): Promise<TrajectoryBuilder> {
   }
 }
 
+/** The builder's trajectory, with `metadata.builder_choice` saying which builder ran and why. */
 function buildTrajectory(
   a: SessionAssignment,
   builder: TrajectoryBuilder | null,
+  config: Record<string, unknown>,
+  choice: BuilderChoice,
   records: CompletionRecord[],
 ): Trajectory {
   if (!builder)
     return {
       status: "ERROR",
       traces: [],
-      metadata: { session_id: a.session_id, task_id: a.task_id },
+      metadata: { session_id: a.session_id, task_id: a.task_id, builder_choice: choice },
       error: null,
     };
-  return builder(records, { session_id: a.session_id, task_id: a.task_id, config: a.builder.config });
+  const t = builder(records, { session_id: a.session_id, task_id: a.task_id, config });
+  return { ...t, metadata: { ...t.metadata, builder_choice: choice } };
 }
 
 /**

@@ -51,6 +51,8 @@ export interface SessionRunnerOptions {
   keepWorkspaces: boolean;
   /** Model name given to harnesses unless the task sets `agent.model_name`. */
   model: string;
+  /** The proxy's engine (`sglang` = token mode); picks the builder of tasks that name none. */
+  engine: string;
   proxy: PipelineDeps["proxy"] & AdminControls;
   runtimeSettings: RuntimeSettings;
   defaultRuntime?: RuntimeSpec | null;
@@ -319,6 +321,7 @@ export class SessionRunner {
         workRoot: o.workRoot,
         keepWorkspaces: o.keepWorkspaces,
         model: o.model,
+        engine: o.engine,
         pools: this.pools,
         runtimeSettings: o.runtimeSettings,
         defaultRuntime: o.defaultRuntime ?? null,

@@ -16,10 +16,21 @@ describe("TaskSpec", () => {
     expect(task).toMatchObject({
       num_samples: 1,
       timeout_seconds: 600,
-      builder: { strategy: "per_request", config: {} },
       metadata: {},
       dispatch_priority: 0,
       max_attempts: 3,
+    });
+  });
+
+  it("leaves builder unset when the task does not name one (the gateway picks by its engine)", () => {
+    const task = TaskSpec.parse({ task_id: "a", instruction: "hi", agent: shell });
+    expect(task.builder).toBeUndefined();
+    expect(
+      TaskSpec.parse({ task_id: "a", instruction: "hi", agent: shell, builder: { strategy: "per_request" } })
+        .builder,
+    ).toEqual({
+      strategy: "per_request",
+      config: {},
     });
   });
 

@@ -190,7 +190,9 @@ export const TaskSpec = z
     queue_timeout_seconds: z.number().positive().max(LIMITS.maxQueueTimeoutSeconds).optional(),
     runtime: RuntimeSpec.optional(),
     agent: AgentSpec,
-    builder: StrategySpec.default({ strategy: "per_request", config: {} }),
+    // No default here: unset means "the gateway's default for its engine" (`conversation` in token
+    // mode, `per_request` with a chat-completions engine), which the control plane cannot know.
+    builder: StrategySpec.optional(),
     evaluator: EvaluatorSpec.optional(),
     callback_url: z.url().optional(),
     metadata: JsonObject.default({}),

@@ -176,7 +176,8 @@ export const SessionAssignment = z.strictObject({
   timeout_seconds: z.number().positive(),
   runtime: RuntimeSpec.nullable(),
   agent: AgentSpec,
-  builder: StrategySpec,
+  /** The task's builder; null when the task left it unset (the gateway picks by its engine). */
+  builder: StrategySpec.nullable(),
   evaluator: EvaluatorSpec.nullable(),
   metadata: JsonObject,
   dispatch_priority: z.number().int().min(0).max(100),

@@ -4,7 +4,8 @@
  *
  * - `POST /sessions` `{session_id?, meta?, dir?}` → `{session_id, key, base_url}`
  * - `GET /sessions/:key/completions` → `{session_id, completions}`
- * - `GET /sessions/:key/trajectory?builder=NAME[&config=JSON]` → a Trajectory
+ * - `GET /sessions/:key/trajectory?builder=NAME[&config=JSON]` → a Trajectory (default builder:
+ *   `conversation` in token mode, else `per_request`)
  * - `DELETE /sessions/:key` → `{session_id, closed: true}`
  * - `POST /admin/inference/pause` `{timeout_ms?}` → `{drained, inflight}`; `POST /admin/inference/resume`;
  *   `GET /admin/inference/status`; `POST /admin/inference/policy_version` `{policy_version}`
@@ -14,7 +15,7 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type http from "node:http";
 import path from "node:path";
-import { loadBuilder } from "./builders";
+import { defaultBuilderFor, loadBuilder } from "./builders";
 import { ProxyHttpError } from "./errors";
 import { isObject } from "./json";
 import { MAX_REQUEST_BODY_BYTES, type ProxyServer, readBody, sendJson } from "./server";
@@ -124,7 +125,8 @@ export async function handleAdmin(
       return;
     }
     if (m[2] === "/trajectory" && method === "GET") {
-      const strategy = query.get("builder") ?? "per_request";
+      // Without ?builder= the same default a gateway gives a task that names none.
+      const strategy = query.get("builder") ?? defaultBuilderFor(server.opts.engine);
       let config: Record<string, unknown> = {};
       const raw = query.get("config");
       if (raw) {

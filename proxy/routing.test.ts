@@ -354,6 +354,11 @@ describe("capture and the standalone API", () => {
       status: "COMPLETED",
       metadata: { builder: "prefix_merging", task_id: "t9" },
     });
+    // Without ?builder= a chat engine's records get per_request (token mode's default is conversation).
+    expect(
+      Trajectory.parse(await (await admin("GET", `/sessions/${created.key}/trajectory`)).json()).metadata
+        .builder,
+    ).toBe("per_request");
     expect((await admin("GET", `/sessions/${created.key}/trajectory?builder=nope`)).status).toBe(400);
     expect(await (await admin("POST", "/admin/inference/pause", { timeout_ms: 1000 })).json()).toEqual({
       drained: true,

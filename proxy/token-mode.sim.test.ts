@@ -160,3 +160,49 @@ describe("images in token mode", () => {
     expect(r!.metadata.server_prompt_ids).toBeUndefined();
   });
 });
+
+describe("the standalone proxy's trajectory route in token mode", () => {
+  it("builds conversation when no ?builder= is given: one trace for a two-turn session", async () => {
+    const p = await startProxy({
+      engine: "sglang",
+      engineUrl: sim.url,
+      modelServed: MODEL,
+      adminToken: "admin-secret",
+      logger: quiet,
+    });
+    try {
+      const admin = (method: string, url: string, body?: unknown) =>
+        fetch(`${p.url}${url}`, {
+          method,
+          headers: { authorization: "Bearer admin-secret", "content-type": "application/json" },
+          ...(body ? { body: JSON.stringify(body) } : {}),
+        });
+      const { key } = (await (await admin("POST", "/sessions", { session_id: "ext-tm" })).json()) as {
+        key: string;
+      };
+      const openai = new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 });
+      const m1: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is 2 + 2?" }];
+      const r1 = await openai.chat.completions.create({ model: "m", messages: m1 });
+      const m2: OpenAI.ChatCompletionMessageParam[] = [
+        ...m1,
+        { role: "assistant", content: r1.choices[0]!.message.content },
+        { role: "user", content: "And 3 + 3?" },
+      ];
+      await openai.chat.completions.create({ model: "m", messages: m2 });
+      const t = (await (await admin("GET", `/sessions/${key}/trajectory`)).json()) as {
+        traces: unknown[];
+        metadata: JsonObject;
+      };
+      expect(t.metadata.builder).toBe("conversation");
+      expect(t.traces).toHaveLength(1);
+      const perCall = (await (
+        await admin("GET", `/sessions/${key}/trajectory?builder=per_request`)
+      ).json()) as {
+        traces: unknown[];
+      };
+      expect(perCall.traces).toHaveLength(2);
+    } finally {
+      await p.close();
+    }
+  });
+});

@@ -4,9 +4,9 @@
  * Starts the control plane (`wrangler dev`, temporary state), the SIMULATED SGLang engine (a scripted
  * coding policy answering through the real Qwen3 tokenizer and chat template) and one gateway agent
  * in token mode (its proxy renders the chat template, calls `/generate` with token ids and bridges
- * each turn onto the previous one's exact ids); submits examples/calculator/task.yaml with the
- * `conversation` builder (one task × 4 samples: a small tools agent fixes a bug in a repository;
- * `test_on_output` grades its diff in a fresh runtime); prints each session's reward, turns, tokens
+ * each turn onto the previous one's exact ids); submits examples/calculator/task.yaml, which names
+ * no builder and so gets token mode's default, `conversation` (one task × 4 samples: a small tools
+ * agent fixes a bug in a repository; `test_on_output` grades its diff in a fresh runtime); prints each session's reward, turns, tokens
  * and per-turn bridge verdicts as it arrives; saves every result to `.polar/demo/<batch>/` and shows
  * how to open it; shuts everything down.
  *
@@ -30,8 +30,9 @@ console.log(
   "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
 const stack = await startLocalStack({ gateways: 1, engine: "sglang" });
-// wrangler runs in its own process group, so Ctrl-C would not reach it: stop everything ourselves.
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
+// The children run under reapers in sessions of their own, so Ctrl-C reaches only this process:
+// stop them in order ourselves (were this process killed outright, the reapers would stop them).
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   process.once(signal, () => {
     console.error(`\n${signal}: stopping…`);
     void stack.stop().finally(() => process.exit(130));
@@ -44,8 +45,8 @@ try {
     `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
   );
   const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE));
-  // One token-exact trace per session: every turn bridged onto the previous turn's sampled ids.
-  for (const task of batch.tasks) task.builder = { strategy: "conversation" };
+  // The task names no builder, so the token-mode gateway gives it `conversation`: one token-exact
+  // trace per session, every turn bridged onto the previous turn's sampled ids.
   const created = await stack.client.submit(batch);
   console.log(
     `[${elapsed()}] submitted ${TASK_FILE} as batch ${created.batch_id}: ${created.tasks} task × ${created.sessions} sessions`,

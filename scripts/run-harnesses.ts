@@ -5,8 +5,9 @@
  * Starts the local stack (control plane, SIMULATED SGLang engine, one gateway whose proxy runs in
  * token mode, `--engine sglang`), submits `examples/calculator/task.<harness>.yaml` for each
  * harness asked for (4 samples each, graded by `test_on_output`, trajectories built by the
- * `conversation` builder), fetches every session's completion records and prints one row per
- * harness: API family, sessions, turns, tokens, rewards, bridge verdicts. Results and records are
+ * `conversation` builder, the token-mode default for a task that names none), fetches every
+ * session's completion records and prints one row per harness: API family, sessions, turns,
+ * tokens, rewards, bridge verdicts. Results and records are
  * saved under `.polar/harness-runs/<batch>/`.
  *
  * The CLIs must be installed first (`scripts/install-harnesses.sh`, which needs the npm registry);
@@ -79,11 +80,13 @@ export function missingHarnesses(dir: string, harnesses: readonly HarnessName[])
   return harnesses.filter((h) => !existsSync(join(dir, "bin", PRESET_PACKAGES[h].bin)));
 }
 
-/** The calculator task of `harness`, with the `conversation` builder (token mode's per-chain traces). */
+/**
+ * The calculator task of `harness`, as its file says: it names no builder, so the token-mode
+ * gateway gives it `conversation` (one trace per chain), as any user's task gets.
+ */
 export function harnessTask(harness: HarnessName): TaskSpecInput {
   const file = join(REPO_ROOT, "examples/calculator", `task.${harness}.yaml`);
-  const task = loadTaskFile(file).tasks[0]!;
-  return { ...task, builder: { strategy: "conversation", config: {} } };
+  return loadTaskFile(file).tasks[0]!;
 }
 
 /**

@@ -12,7 +12,11 @@ export interface DevOptions {
   persistTo: string;
 }
 
-/** Runs until SIGINT/SIGTERM. */
+/**
+ * Runs until SIGINT, SIGTERM or SIGHUP (a closed terminal), then stops wrangler. Were this process
+ * killed outright (SIGKILL, a crash), wrangler and workerd still go down with it: they run under the
+ * reaper (`cli/child-process.ts`), which watches a pipe from this process.
+ */
 export async function runDev(opts: DevOptions): Promise<void> {
   const tokens = tokensFromEnv(process.env);
   const cp = await startControlPlaneDev({
@@ -37,7 +41,6 @@ export async function runDev(opts: DevOptions): Promise<void> {
     await cp.stop();
     process.exit(0);
   };
-  process.once("SIGINT", stop);
-  process.once("SIGTERM", stop);
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.once(signal, stop);
   await cp.exited;
 }

@@ -115,7 +115,7 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
     timeout_seconds: spec.timeout_seconds,
     runtime: spec.runtime ?? null,
     agent: spec.agent,
-    builder: spec.builder,
+    builder: spec.builder ?? null,
     evaluator: spec.evaluator ?? null,
     metadata: spec.metadata,
     dispatch_priority: spec.dispatch_priority,

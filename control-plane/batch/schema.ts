@@ -113,13 +113,17 @@ export const counters = sqliteTable("counters", {
 });
 
 /**
- * Outbox: "enqueue the sessions of task `task_index` to QueueDO(`queue`)". Written in the same
- * transaction as the batch; deleted once the queue acknowledged. Receivers dedupe by session id.
+ * Outbox: messages to QueueDO(`queue`), written in the same transaction as the change that causes
+ * them and deleted once the queue acknowledged (receivers dedupe by session id; the alarm retries
+ * at `next_attempt_at`). `enqueue` rows carry no payload: they name task `task_index`, and its
+ * sessions still QUEUED are read again at delivery (so a session cancelled meanwhile is not sent).
+ * `cancel` rows have `task_index` -1 and `payload` = JSON `[{session_id, lease_id}]` (lease_id
+ * null when never leased), sent to every shard of the queue.
  */
 export const outbox = sqliteTable("outbox", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   queue: text("queue").notNull(),
-  /** `enqueue`: deliver the task's QUEUED sessions; `cancel`: withdraw `payload` (JSON session ids). */
+  /** `enqueue`: deliver task `task_index`'s QUEUED sessions; `cancel`: withdraw the sessions in `payload`. */
   kind: text("kind").$type<"enqueue" | "cancel">().notNull().default("enqueue"),
   payload: text("payload"),
   taskIndex: integer("task_index").notNull(),

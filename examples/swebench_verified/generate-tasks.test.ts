@@ -84,7 +84,7 @@ describe("task generation from the fixture rows", () => {
           expect(task.num_samples).toBe(4);
           expect(task.timeout_seconds).toBe(3600);
           expect(task.agent.harness).toBe(harness);
-          expect(task.builder.strategy).toBe(builder);
+          expect(task.builder?.strategy).toBe(builder);
           expect(task.runtime?.backend).toBe("docker");
           expect(task.runtime?.workdir).toBe(WORKSPACE);
           expect(task.runtime?.prepare[0]).toMatchObject({ type: "exec", cwd: "/" });

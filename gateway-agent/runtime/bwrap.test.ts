@@ -62,4 +62,21 @@ describe.skipIf(!bwrapAvailable("bwrap"))("bwrap and the harness folder", () => 
     );
     expect(execFileSync(argv[0]!, argv.slice(1)).toString()).toBe("fake-cli ran\nhidden\n");
   });
+
+  it("runs commands when POLAR_HARNESS_DIR names a folder that does not exist (nothing installed)", () => {
+    const session = join(root, "work3", "sessions", "s");
+    mkdirSync(session, { recursive: true });
+    const argv = bwrapArgs(
+      {
+        bwrapPath: "bwrap",
+        sessionDir: session,
+        workRoot: join(root, "work3"),
+        cwd: session,
+        allowInternet: false,
+        harnessDir: join(root, "never-installed", ".polar", "harnesses"),
+      },
+      "echo ran",
+    );
+    expect(execFileSync(argv[0]!, argv.slice(1)).toString()).toBe("ran\n");
+  });
 });

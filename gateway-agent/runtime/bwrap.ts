@@ -68,7 +68,9 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
   if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push("--tmpfs", home);
   // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
   // creates the mount point inside the fresh tmpfs, and nothing else of what it hides shows.
-  if (plan.harnessDir) args.push("--ro-bind", plan.harnessDir, plan.harnessDir);
+  // `-try`: a POLAR_HARNESS_DIR that does not exist (nothing installed yet) binds nothing instead
+  // of failing every sandboxed command; sessions then simply find no pre-installed CLI.
+  if (plan.harnessDir) args.push("--ro-bind-try", plan.harnessDir, plan.harnessDir);
   args.push(
     "--bind",
     plan.sessionDir,

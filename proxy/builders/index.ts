@@ -30,6 +30,22 @@ const BUILDERS = new Map<string, TrajectoryBuilder>(Object.entries(BUILTIN));
 export const BUILDER_NAMES: readonly string[] = BUILDER_STRATEGIES;
 
 /**
+ * The builder for records of an engine when nobody named one: `conversation` in token mode
+ * (`sglang`: each turn is bridged onto the previous one's exact ids, so a session is one trace per
+ * chain), `per_request` with a chat-completions engine (`sglang-openai`, `vllm`: the engine
+ * re-renders the history, there is no chain to follow).
+ *
+ * @example
+ * ```ts
+ * defaultBuilderFor("sglang"); // "conversation"
+ * defaultBuilderFor("vllm"); // "per_request"
+ * ```
+ */
+export function defaultBuilderFor(engine: string): string {
+  return engine === "sglang" ? "conversation" : "per_request";
+}
+
+/**
  * The builder of a strategy (built-in, registered or loaded before); throws
  * {@link UnknownBuilderError} for an unknown name.
  *

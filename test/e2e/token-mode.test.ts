@@ -1,6 +1,7 @@
 /**
  * The gateway in token mode (`--engine sglang`), every part a real process: the calculator task
- * (shell harness running examples/calculator/agent.mjs) with builder `conversation`, the gateway's
+ * (shell harness running examples/calculator/agent.mjs) as its file says — no builder, so the
+ * token-mode gateway's default `conversation` builds it (`metadata.builder_choice` says so) —, the gateway's
  * proxy rendering the Qwen3 template itself and calling the simulated engine's `/generate` with
  * token ids, bridging each turn's prompt from the previous prompt + the sampled ids. Each session
  * must be one token-exact trace: its `prompt_ids + response_ids` are exactly the engine's last
@@ -38,7 +39,7 @@ beforeAll(async () => {
     gatewayArgs: ["--http-port", String(httpPort)],
   });
   const batch = loadTaskFile(join(REPO_ROOT, "examples/calculator/task.yaml"));
-  batch.tasks[0]!.builder = { strategy: "conversation" };
+  expect(batch.tasks[0]!.builder, "the example names no builder: the default is under test").toBeUndefined();
   const created = await stack.client.submit(batch);
   expect(created.sessions).toBe(4);
   results = [];
@@ -54,7 +55,16 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-describe("calculator × 4 on the gateway in token mode (builder conversation)", () => {
+describe("calculator × 4 on the gateway in token mode (default builder: conversation)", () => {
+  it("the task named no builder and the gateway chose conversation for its engine", () => {
+    for (const r of results)
+      expect(trajectories.get(r.session_id)!.metadata.builder_choice).toEqual({
+        strategy: "conversation",
+        source: "engine_default",
+        engine: "sglang",
+      });
+  });
+
   it("every session completes and the group gets rewards 1 and 0 as usual", () => {
     expect(results.map((r) => r.status)).toEqual(["COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED"]);
     expect(results.map((r) => r.reward).sort()).toEqual([0, 0, 1, 1]);
