@@ -37,8 +37,8 @@ import {
 } from "../tokenizer/chat-tokenizer";
 import { tryParseJson } from "../tokenizer/parsers/json-text";
 
-/** The five harnesses of the calculator example, in the order they are run and reported. */
-export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode"] as const;
+/** The six harnesses of the calculator example, in the order they are run and reported. */
+export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode", "gemini_cli"] as const;
 export type HarnessName = (typeof HARNESS_NAMES)[number];
 
 /** Where `scripts/install-harnesses.sh` puts the CLIs by default. */

@@ -6,7 +6,7 @@
  * `test_on_output`; the group's rewards are the mix the scripted policy draws; every turn is
  * token-exact and carries the bridge's verdict.
  *
- * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all five).
+ * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all six).
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -36,6 +36,7 @@ const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
   claude_code: { api: "anthropic", tools: ["Bash", "Read", "Edit", "Write"] },
   codex: { api: "openai_responses", tools: ["exec_command"] },
   opencode: { api: "openai_chat", tools: ["bash", "read", "edit", "write"] },
+  gemini_cli: { api: "google", tools: ["run_shell_command", "read_file", "replace", "write_file"] },
 };
 
 let stack: LocalStack;
