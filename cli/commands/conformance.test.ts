@@ -31,8 +31,30 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(r.streams).toBe("never");
     expect(r.rewrites_history).toBe(false);
     expect(r.compacts_history).toBe(false);
+    expect(r.drops_reasoning).toBe(false);
+    expect(r.flags).toEqual({ reasoning_dropped: 0 });
     expect(r.safe_to_train).toBe(true);
     expect(out).toMatch(/\| safe to train on \| yes \|/);
+    expect(out).toMatch(/\| drops reasoning \| no \|/);
+  }, 120_000);
+
+  it("shows the turns whose request came back without the previous reply's reasoning", async () => {
+    const { value: r, out } = await silenced(() =>
+      runConformance({ harness: "shell", env: { CONFORMANCE_REASONING: "drop" } }),
+    );
+    // Every reply of the simulated policy carries a <think> block: each later turn drops one.
+    expect(r.turns.map((t) => t.flags)).toEqual([
+      [],
+      ["reasoning_dropped"],
+      ["reasoning_dropped"],
+      ["reasoning_dropped"],
+    ]);
+    expect(r.flags).toEqual({ reasoning_dropped: 3 });
+    expect(r.drops_reasoning).toBe(true);
+    // The bridge still extends the chain from the sampled ids: training data is unaffected.
+    expect(r.chains).toBe(1);
+    expect(out).toMatch(/\| 2 \| openai_chat \|.*\| extended \| reasoning_dropped \|/);
+    expect(out).toMatch(/\| drops reasoning \| yes: 3 of 4 turns /);
   }, 120_000);
 
   it("flags compaction, rewriting, streaming and ignored sampling parameters", async () => {

@@ -2,9 +2,9 @@
  * `polar conformance` for every harness preset, with the real CLIs: each one installed under
  * `.polar/harnesses` (scripts/install-harnesses.sh) runs the calculator example's bug fix against
  * the simulated engine through a token-mode proxy, and the report must show a multi-turn tool
- * session in the CLI's own API family with a verdict on every turn. A preset whose CLI is not
- * installed there (mini_swe_agent comes from PyPI, which the install script does not use) must
- * stop at once with the install hint, never crash while building its plan.
+ * session in the CLI's own API family with a verdict on every turn and no reasoning dropped. A
+ * preset whose CLI is not installed there (mini_swe_agent comes from PyPI, which the install
+ * script does not use) must stop at once with the install hint, never crash building its plan.
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -59,6 +59,8 @@ describe.each(Object.keys(PRESETS) as PresetName[])("polar conformance --harness
     expect(report.compacts_history).toBe(false);
     expect(report.chains).toBe(name === "opencode" ? 2 : 1);
     expect(report.safe_to_train).toBe(name !== "opencode");
+    // None of the six sends a reply back without the reasoning the proxy returned with it.
+    expect(report.drops_reasoning).toBe(false);
     for (const t of report.turns) expect(["new_chain", "extended"]).toContain(t.verdict);
   }, 200_000);
 });

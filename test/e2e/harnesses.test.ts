@@ -120,4 +120,20 @@ describe.each(HARNESSES)("%s on the calculator task × 4", (harness) => {
     expect(Object.keys(verdicts).sort()).toEqual(["extended", "new_chain"]);
     expect(verdicts.new_chain).toBe(harness === "opencode" ? 8 : 4);
   });
+
+  it("sends each reply back with the reasoning the proxy returned: no turn is flagged reasoning_dropped", () => {
+    const run = runOf(harness);
+    for (const { result, records } of run.sessions) {
+      // Every reply of the simulated policy carries reasoning, so each follow-up had some to send back.
+      for (const r of records)
+        expect(
+          (r.response.choices as Array<{ message: { reasoning_content?: string } }>)[0]!.message
+            .reasoning_content,
+        ).toBeTruthy();
+      expect(result.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
+    }
+    const summary = summarizeHarness(run);
+    expect(summary.followUps).toBeGreaterThan(0);
+    expect(summary.reasoningDropped).toBe(0);
+  });
 });
