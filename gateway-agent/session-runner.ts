@@ -41,6 +41,8 @@ export interface AdminControls {
   setPolicyVersion?(version: string | null): void;
   /** Token mode: the session's turn verdict counts (null for chat engines or no call); read before close. */
   bridgeVerdicts?(sessionId: string): Record<string, number> | null;
+  /** Token mode: the session's turn flag counts (`reasoning_dropped`), as for `bridgeVerdicts`. */
+  bridgeFlags?(sessionId: string): Record<string, number> | null;
 }
 
 /** What the runner needs from its gateway. */
@@ -337,7 +339,11 @@ export class SessionRunner {
     const verdicts = session.verdicts();
     if (verdicts) {
       const t = outcome.result.trajectory;
-      outcome.result.trajectory = { ...t, metadata: { ...t.metadata, bridge_verdicts: verdicts } };
+      const flags = session.flags();
+      outcome.result.trajectory = {
+        ...t,
+        metadata: { ...t.metadata, bridge_verdicts: verdicts, ...(flags ? { bridge_flags: flags } : {}) },
+      };
     }
     const r = outcome.result;
     if (r.status === "ERROR" || r.status === "TIMEOUT") {
@@ -394,20 +400,26 @@ export function harnessName(a: SessionAssignment): string {
 /**
  * One session's view of the proxy: `openSession` adds `harness` to the session meta (the proxy
  * tallies bridge verdicts per harness × model by it), and `closeSession` first keeps the
- * session's verdict counts, which the proxy forgets on close.
+ * session's verdict and flag counts, which the proxy forgets on close.
  *
  * @example
  * ```ts
  * const session = sessionProxy(proxy, "codex");
  * await runSessionPipeline(s, { ...deps, proxy: session.proxy });
  * session.verdicts(); // { extended: 7, new_chain: 1, ... } in token mode, else null
+ * session.flags(); // { reasoning_dropped: 0 } in token mode, else null
  * ```
  */
 export function sessionProxy(
   proxy: SessionRunnerOptions["proxy"],
   harness: string,
-): { proxy: PipelineDeps["proxy"]; verdicts(): Record<string, number> | null } {
+): {
+  proxy: PipelineDeps["proxy"];
+  verdicts(): Record<string, number> | null;
+  flags(): Record<string, number> | null;
+} {
   let verdicts: Record<string, number> | null = null;
+  let flags: Record<string, number> | null = null;
   return {
     proxy: {
       get url() {
@@ -417,10 +429,12 @@ export function sessionProxy(
       completions: (id) => proxy.completions(id),
       closeSession: (id) => {
         verdicts = proxy.bridgeVerdicts?.(id) ?? null;
+        flags = proxy.bridgeFlags?.(id) ?? null;
         return proxy.closeSession(id);
       },
     },
     verdicts: () => verdicts,
+    flags: () => flags,
   };
 }
 

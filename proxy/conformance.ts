@@ -6,6 +6,7 @@
  * @module
  */
 import type { CompletionRecord, JsonObject } from "../protocol";
+import { BRIDGE_FLAGS } from "../tokenizer/bridge";
 
 /** Sampling parameters the task asked the harness to send. */
 export interface ExpectedSampling {
@@ -23,6 +24,8 @@ export interface ConformanceTurn {
   streamed: boolean;
   verdict: string;
   reason: string | null;
+  /** Bridge flags of the turn (`reasoning_dropped`). */
+  flags: string[];
   messages: number;
   prompt_tokens: number;
   sampled_tokens: number;
@@ -35,6 +38,14 @@ export interface ConformanceReport {
   harness: string;
   turns: ConformanceTurn[];
   verdicts: Record<string, number>;
+  /** Turns per bridge flag (`reasoning_dropped`), zero counts included. */
+  flags: Record<string, number>;
+  /**
+   * The harness sent at least one reply back without the reasoning the proxy returned with it. The
+   * bridge kept the sampled ids, so the model still saw its own reasoning; the harness's history
+   * (and a chat server re-rendering it) did not hold it.
+   */
+  drops_reasoning: boolean;
   /** True when every turn sent the expected sampling values; null when none were expected. */
   honours_sampling: boolean | null;
   sampling_mismatches: string[];
@@ -79,6 +90,7 @@ export function conformanceReport(
       streamed: r.metadata.client_stream === true,
       verdict: typeof bridge.verdict === "string" ? bridge.verdict : "(not token mode)",
       reason: typeof bridge.reason === "string" ? bridge.reason : null,
+      flags: Array.isArray(bridge.flags) ? bridge.flags.map(String) : [],
       messages: Array.isArray(r.request.messages) ? r.request.messages.length : 0,
       prompt_tokens: r.prompt_ids.length,
       sampled_tokens: r.response_ids.length,
@@ -87,6 +99,8 @@ export function conformanceReport(
   });
   const verdicts: Record<string, number> = {};
   for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
+  const flags: Record<string, number> = Object.fromEntries(BRIDGE_FLAGS.map((f) => [f, 0]));
+  for (const t of turns) for (const f of t.flags) flags[f] = (flags[f] ?? 0) + 1;
   const mismatches: string[] = [];
   const wanted = Object.entries(expected).filter(([, v]) => v !== undefined);
   for (const t of turns) {
@@ -111,6 +125,8 @@ export function conformanceReport(
     harness,
     turns,
     verdicts,
+    flags,
+    drops_reasoning: (flags.reasoning_dropped ?? 0) > 0,
     honours_sampling: honours,
     sampling_mismatches: mismatches,
     streams: streamed === 0 ? "never" : streamed === turns.length ? "always" : "sometimes",
@@ -133,15 +149,15 @@ export function formatConformance(r: ConformanceReport): string {
   const lines = [
     `conformance of harness '${r.harness}' (token mode, simulated engine)`,
     "",
-    "| turn | api | streamed | messages | prompt tokens | sampled | sent sampling | verdict | reason |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| turn | api | streamed | messages | prompt tokens | sampled | sent sampling | verdict | flags | reason |",
+    "|---|---|---|---|---|---|---|---|---|---|",
     ...r.turns.map(
       (t) =>
         `| ${t.turn} | ${t.api} | ${t.streamed ? "yes" : "no"} | ${t.messages} | ${t.prompt_tokens} | ${t.sampled_tokens} | ${
           Object.entries(t.sent)
             .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
             .join(" ") || "-"
-        } | ${t.verdict} | ${t.reason ?? ""} |`,
+        } | ${t.verdict} | ${t.flags.join(" ")} | ${t.reason ?? ""} |`,
     ),
     "",
     "| check | result |",
@@ -154,6 +170,7 @@ export function formatConformance(r: ConformanceReport): string {
     `| streams | ${r.streams} |`,
     `| rewrites history | ${r.rewrites_history ? "yes" : "no"} |`,
     `| compacts history | ${r.compacts_history ? "yes" : "no"} |`,
+    `| drops reasoning | ${r.drops_reasoning ? `yes: ${r.flags.reasoning_dropped} of ${r.turns.length} turns sent the previous reply back without it (the prompt kept the sampled reasoning)` : "no"} |`,
     `| safe to train on | ${r.safe_to_train ? "yes" : "no"} |`,
   ];
   return lines.join("\n");

@@ -9,7 +9,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { CompletionRecord, JsonObject } from "../protocol";
-import type { Verdict, VerdictRow } from "../tokenizer/bridge";
+import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
 import {
@@ -100,7 +100,7 @@ export interface ProxyOptions {
 export interface ProxyStatus extends FenceStatus {
   replicas: ReplicaStatus[];
   sessions: number;
-  /** Token mode: turn verdict counts per (harness, model) since start; empty for chat engines. */
+  /** Token mode: turn verdict and flag counts per (harness, model) since start; empty for chat engines. */
   bridge: VerdictRow[];
 }
 
@@ -127,6 +127,12 @@ export interface RecordingProxy {
    * a session that made no call. Read it before `closeSession`.
    */
   bridgeVerdicts(sessionId: string): Record<Verdict, number> | null;
+  /**
+   * Token mode: how many of the session's turns carry each bridge flag (`reasoning_dropped`: the
+   * harness sent a reply back without the reasoning the proxy returned); null as for
+   * `bridgeVerdicts`. Read it before `closeSession`.
+   */
+  bridgeFlags(sessionId: string): Record<BridgeFlag, number> | null;
   /** Policy version stamped (`metadata.policy_version`) on records of calls admitted from now on. */
   setPolicyVersion(version: string | null): void;
   /** Stops listening and closes open connections. */
@@ -418,6 +424,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     resume: () => server.fence.resume(),
     status: () => server.status(),
     bridgeVerdicts: (sessionId) => tokenMode?.verdicts(sessionId) ?? null,
+    bridgeFlags: (sessionId) => tokenMode?.flags(sessionId) ?? null,
     setPolicyVersion: (v) => server.fence.setPolicyVersion(v),
     close: () =>
       new Promise<void>((resolve) => {

@@ -330,6 +330,7 @@ export async function serveTokenTurn(
         parent_turn_id: committed.parent_turn_id,
         verdict: committed.verdict,
         reason: committed.reason,
+        flags: committed.flags,
         rid,
         bridged_count: committed.bridged_count,
       },

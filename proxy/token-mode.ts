@@ -6,7 +6,13 @@
  * @module
  */
 import type { JsonObject } from "../protocol";
-import { TokenBridge, type Verdict, type VerdictRow, VerdictTally } from "../tokenizer/bridge";
+import {
+  type BridgeFlag,
+  TokenBridge,
+  type Verdict,
+  type VerdictRow,
+  VerdictTally,
+} from "../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../tokenizer/parsers";
 
@@ -78,6 +84,7 @@ function harnessOf(meta: JsonObject): string {
  * const mode = await TokenMode.create({ toolCallParser: "qwen3" }, "Qwen/Qwen3-8B");
  * const { bridge, turn } = mode.bridgeFor({ sessionId: "s1", meta: { harness: "codex" } });
  * mode.verdicts("s1"); // { extended: 0, ... }
+ * mode.flags("s1"); // { reasoning_dropped: 0 }
  * mode.tally.snapshot(); // [{ harness: "codex", model: "Qwen/Qwen3-8B", counts }]
  * ```
  */
@@ -155,6 +162,11 @@ export class TokenMode {
   /** Verdict counts of one session, or null when it made no token-mode call (or was forgotten). */
   verdicts(sessionId: string): Record<Verdict, number> | null {
     return this.sessions.get(sessionId)?.bridge.verdictCounts() ?? null;
+  }
+
+  /** Flag counts of one session (`reasoning_dropped`), or null as for {@link verdicts}. */
+  flags(sessionId: string): Record<BridgeFlag, number> | null {
+    return this.sessions.get(sessionId)?.bridge.flagCounts() ?? null;
   }
 
   /** Counts per (harness, model) across every session of this proxy. */

@@ -8,7 +8,7 @@
 # Needs the npm registry (run it in CI's install phase or once on a GPU host); a harness already
 # installed at its pinned version is skipped, so a second run does no network at all.
 #
-#   scripts/install-harnesses.sh                    # all five
+#   scripts/install-harnesses.sh                    # all six
 #   scripts/install-harnesses.sh pi qwen_code       # some
 #   POLAR_HARNESS_DIR=/opt/polar/harnesses scripts/install-harnesses.sh
 set -euo pipefail
@@ -24,6 +24,7 @@ HARNESSES=(
   "claude_code @anthropic-ai/claude-code 2.1.197 claude"
   "codex @openai/codex 0.171.0 codex"
   "opencode opencode-ai 1.18.33 opencode"
+  "gemini_cli @google/gemini-cli 0.61.0 gemini"
 )
 
 want=("$@")

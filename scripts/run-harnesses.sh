@@ -3,7 +3,7 @@
 # sessions, turns, tokens, rewards, bridge verdicts): installs the pinned CLIs first when they are
 # missing (needs the npm registry once), then runs scripts/run-harnesses.ts, which needs no network.
 #
-#   scripts/run-harnesses.sh                       # pi, qwen_code, claude_code, codex, opencode
+#   scripts/run-harnesses.sh                       # pi, qwen_code, claude_code, codex, opencode, gemini_cli
 #   scripts/run-harnesses.sh claude_code codex     # some
 #   scripts/run-harnesses.sh --keep pi             # keep the session folders (CLI logs) and print where
 set -euo pipefail

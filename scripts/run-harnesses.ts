@@ -38,8 +38,8 @@ import {
 } from "../tokenizer/chat-tokenizer";
 import { tryParseJson } from "../tokenizer/parsers/json-text";
 
-/** The five harnesses of the calculator example, in the order they are run and reported. */
-export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode"] as const;
+/** The six harnesses of the calculator example, in the order they are run and reported. */
+export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode", "gemini_cli"] as const;
 export type HarnessName = (typeof HARNESS_NAMES)[number];
 
 /** Where `scripts/install-harnesses.sh` puts the CLIs by default. */
@@ -189,6 +189,33 @@ type Verdicts = Record<string, number>;
 
 const verdictOf = (r: CompletionRecord) =>
   String((r.metadata.bridge as { verdict?: unknown } | undefined)?.verdict ?? "none");
+const flagsOf = (r: CompletionRecord): string[] => {
+  const flags = (r.metadata.bridge as { flags?: unknown } | undefined)?.flags;
+  return Array.isArray(flags) ? flags.map(String) : [];
+};
+const turnIdOf = (r: CompletionRecord) => (r.metadata.bridge as { turn_id?: unknown } | undefined)?.turn_id;
+const parentOf = (r: CompletionRecord) =>
+  (r.metadata.bridge as { parent_turn_id?: unknown } | undefined)?.parent_turn_id;
+
+/** Qwen3's `</think>`: the sampled ids up to it are the reply's reasoning. */
+const THINK_END = 151668;
+
+/**
+ * What the model saw of the reasoning a CLI dropped: for each `reasoning_dropped` turn, the
+ * parent's sampled reasoning tokens (up to and including `</think>`), which the bridge kept in the
+ * prompt although the CLI's history no longer held them.
+ */
+function droppedReasoningTokens(records: readonly CompletionRecord[]): number {
+  const byTurn = new Map(records.map((r) => [turnIdOf(r), r]));
+  let kept = 0;
+  for (const r of records) {
+    if (!flagsOf(r).includes("reasoning_dropped")) continue;
+    const parent = byTurn.get(parentOf(r));
+    const end = parent?.response_ids.indexOf(THINK_END) ?? -1;
+    if (end >= 0) kept += end + 1;
+  }
+  return kept;
+}
 
 /** Per-harness figures of the report table. */
 export interface HarnessSummary {
@@ -201,11 +228,17 @@ export interface HarnessSummary {
   sampledTokens: number;
   rewards: Array<number | null>;
   verdicts: Verdicts;
+  /** Turns whose request sent the previous reply back without its reasoning. */
+  reasoningDropped: number;
+  /** The dropped replies' sampled reasoning tokens, which the bridge kept in the next prompt. */
+  reasoningTokensKept: number;
+  /** Turns that had a previous reply to send back (every turn extending another). */
+  followUps: number;
 }
 
 /**
  * Figures of one harness run: turns per session, tokens (prompt tokens of every call, and sampled
- * tokens), rewards, verdict counts.
+ * tokens), rewards, verdict counts, turns that came back without the previous reply's reasoning.
  *
  * @example
  * ```ts
@@ -226,6 +259,9 @@ export function summarizeHarness(run: HarnessRun): HarnessSummary {
     sampledTokens: records.reduce((n, r) => n + r.response_ids.length, 0),
     rewards: run.sessions.map((s) => s.result.reward),
     verdicts,
+    reasoningDropped: records.filter((r) => flagsOf(r).includes("reasoning_dropped")).length,
+    reasoningTokensKept: run.sessions.reduce((n, s) => n + droppedReasoningTokens(s.records), 0),
+    followUps: records.filter((r) => typeof parentOf(r) === "string").length,
   };
 }
 
@@ -239,7 +275,16 @@ export function summarizeHarness(run: HarnessRun): HarnessSummary {
  */
 export function harnessTable(summaries: HarnessSummary[]): string {
   return table(
-    ["harness", "API family", "sessions", "turns", "tokens (prompt+sampled)", "rewards", "verdicts"],
+    [
+      "harness",
+      "API family",
+      "sessions",
+      "turns",
+      "tokens (prompt+sampled)",
+      "rewards",
+      "verdicts",
+      "reasoning dropped",
+    ],
     summaries.map((s) => [
       s.harness,
       s.api,
@@ -250,6 +295,7 @@ export function harnessTable(summaries: HarnessSummary[]): string {
       Object.entries(s.verdicts)
         .map(([v, n]) => `${v} ${n}`)
         .join(", "),
+      `${s.reasoningDropped}/${s.followUps} turns (${s.reasoningTokensKept} tokens kept)`,
     ]),
   );
 }

@@ -22,6 +22,7 @@ import {
   GROUP_OUTCOMES,
   MAX_AGENT_STEPS,
   stripReadDecorations,
+  stripResultFraming,
 } from "./agent-policy";
 import { parseOfferedTools, toolboxOf } from "./agent-tools";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
@@ -152,6 +153,47 @@ const VOCABULARIES: Record<string, Vocabulary> = {
     },
     systemPrompt: (cwd) => `Current working directory: ${cwd}`,
   },
+  gemini_cli: {
+    // Gemini CLI 0.61: `replace` refuses a call without its required `instruction`; command output
+    // comes framed (`<untrusted_context>`, `Output: `, `Process Group PGID: N`), as the proxy's
+    // Google family renders `functionResponse.response.output`.
+    tools: [
+      fn("list_directory", { dir_path: s }),
+      fn("read_file", { file_path: s, start_line: { type: "integer" } }, ["file_path"]),
+      fn(
+        "replace",
+        { file_path: s, instruction: s, old_string: s, new_string: s, allow_multiple: { type: "boolean" } },
+        ["file_path", "instruction", "old_string", "new_string"],
+      ),
+      fn("write_file", { file_path: s, content: s }),
+      fn("run_shell_command", { command: s, description: s, is_background: { type: "boolean" } }, [
+        "command",
+      ]),
+    ],
+    run: (o, n, a) => {
+      if (n === "run_shell_command") {
+        const out = o.sh(str(a.command));
+        const failed = /\[exit code (\d+)\]$/.exec(out);
+        const text = failed ? out.slice(0, failed.index) : out;
+        const sections = [`Output: ${text.trimEnd() || "(empty)"}`];
+        if (failed) sections.push(`Exit Code: ${failed[1]}`);
+        sections.push("Process Group PGID: 4242");
+        return `<untrusted_context>\n${sections.join("\n")}\n</untrusted_context>`;
+      }
+      if (n === "read_file") return o.read(str(a.file_path));
+      if (n === "write_file") return o.write(str(a.file_path), str(a.content));
+      if (n === "replace") {
+        if (typeof a.instruction !== "string" || a.instruction === "")
+          return JSON.stringify({ error: "params must have required property 'instruction'" });
+        const r = o.edit(str(a.file_path), str(a.old_string), str(a.new_string));
+        return r.startsWith("Error")
+          ? JSON.stringify({ error: r })
+          : `Successfully modified file: ${a.file_path} (1 replacements).`;
+      }
+      return JSON.stringify({ error: `Tool "${n}" not found` });
+    },
+    systemPrompt: () => "You are Gemini CLI, an autonomous CLI agent.",
+  },
   codex_argv_shell: {
     tools: [fn("shell", { command: { type: "array", items: s } })],
     run: (o, _n, a) => {
@@ -216,6 +258,7 @@ function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0
   const names = vocab.tools.map((t) => t.function.name);
   const ops = opsIn(cwd);
   const actions: string[] = [];
+  const made: Array<{ name: string; args: Record<string, unknown>; result: string }> = [];
   for (let turn = 1; turn <= MAX_AGENT_STEPS + 1; turn++) {
     const prompt = tok.render(messages, { tools: sglangToolDumps(vocab.tools), addGenerationPrompt: true });
     const answer = decideAnswer({ seed, routingKey, prompt });
@@ -223,7 +266,7 @@ function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0
     const { normal, calls } = parseToolCalls(text, names);
     if (calls.length === 0) {
       expect(answer.kind).toBe("agent_final");
-      return { turns: turn, final: text, actions, outcome: answer.agent!.outcome };
+      return { turns: turn, final: text, actions, calls: made, outcome: answer.agent!.outcome };
     }
     actions.push(answer.agent!.action);
     messages.push({
@@ -233,7 +276,9 @@ function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0
       tool_calls: calls.map((c, i) => ({ id: `c${turn}_${i}`, type: "function", function: c })),
     } as ChatMessage);
     for (const [i, c] of calls.entries()) {
-      const result = vocab.run(ops, c.name, JSON.parse(c.arguments) as Record<string, unknown>);
+      const args = JSON.parse(c.arguments) as Record<string, unknown>;
+      const result = vocab.run(ops, c.name, args);
+      made.push({ name: c.name, args, result });
       messages.push({ role: "tool", tool_call_id: `c${turn}_${i}`, content: result } as ChatMessage);
     }
   }
@@ -301,6 +346,51 @@ describe("the agent fixes, breaks or leaves the calculator through every vocabul
   }
 });
 
+describe("Gemini CLI's vocabulary", () => {
+  it("reads the framed command output, edits through replace with an instruction, counts the tests", () => {
+    let tested = 0;
+    for (const sample of [0, 1, 2, 3]) {
+      const cwd = workspace();
+      const r = runSession(VOCABULARIES.gemini_cli!, cwd, `gem.0.${sample}`);
+      // The pwd line inside `Output: ` gives the absolute path the file tools get.
+      expect(r.calls[1]).toMatchObject({
+        name: "read_file",
+        args: { file_path: join(cwd, "calculator.js") },
+      });
+      const edits = r.calls.filter((c) => c.name === "replace");
+      if (r.outcome === "none") expect(edits).toEqual([]);
+      else {
+        expect(edits).toHaveLength(1);
+        expect(edits[0]!.args.instruction).toMatch(/\S/);
+        expect(edits[0]!.result).toMatch(/^Successfully modified file/);
+        // No fallback to sed: the first edit went through.
+        expect(
+          r.calls.some((c) => c.name === "run_shell_command" && /^sed /.test(String(c.args.command))),
+        ).toBe(false);
+      }
+      if (!r.actions.includes("test")) continue;
+      tested++;
+      // Read from the framed output, every test line counts (the first one follows `Output: `).
+      expect(r.final).toMatch(r.outcome === "fix" ? /All 4 tests pass/ : /1 test\(s\) still fail/);
+    }
+    expect(tested).toBeGreaterThan(0);
+  });
+
+  it("strips Gemini CLI's framing of command output and nothing else", () => {
+    expect(
+      stripResultFraming(
+        "<untrusted_context>\nOutput: /w\nfile.js\nExit Code: 1\nProcess Group PGID: 7\n</untrusted_context>",
+      ),
+    ).toBe("/w\nfile.js\nExit Code: 1");
+    expect(stripResultFraming("Output: not a section label\nplain")).toBe(
+      "Output: not a section label\nplain",
+    );
+    expect(stripResultFraming("Process exited with code 0\nOutput:\n/w")).toBe(
+      "Process exited with code 0\nOutput:\n/w",
+    );
+  });
+});
+
 describe("draws", () => {
   it("a group of four gets two fixes, one wrong edit and one non-edit, for any seed and group", () => {
     for (const seed of [0, 1, 7]) {
@@ -316,8 +406,9 @@ describe("draws", () => {
   });
 
   it("the same seed and key give the same conversation; another seed may differ", () => {
-    const a = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
-    const b = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
+    // The calls name each run's own workspace; the rest must be identical.
+    const { calls: _a, ...a } = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
+    const { calls: _b, ...b } = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
     expect(b).toEqual(a);
   });
 });

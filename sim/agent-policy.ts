@@ -179,11 +179,38 @@ function stepsOf(turns: ReadonlyArray<{ role: string; content: string }>): Step[
     const next = turns[i + 1];
     const results =
       next && (next.role === "user" || next.role === "tool")
-        ? [...next.content.matchAll(/<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/g)].map((m) => m[1]!)
+        ? [...next.content.matchAll(/<tool_response>\n?([\s\S]*?)\n?<\/tool_response>/g)].map((m) =>
+            stripResultFraming(m[1]!),
+          )
         : [];
     for (const [k, call] of calls.entries()) steps.push({ call, result: results[k] });
   }
   return steps;
+}
+
+/** Labels Gemini CLI puts on the sections of a command's result, after its output. */
+const SHELL_SECTION = /^(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): /;
+
+/**
+ * A tool result without the framing a harness puts around what the tool printed. Gemini CLI
+ * wraps command output in `<untrusted_context>` lines, labels it `Output: ` and appends sections
+ * such as `Process Group PGID: 31`; the policy reads the output itself (the `pwd` line, the
+ * listing, the test lines). `Exit Code: N` and `Error: …` stay: they tell a failed command.
+ *
+ * @example
+ * ```ts
+ * stripResultFraming("<untrusted_context>\nOutput: /w\nProcess Group PGID: 7\n</untrusted_context>"); // "/w"
+ * ```
+ */
+export function stripResultFraming(text: string): string {
+  let lines = text.split("\n");
+  if (lines[0]?.trim() === "<untrusted_context>" && lines.at(-1)?.trim() === "</untrusted_context>")
+    lines = lines.slice(1, -1);
+  if (lines[0]?.startsWith("Output: ") && lines.some((l) => SHELL_SECTION.test(l))) {
+    lines[0] = lines[0].slice("Output: ".length);
+    lines = lines.filter((l) => !/^(?:Process Group PGID|Background PIDs): /.test(l));
+  }
+  return lines.join("\n");
 }
 
 /** The task: the last user turn that is not a tool result, without harness reminder blocks. */

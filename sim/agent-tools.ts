@@ -4,8 +4,9 @@
  * roles (shell, read, write, edit, list) by name and JSON schema, with the argument names each tool
  * expects. This is how one policy drives Claude Code (`Bash/Read/Write/Edit`), Qwen Code
  * (`run_shell_command/read_file/write_file/edit`), Codex (`exec_command`), OpenCode
- * (`bash/read/write/edit`, camelCase arguments), Pi (`read/bash/edit/write`) and plain
- * `bash`/`shell`/`execute` tools.
+ * (`bash/read/write/edit`, camelCase arguments), Pi (`read/bash/edit/write`), Gemini CLI
+ * (`run_shell_command/read_file/write_file/replace`, the last with a required `instruction`) and
+ * plain `bash`/`shell`/`execute` tools.
  *
  * @module
  */
@@ -173,7 +174,7 @@ export function toolboxOf(tools: readonly OfferedTool[]): Toolbox {
 
 /**
  * Fills the required properties the policy has no value for with neutral ones (booleans false,
- * a short description for `description`), so strict harnesses accept the call.
+ * the call's purpose for `description`, `reason` or `instruction`), so strict harnesses accept it.
  */
 function fillRequired(tool: OfferedTool, args: Record<string, unknown>, purpose: string): void {
   for (const key of tool.required) {
@@ -181,7 +182,8 @@ function fillRequired(tool: OfferedTool, args: Record<string, unknown>, purpose:
     const prop = tool.properties[key];
     if (prop?.default !== undefined) args[key] = prop.default;
     else if (prop?.type === "boolean") args[key] = false;
-    else if (/desc|reason|explanation/i.test(key)) args[key] = purpose;
+    // Gemini CLI's `replace` requires an `instruction`: what the edit is for, in words.
+    else if (/desc|reason|explanation|instruction/i.test(key)) args[key] = purpose;
   }
   // Optional but common: a one-line description helps harnesses that show it to the user.
   for (const key of Object.keys(tool.properties)) {

@@ -10,7 +10,7 @@
  * @module
  */
 import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../protocol";
-import type { BridgedTurn } from "./bridge";
+import { BRIDGE_FLAGS, type BridgedTurn, type BridgeFlag, emptyFlagCounts } from "./bridge";
 import type { ChatMessage } from "./chat-tokenizer";
 
 /** The part of a turn the builder reads (a {@link BridgedTurn}, or one rebuilt from a record). */
@@ -20,6 +20,7 @@ export type ConversationTurn = Pick<
   | "parent_turn_id"
   | "verdict"
   | "reason"
+  | "flags"
   | "prompt_ids"
   | "sampled_ids"
   | "sampled_logprobs"
@@ -127,6 +128,7 @@ export function buildConversationTraces(turns: readonly ConversationTurn[]): Tra
           turn_id: t.turn_id,
           verdict: t.verdict,
           reason: t.reason,
+          flags: t.flags,
           finish_reason: t.finish_reason,
           trained: first,
           bridged_start: bridgedStart,
@@ -189,6 +191,10 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
     parent_turn_id: typeof bridge.parent_turn_id === "string" ? bridge.parent_turn_id : null,
     verdict: bridge.verdict as ConversationTurn["verdict"],
     reason: typeof bridge.reason === "string" ? bridge.reason : null,
+    // Records written before flags existed have none.
+    flags: (Array.isArray(bridge.flags) ? bridge.flags : []).filter((f): f is BridgeFlag =>
+      (BRIDGE_FLAGS as readonly unknown[]).includes(f),
+    ),
     prompt_ids: record.prompt_ids,
     sampled_ids: record.response_ids,
     sampled_logprobs: record.response_logprobs,
@@ -238,10 +244,18 @@ export function conversationBuilder(
   const turns = records.map(conversationTurnFromRecord);
   const verdicts: Record<string, number> = {};
   for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
+  const flags = emptyFlagCounts();
+  for (const t of turns) for (const f of t.flags) flags[f] += 1;
   return {
     status: "COMPLETED",
     traces: buildConversationTraces(turns),
-    metadata: { builder: "conversation", session_id: ctx.session_id, task_id: ctx.task_id, verdicts },
+    metadata: {
+      builder: "conversation",
+      session_id: ctx.session_id,
+      task_id: ctx.task_id,
+      verdicts,
+      flags,
+    },
     error: null,
   };
 }

@@ -1,6 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PRESET_PACKAGES, PRESETS, type PresetName } from "../../gateway-agent/harness";
 import { UsageError } from "../usage-error";
-import { runConformance } from "./conformance";
+import { conformancePlan, runConformance } from "./conformance";
 
 const CLIENT = "npx tsx examples/conformance/scripted-client.ts";
 const silenced = async <T>(fn: () => Promise<T>): Promise<{ value: T; out: string }> => {
@@ -27,8 +31,30 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(r.streams).toBe("never");
     expect(r.rewrites_history).toBe(false);
     expect(r.compacts_history).toBe(false);
+    expect(r.drops_reasoning).toBe(false);
+    expect(r.flags).toEqual({ reasoning_dropped: 0 });
     expect(r.safe_to_train).toBe(true);
     expect(out).toMatch(/\| safe to train on \| yes \|/);
+    expect(out).toMatch(/\| drops reasoning \| no \|/);
+  }, 120_000);
+
+  it("shows the turns whose request came back without the previous reply's reasoning", async () => {
+    const { value: r, out } = await silenced(() =>
+      runConformance({ harness: "shell", env: { CONFORMANCE_REASONING: "drop" } }),
+    );
+    // Every reply of the simulated policy carries a <think> block: each later turn drops one.
+    expect(r.turns.map((t) => t.flags)).toEqual([
+      [],
+      ["reasoning_dropped"],
+      ["reasoning_dropped"],
+      ["reasoning_dropped"],
+    ]);
+    expect(r.flags).toEqual({ reasoning_dropped: 3 });
+    expect(r.drops_reasoning).toBe(true);
+    // The bridge still extends the chain from the sampled ids: training data is unaffected.
+    expect(r.chains).toBe(1);
+    expect(out).toMatch(/\| 2 \| openai_chat \|.*\| extended \| reasoning_dropped \|/);
+    expect(out).toMatch(/\| drops reasoning \| yes: 3 of 4 turns /);
   }, 120_000);
 
   it("flags compaction, rewriting, streaming and ignored sampling parameters", async () => {
@@ -59,4 +85,55 @@ describe("polar conformance with the shell harness and the scripted client", () 
     await expect(runConformance({})).rejects.toThrow(/^--harness:/);
     await expect(runConformance({ harness: "nope" })).rejects.toThrow(/^--harness: .*not supported/);
   });
+});
+
+describe("polar conformance for every preset", () => {
+  const presets = Object.keys(PRESETS) as PresetName[];
+  let empty: string;
+  beforeAll(async () => {
+    empty = await mkdtemp(path.join(tmpdir(), "polar-conformance-nocli-"));
+  });
+  afterAll(async () => {
+    await rm(empty, { recursive: true, force: true });
+  });
+
+  it.each(presets)("%s: the plan is built from a schema-parsed session, wired to the proxy", async (name) => {
+    const at = { proxyUrl: "http://127.0.0.1:9", sessionKey: "sk-polar-x", sessionPath: "/s" };
+    const { ctx, plan, env, cwd } = await conformancePlan(
+      { harness: name, temperature: 0.6, harnessDir: "/opt/clis" },
+      at,
+    );
+    // The defaults a preset reads (settings, mcp_servers, env) come from the gateway's schema.
+    expect(ctx.session.agent).toMatchObject({ harness: name, settings: {}, mcp_servers: [], env: {} });
+    expect(ctx.session.instruction).toMatch(/calculator\.js/);
+    expect(plan.steps[0]!.command).toContain(`${PRESET_PACKAGES[name].bin} `);
+    expect(cwd).toBe("/s/workspace");
+    expect(env).toMatchObject({
+      HOME: "/s/home",
+      OPENAI_BASE_URL: "http://127.0.0.1:9/v1",
+      ANTHROPIC_BASE_URL: "http://127.0.0.1:9",
+      GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:9",
+      POLAR_TEMPERATURE: "0.6",
+      ...plan.env,
+    });
+    // Pre-installed CLIs first on PATH, as on a gateway with POLAR_HARNESS_DIR.
+    expect(env.PATH!.split(":")[0]).toBe("/opt/clis/bin");
+  });
+
+  it.each(presets)(
+    "%s without its CLI stops at once, naming the binary and how to install it",
+    async (name) => {
+      const p = PRESET_PACKAGES[name];
+      const run = runConformance({ harness: name, harnessDir: empty, env: { PATH: empty } });
+      await expect(run).rejects.toThrow(UsageError);
+      await expect(
+        runConformance({ harness: name, harnessDir: empty, env: { PATH: empty } }),
+      ).rejects.toThrow(
+        new RegExp(
+          `^--harness: ${name} needs its CLI '${p.bin}'.*${p.via === "npm" ? `install-harnesses\\.sh ${name}` : "pip install"}`,
+        ),
+      );
+    },
+    30_000,
+  );
 });

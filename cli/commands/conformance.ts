@@ -4,20 +4,38 @@
  * (engine `sglang`) and prints per-turn bridge verdicts and whether it honours sampling
  * parameters, streams, rewrites or compacts its history (see `proxy/conformance.ts`).
  *
- * The harness is resolved through the gateway's registry (`shell`, presets, or a custom module)
- * and its plan is run on this machine without a sandbox: files written, steps run with `bash -c`
- * and the session wiring (every base URL → the proxy, every key → the session key). `shell`
- * defaults to the scripted client in `examples/conformance/`; presets need their CLI installed.
+ * The harness is resolved through the gateway's registry (`shell` or a preset) and its plan is
+ * built from a session assignment parsed by the same schema the gateway receives (so every field a
+ * preset reads, `agent.settings` and `agent.mcp_servers` included, has its default), then run on
+ * this machine without a sandbox: files written, steps run with `bash -c` in the session
+ * environment the gateway would give (allow-listed variables, the harness folder's `bin/` first on
+ * PATH, every base URL → the proxy, every key → the session key). `shell` defaults to the scripted
+ * client in `examples/conformance/`, run from the current folder. A preset runs its real CLI on the
+ * calculator example's bug fix, in a scratch copy of `examples/calculator/repo`; the CLI must be
+ * installed (`scripts/install-harnesses.sh NAME` into `POLAR_HARNESS_DIR`, default
+ * `.polar/harnesses`), else the check stops at once naming the binary and the install command.
  *
  * @module
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { parse as parseYaml } from "yaml";
-import { type HarnessPlan, type PlanContext, resolveHarness, wiringEnv } from "../../gateway-agent/harness";
-import type { SessionAssignment } from "../../protocol";
+import {
+  baseEnv,
+  HARNESS_DIR_ENV,
+  type HarnessPlan,
+  harnessEnv,
+  installCommand,
+  type PlanContext,
+  PRESET_PACKAGES,
+  type PresetName,
+  resolveHarness,
+  SUPPORTED_HARNESSES,
+} from "../../gateway-agent/harness";
+import { SessionAssignment } from "../../protocol";
 import {
   type ConformanceReport,
   conformanceReport,
@@ -26,7 +44,9 @@ import {
 } from "../../proxy/conformance";
 import { startProxy } from "../../proxy/server";
 import { startSimEngine } from "../../sim/server";
+import { loadTaskFile } from "../task-file";
 import { UsageError } from "../usage-error";
+import { REPO_ROOT } from "../wrangler-dev";
 
 /** The scripted client `shell` runs when no command is given. */
 export const DEFAULT_SHELL_COMMAND = "npx tsx examples/conformance/scripted-client.ts";
@@ -34,6 +54,17 @@ export const DEFAULT_SHELL_COMMAND = "npx tsx examples/conformance/scripted-clie
 export const DEFAULT_INSTRUCTION = "What is 17 * 23? Then: what is 6 * 7? Use the calculator tool.";
 /** Longest a harness may run in a conformance check (ms). */
 export const CONFORMANCE_TIMEOUT_MS = 300_000;
+/** The repository a preset works on: the calculator example's (copied; the original is untouched). */
+export const PRESET_REPO = path.join(REPO_ROOT, "examples", "calculator", "repo");
+/** Model name the check's proxy serves and the harnesses are given. */
+const MODEL = "Qwen/Qwen3-0.6B";
+
+/** The calculator example's instruction: the task a preset is checked on unless told otherwise. */
+function presetInstruction(): string {
+  return loadTaskFile(path.join(REPO_ROOT, "examples", "calculator", "task.yaml")).tasks[0]!.instruction;
+}
+
+const isPreset = (name: string): name is PresetName => Object.hasOwn(PRESET_PACKAGES, name);
 
 /** Options of {@link runConformance}, as commander parses them. */
 export interface ConformanceOptions {
@@ -48,6 +79,8 @@ export interface ConformanceOptions {
   json?: boolean;
   /** Extra environment for the harness (tests). */
   env?: Record<string, string>;
+  /** Folder of pre-installed CLIs (`<dir>/bin`); default `POLAR_HARNESS_DIR`, else `.polar/harnesses`. */
+  harnessDir?: string;
 }
 
 interface ConformanceTask {
@@ -81,6 +114,10 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   }
   const harness = opts.harness ?? (typeof file.harness === "string" ? file.harness : undefined);
   if (!harness) throw new UsageError("--harness: required (or `harness:` in the --task file)");
+  if (!SUPPORTED_HARNESSES.includes(harness))
+    throw new UsageError(
+      `--harness: '${harness}' is not supported (supported: ${SUPPORTED_HARNESSES.join(", ")})`,
+    );
   const fileSampling = (file.sampling ?? {}) as Record<string, unknown>;
   const temperature = num(
     opts.temperature ?? (fileSampling.temperature as number | undefined),
@@ -91,7 +128,12 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   return {
     harness,
     command: opts.command ?? (typeof file.command === "string" ? file.command : undefined),
-    instruction: typeof file.instruction === "string" ? file.instruction : DEFAULT_INSTRUCTION,
+    instruction:
+      typeof file.instruction === "string"
+        ? file.instruction
+        : isPreset(harness)
+          ? presetInstruction()
+          : DEFAULT_INSTRUCTION,
     env,
     sampling: {
       ...(temperature !== undefined ? { temperature } : {}),
@@ -100,23 +142,105 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   };
 }
 
-/** A session assignment with just what harness plans read. */
+/**
+ * The session a harness plan is built from, parsed by the gateway's own schema: a preset reads
+ * `agent.settings`, `agent.mcp_servers` and `agent.env`, which only the schema's defaults fill in.
+ */
 function assignment(task: ConformanceTask, sessionId: string): SessionAssignment {
-  return {
+  return SessionAssignment.parse({
     session_id: sessionId,
+    batch_id: "conformance",
     task_id: "conformance",
+    attempt: 1,
     instruction: task.instruction,
+    timeout_seconds: CONFORMANCE_TIMEOUT_MS / 1000,
+    runtime: null,
     agent: {
       harness: task.harness,
-      env: {},
       ...(task.harness === "shell"
         ? { custom_shell: { command: task.command ?? DEFAULT_SHELL_COMMAND, env: {} } }
         : {}),
     },
-  } as unknown as SessionAssignment;
+    builder: { strategy: "conversation" },
+    evaluator: null,
+    metadata: {},
+    dispatch_priority: 0,
+  });
 }
 
-async function runPlan(plan: HarnessPlan, ctx: PlanContext, env: Record<string, string>): Promise<void> {
+/** A harness's plan for one check, with the environment and folder its steps run in. */
+export interface ConformancePlan {
+  ctx: PlanContext;
+  plan: HarnessPlan;
+  /** The whole environment of every step. */
+  env: Record<string, string>;
+  /** Where steps run: the scratch repository for a preset, the current folder for `shell`. */
+  cwd: string;
+}
+
+/**
+ * Builds the plan of a check: the session, the harness's plan for it and the step environment
+ * (the gateway's allow-listed base with the harness folder's `bin/` first on PATH, then the plan's
+ * own, the extra `env`, the session wiring). Writes nothing.
+ *
+ * @example
+ * ```ts
+ * const { plan } = await conformancePlan({ harness: "qwen_code" }, { proxyUrl, sessionKey, sessionPath });
+ * plan.steps[0].command; // "set -o pipefail; qwen -p … --yolo --auth-type openai …"
+ * ```
+ */
+export async function conformancePlan(
+  opts: ConformanceOptions,
+  at: { proxyUrl: string; sessionKey: string; sessionPath: string; sessionId?: string },
+): Promise<ConformancePlan> {
+  const task = await taskFrom(opts);
+  const session = assignment(task, at.sessionId ?? "conformance-1");
+  const harness = await resolveHarness(session.agent).catch((err: Error) => {
+    throw new UsageError(`--harness: ${err.message}`);
+  });
+  const preset = isPreset(task.harness);
+  const cwd = preset ? path.join(at.sessionPath, "workspace") : process.cwd();
+  const ctx: PlanContext = {
+    session,
+    model: MODEL,
+    proxyUrl: at.proxyUrl,
+    sessionKey: at.sessionKey,
+    sessionPath: at.sessionPath,
+    workdir: cwd,
+  };
+  const plan = harness(ctx);
+  const dir = opts.harnessDir ?? process.env[HARNESS_DIR_ENV] ?? path.join(REPO_ROOT, ".polar", "harnesses");
+  const sampling: Record<string, string> = {
+    ...(task.sampling.temperature !== undefined
+      ? { POLAR_TEMPERATURE: String(task.sampling.temperature) }
+      : {}),
+    ...(task.sampling.top_p !== undefined ? { POLAR_TOP_P: String(task.sampling.top_p) } : {}),
+  };
+  const env = {
+    ...harnessEnv(baseEnv({ ...process.env, [HARNESS_DIR_ENV]: dir }), ctx, {
+      env: { ...plan.env, ...task.env, ...sampling },
+    }),
+    // npx needs its cache; HOME is the session's own folder.
+    npm_config_cache: path.join(at.sessionPath, "npm-cache"),
+  };
+  return { ctx, plan, env, cwd };
+}
+
+/** The preset's CLI, or null when the step environment's PATH has it. */
+function missingCli(harness: string, env: Record<string, string>): string | null {
+  if (!isPreset(harness)) return null;
+  const { bin } = PRESET_PACKAGES[harness];
+  const found = (env.PATH ?? "").split(":").some((d) => d && existsSync(path.join(d, bin)));
+  if (found) return null;
+  const p = PRESET_PACKAGES[harness];
+  const how =
+    p.via === "npm"
+      ? `scripts/install-harnesses.sh ${harness} (installs ${p.pkg}@${p.version} into .polar/harnesses; another folder: ${HARNESS_DIR_ENV}=DIR)`
+      : installCommand(harness, p.version).split(" || ")[1];
+  return `--harness: ${harness} needs its CLI '${bin}', which is not on PATH nor in the harness folder; install it: ${how}`;
+}
+
+async function runPlan({ plan, ctx, env, cwd }: ConformancePlan): Promise<void> {
   for (const f of plan.files) {
     await mkdir(path.dirname(f.path), { recursive: true });
     await writeFile(f.path, f.content);
@@ -124,20 +248,18 @@ async function runPlan(plan: HarnessPlan, ctx: PlanContext, env: Record<string, 
   await mkdir(path.join(ctx.sessionPath, "home"), { recursive: true });
   await mkdir(path.join(ctx.sessionPath, "logs", "agent"), { recursive: true });
   await writeFile(path.join(ctx.sessionPath, "instruction.txt"), ctx.session.instruction);
-  const fullEnv = {
-    PATH: process.env.PATH ?? "",
-    ...plan.env,
-    ...env,
-    ...wiringEnv(ctx),
-    // npx needs its cache; HOME is the session's own folder.
-    npm_config_cache: path.join(ctx.sessionPath, "npm-cache"),
-    POLAR_INSTRUCTION: ctx.session.instruction,
-  };
+  if (cwd !== process.cwd()) {
+    await cp(PRESET_REPO, cwd, { recursive: true });
+    // Some CLIs look for a repository root (Codex, Gemini CLI's git-aware tools).
+    await execa("git", ["init", "-q"], { cwd, reject: false });
+  }
   for (const step of plan.steps) {
     const r = await execa("bash", ["-c", step.command], {
-      cwd: step.cwd ?? process.cwd(),
-      env: fullEnv,
+      cwd: step.cwd ?? cwd,
+      env,
       extendEnv: false,
+      // As in a session: no terminal and nothing on stdin (Pi and Codex would wait to read it).
+      stdin: "ignore",
       reject: false,
       timeout: CONFORMANCE_TIMEOUT_MS,
       all: true,
@@ -161,38 +283,22 @@ async function runPlan(plan: HarnessPlan, ctx: PlanContext, env: Record<string, 
  */
 export async function runConformance(opts: ConformanceOptions): Promise<ConformanceReport> {
   const task = await taskFrom(opts);
-  const harness = await resolveHarness(assignment(task, "probe").agent).catch((err: Error) => {
-    throw new UsageError(`--harness: ${err.message}`);
-  });
   const quiet = { info() {}, warn() {}, error() {} };
-  const sim = await startSimEngine({});
-  const proxy = await startProxy({
-    engine: "sglang",
-    engineUrl: sim.url,
-    modelServed: "Qwen/Qwen3-0.6B",
-    logger: quiet,
-  });
   const dir = await mkdtemp(path.join(tmpdir(), "polar-conformance-"));
+  const sim = await startSimEngine({});
+  const proxy = await startProxy({ engine: "sglang", engineUrl: sim.url, modelServed: MODEL, logger: quiet });
   try {
     const sessionId = "conformance-1";
     const { key } = proxy.openSession(sessionId, { task_id: "conformance", harness: task.harness });
-    const session = assignment(task, sessionId);
-    const ctx: PlanContext = {
-      session,
-      model: "Qwen/Qwen3-0.6B",
+    const prepared = await conformancePlan(opts, {
       proxyUrl: proxy.url,
       sessionKey: key,
       sessionPath: dir,
-      workdir: process.cwd(),
-    };
-    const env: Record<string, string> = {
-      ...task.env,
-      ...(task.sampling.temperature !== undefined
-        ? { POLAR_TEMPERATURE: String(task.sampling.temperature) }
-        : {}),
-      ...(task.sampling.top_p !== undefined ? { POLAR_TOP_P: String(task.sampling.top_p) } : {}),
-    };
-    await runPlan(harness(ctx), ctx, env);
+      sessionId,
+    });
+    const missing = missingCli(task.harness, prepared.env);
+    if (missing) throw new UsageError(missing);
+    await runPlan(prepared);
     const report = conformanceReport(task.harness, proxy.completions(sessionId), task.sampling);
     console.log(opts.json ? JSON.stringify(report, null, 2) : formatConformance(report));
     return report;

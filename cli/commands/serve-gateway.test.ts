@@ -285,6 +285,19 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
         compacted: 0,
         history_rewritten: 0,
       });
+      expect(result.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
+
+      // A client that sends its replies back without their reasoning: each later turn is flagged,
+      // in the trajectory's metadata and on /metrics, per harness and model.
+      const repo = path.join(import.meta.dirname, "..", "..");
+      const dropping = makeAssign({
+        command: `${path.join(repo, "node_modules", ".bin", "tsx")} ${path.join(repo, "examples", "conformance", "scripted-client.ts")}`,
+        env: { CONFORMANCE_REASONING: "drop" },
+      });
+      cp.send(dropping);
+      const second = (await cp.waitFor(isResultOf(dropping.lease_id))).result;
+      expect(second.status).toBe("COMPLETED");
+      expect(second.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 3 });
 
       const health = await (await fetch(`${gateway.httpUrl}/health`)).json();
       expect(health).toMatchObject({ status: "ok", node_id: "topo-node", connected: true, run_inflight: 0 });
@@ -292,12 +305,15 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
       expect(res.headers.get("content-type")).toContain("text/plain");
       const text = await res.text();
       expect(text).toContain('polar_gateway_stage_sessions{stage="ready",node_id="topo-node"} 0');
-      expect(text).toContain('polar_gateway_results_total{status="COMPLETED",node_id="topo-node"} 1');
+      expect(text).toContain('polar_gateway_results_total{status="COMPLETED",node_id="topo-node"} 2');
       expect(text).toContain("polar_gateway_run_start_seconds_count");
       expect(text).toContain('polar_gateway_connected{node_id="topo-node"} 1');
       // Tallied under the session's harness (`shell`, passed in the session meta) and the model.
       expect(text).toContain(
-        'polar_bridge_turns_total{harness="shell",model="Qwen/Qwen3-8B",verdict="new_chain",node_id="topo-node"} 1',
+        'polar_bridge_turns_total{harness="shell",model="Qwen/Qwen3-8B",verdict="new_chain",node_id="topo-node"} 2',
+      );
+      expect(text).toContain(
+        'polar_bridge_flagged_turns_total{harness="shell",model="Qwen/Qwen3-8B",flag="reasoning_dropped",node_id="topo-node"} 3',
       );
       expect((await fetch(`${gateway.httpUrl}/nope`)).status).toBe(404);
     } finally {

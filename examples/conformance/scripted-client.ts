@@ -8,6 +8,8 @@
  *   turns), `compact` (replaces the history by a summary before the second task), `rewrite` (edits
  *   the first user message before the second task);
  * - `CONFORMANCE_STREAM=1`: asks for streamed answers;
+ * - `CONFORMANCE_REASONING`: `keep` (default; sends each reply's `reasoning_content` back with it)
+ *   or `drop` (sends replies back without it, as some CLIs do);
  * - `POLAR_TEMPERATURE` / `POLAR_TOP_P`: sampling parameters it sends (none when unset).
  *
  * @module
@@ -23,6 +25,7 @@ if (!base || !key) {
 }
 const style = process.env.CONFORMANCE_STYLE ?? "append";
 const stream = process.env.CONFORMANCE_STREAM === "1";
+const keepReasoning = (process.env.CONFORMANCE_REASONING ?? "keep") !== "drop";
 const sampling: Record<string, number> = {};
 if (process.env.POLAR_TEMPERATURE) sampling.temperature = Number(process.env.POLAR_TEMPERATURE);
 if (process.env.POLAR_TOP_P) sampling.top_p = Number(process.env.POLAR_TOP_P);
@@ -52,11 +55,13 @@ const tools = [
 async function readStream(res: Response): Promise<Message> {
   const text = await res.text();
   let content = "";
+  let reasoning = "";
   const calls: ToolCall[] = [];
   for (const line of text.split("\n")) {
     if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
     const delta = JSON.parse(line.slice(6)).choices?.[0]?.delta ?? {};
     if (typeof delta.content === "string") content += delta.content;
+    if (typeof delta.reasoning_content === "string") reasoning += delta.reasoning_content;
     for (const c of delta.tool_calls ?? []) {
       calls[c.index] ??= { id: c.id, function: { name: "", arguments: "" } };
       if (c.function?.name) calls[c.index]!.function.name += c.function.name;
@@ -66,6 +71,7 @@ async function readStream(res: Response): Promise<Message> {
   return {
     role: "assistant",
     content: content || null,
+    ...(reasoning && keepReasoning ? { reasoning_content: reasoning } : {}),
     ...(calls.length > 0 ? { tool_calls: calls.map((c) => ({ ...c, type: "function" })) } : {}),
   };
 }
@@ -85,8 +91,13 @@ async function complete(messages: Message[]): Promise<Message> {
   if (!res.ok) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   if (stream) return readStream(res);
   const json = (await res.json()) as { choices: Array<{ message: Message }> };
-  const { role, content, tool_calls } = json.choices[0]!.message;
-  return { role, content, ...(tool_calls ? { tool_calls } : {}) };
+  const { role, content, tool_calls, reasoning_content } = json.choices[0]!.message;
+  return {
+    role,
+    content,
+    ...(reasoning_content && keepReasoning ? { reasoning_content } : {}),
+    ...(tool_calls ? { tool_calls } : {}),
+  };
 }
 
 function calculate(expression: string): string {

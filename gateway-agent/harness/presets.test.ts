@@ -188,8 +188,19 @@ describe("harness presets", () => {
     expect(q.steps[0]?.command).toContain("qwen -p ");
     expect(q.steps[0]?.command).toContain("--yolo --auth-type openai");
     const g = PRESETS.gemini_cli(ctxFor("gemini_cli", { mcp_servers: mcp }));
-    expect(JSON.parse(fileOf(g, ".gemini/settings.json") ?? "{}").mcpServers).toEqual({
-      h: { type: "http", httpUrl: "http://127.0.0.1:9/mcp" },
+    expect(JSON.parse(fileOf(g, ".gemini/settings.json") ?? "{}")).toEqual({
+      security: { auth: { selectedType: "gemini-api-key" } },
+      // Offline: no auto-update or update notice, no usage statistics, no telemetry.
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      mcpServers: { h: { type: "http", httpUrl: "http://127.0.0.1:9/mcp" } },
+    });
+    // Headless in a folder it was never told to trust, it exits 55 before the first request.
+    expect(g.env).toMatchObject({
+      GEMINI_MODEL: "Qwen/Qwen3-8B",
+      GEMINI_CLI_NO_RELAUNCH: "true",
+      GEMINI_CLI_TRUST_WORKSPACE: "true",
     });
     expect(g.steps[0]?.command).toContain("gemini -p ");
     expect(g.steps[0]?.command).toContain("--yolo -m 'Qwen/Qwen3-8B'");

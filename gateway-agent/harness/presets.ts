@@ -25,7 +25,7 @@ export const PRESET_PACKAGES = {
   codex: { pkg: "@openai/codex", version: "0.171.0", bin: "codex", via: "npm" },
   qwen_code: { pkg: "@qwen-code/qwen-code", version: "0.15.10", bin: "qwen", via: "npm" },
   opencode: { pkg: "opencode-ai", version: "1.18.33", bin: "opencode", via: "npm" },
-  gemini_cli: { pkg: "@google/gemini-cli", version: "0.38.1", bin: "gemini", via: "npm" },
+  gemini_cli: { pkg: "@google/gemini-cli", version: "0.61.0", bin: "gemini", via: "npm" },
   pi: { pkg: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi", via: "npm" },
   mini_swe_agent: { pkg: "mini-swe-agent", version: "2.4.2", bin: "mini", via: "pip" },
 } as const;
@@ -78,6 +78,20 @@ export const OFFLINE_KNOBS = {
     config: { autoupdate: false, share: "disabled" },
   },
   pi: { env: { PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" } },
+  gemini_cli: {
+    env: {
+      // Its default relaunches itself as a child with a larger heap.
+      GEMINI_CLI_NO_RELAUNCH: "true",
+      // Headless runs in an untrusted folder exit 55; the session's workdir is the task's own.
+      GEMINI_CLI_TRUST_WORKSPACE: "true",
+    },
+    /** `~/.gemini/settings.json` (0.61's names; `disableAutoUpdate` is a deprecated alias). */
+    settings: {
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+    },
+  },
 } as const;
 
 /** Provider name the presets register for the proxy in their config files. */
@@ -360,13 +374,15 @@ const geminiCli: Harness = (ctx) => {
   noSkills("gemini_cli", agent);
   const { home } = sessionPaths(ctx);
   const settings = {
+    // An API key (the session key): no login, no Google account.
     security: { auth: { selectedType: "gemini-api-key" } },
+    ...OFFLINE_KNOBS.gemini_cli.settings,
     ...(agent.mcp_servers.length ? { mcpServers: mcpJson(agent, "httpUrl") } : {}),
   };
   return {
     ...base("gemini_cli", s),
     files: [{ path: `${home}/.gemini/settings.json`, content: JSON.stringify(settings, null, 2) }],
-    env: { GEMINI_MODEL: ctx.model, GEMINI_CLI_NO_RELAUNCH: "true" },
+    env: { GEMINI_MODEL: ctx.model, ...OFFLINE_KNOBS.gemini_cli.env },
     steps: [
       { command: tee("gemini_cli", `gemini -p ${INSTRUCTION_ARG} --yolo -m ${sq(ctx.model)}${extra(s)}`) },
     ],

@@ -57,6 +57,33 @@ function lowerSchema(schema: unknown): unknown {
   return out;
 }
 
+/**
+ * The text a model is shown for a function's result. Gemini's contract for
+ * `functionResponse.response`: the `output` key holds the function's output, `error` its error
+ * details, and a response with neither is the output as a whole. A chat template takes a tool
+ * result as text (Qwen3 prints it verbatim inside `<tool_response>`), so a response that is only
+ * `{output}` becomes that output itself (a string as is, anything else as JSON), as an OpenAI-style
+ * harness would have sent it; any other response (`{error}`, both keys, other keys) stays JSON, so
+ * an error still reads as one. Rendering `{"output": "…"}` as JSON instead would show the model its
+ * file contents and command output with every newline and quote escaped.
+ *
+ * @example
+ * ```ts
+ * functionResponseText({ output: "a\nb" }); // "a\nb": the newline is a newline, not an escape
+ * functionResponseText({ error: "no such file" }); // '{"error":"no such file"}'
+ * ```
+ */
+export function functionResponseText(response: unknown): string {
+  if (isObject(response)) {
+    const keys = Object.keys(response);
+    if (keys.length === 1 && keys[0] === "output") {
+      const output = response.output;
+      return typeof output === "string" ? output : JSON.stringify(output ?? null);
+    }
+  }
+  return JSON.stringify(response ?? {});
+}
+
 function partsOf(content: JsonObject, field: string): JsonObject[] {
   if (!Array.isArray(content.parts)) throw badField(`${field}.parts`, "required array");
   return objects(content.parts);
@@ -125,7 +152,7 @@ function convertContents(body: JsonObject): JsonObject[] {
         out.push({
           role: "tool",
           tool_call_id: id,
-          content: JSON.stringify(p.functionResponse.response ?? {}),
+          content: functionResponseText(p.functionResponse.response),
         });
       } else if (typeof p.text === "string") user.push({ type: "text", text: p.text });
       else if (isObject(p.inlineData)) {

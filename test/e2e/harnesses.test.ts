@@ -6,7 +6,7 @@
  * `test_on_output`; the group's rewards are the mix the scripted policy draws; every turn is
  * token-exact and carries the bridge's verdict.
  *
- * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all five).
+ * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all six).
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -36,6 +36,7 @@ const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
   claude_code: { api: "anthropic", tools: ["Bash", "Read", "Edit", "Write"] },
   codex: { api: "openai_responses", tools: ["exec_command"] },
   opencode: { api: "openai_chat", tools: ["bash", "read", "edit", "write"] },
+  gemini_cli: { api: "google", tools: ["run_shell_command", "read_file", "replace", "write_file"] },
 };
 
 let stack: LocalStack;
@@ -118,5 +119,21 @@ describe.each(HARNESSES)("%s on the calculator task × 4", (harness) => {
     // A CLI's side conversations (OpenCode's title) are new chains of their own; nothing is rewritten.
     expect(Object.keys(verdicts).sort()).toEqual(["extended", "new_chain"]);
     expect(verdicts.new_chain).toBe(harness === "opencode" ? 8 : 4);
+  });
+
+  it("sends each reply back with the reasoning the proxy returned: no turn is flagged reasoning_dropped", () => {
+    const run = runOf(harness);
+    for (const { result, records } of run.sessions) {
+      // Every reply of the simulated policy carries reasoning, so each follow-up had some to send back.
+      for (const r of records)
+        expect(
+          (r.response.choices as Array<{ message: { reasoning_content?: string } }>)[0]!.message
+            .reasoning_content,
+        ).toBeTruthy();
+      expect(result.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
+    }
+    const summary = summarizeHarness(run);
+    expect(summary.followUps).toBeGreaterThan(0);
+    expect(summary.reasoningDropped).toBe(0);
   });
 });

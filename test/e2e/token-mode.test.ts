@@ -127,6 +127,8 @@ describe("calculator × 4 on the gateway in token mode (default builder: convers
         compacted: 0,
         history_rewritten: 0,
       });
+      // agent.mjs sends each reply back with its reasoning_content: no turn is flagged.
+      expect(trajectories.get(r.session_id)!.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
     }
   });
 

@@ -10,6 +10,7 @@
  */
 import type { ChatMessage, ChatTokenizer } from "../chat-tokenizer";
 import { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
+import { type BridgeFlag, emptyFlagCounts, reasoningDropped } from "./reasoning";
 import { emptyVerdictCounts, type Verdict, type VerdictTally } from "./verdicts";
 
 /**
@@ -52,6 +53,8 @@ export interface BridgedTurn {
   verdict: Verdict;
   /** Why the verdict is not `extended` (null when it is). */
   reason: string | null;
+  /** Facts that do not change the verdict (`reasoning_dropped`); empty for most turns. */
+  flags: BridgeFlag[];
   /** The prompt sent to the engine. */
   prompt_ids: number[];
   /** Tokens of `prompt_ids` that were added after the parent's sampled ids (0 for a chain start). */
@@ -74,6 +77,7 @@ export interface PreparedTurn {
   readonly parentTurnId: string | null;
   readonly verdict: Verdict;
   readonly reason: string | null;
+  readonly flags: readonly BridgeFlag[];
   readonly promptIds: readonly number[];
   /** Number of trailing prompt ids added after the parent's sampled ids. */
   readonly bridgedCount: number;
@@ -187,6 +191,7 @@ export class TokenBridge {
   private readonly byHistory = new Map<string, TurnNode[]>();
   private readonly byRequest = new Map<string, TurnNode[]>();
   private readonly counts = emptyVerdictCounts();
+  private readonly flagTotals = emptyFlagCounts();
   private readonly eotId: number;
   private readonly eotText: string;
   private nextIndex = 0;
@@ -232,7 +237,12 @@ export class TokenBridge {
       const parent = candidates?.at(-1);
       if (!parent) continue;
       const fresh = request.messages.slice(norm[j - 1]!.rawEnd + 1);
-      const chained = this.chainFrom(parent, fresh, request, turnId, base);
+      // The request's copy of the parent's reply: the raw messages folded into its last entry.
+      const echo = request.messages.slice(j >= 2 ? norm[j - 2]!.rawEnd + 1 : 0, norm[j - 1]!.rawEnd + 1);
+      const flags: BridgeFlag[] = reasoningDropped(parent.turn.assistant_message, echo)
+        ? ["reasoning_dropped"]
+        : [];
+      const chained = this.chainFrom(parent, fresh, request, turnId, { ...base, flags });
       if (chained) return chained;
       const rendered = this.render(request.messages, request);
       return {
@@ -240,6 +250,7 @@ export class TokenBridge {
         parentTurnId: null,
         verdict: "template_mismatch",
         reason: `the new render cannot be aligned with ${parent.turn.turn_id}'s reply: started a new chain`,
+        flags,
         promptIds: this.tok.encode(rendered),
         bridgedCount: 0,
         state: { ...base, canonical: request.messages, rendered },
@@ -253,6 +264,7 @@ export class TokenBridge {
         parentTurnId: twin.turn.parent_turn_id,
         verdict: twin.turn.verdict,
         reason: twin.turn.reason,
+        flags: twin.turn.flags,
         promptIds: twin.turn.prompt_ids,
         bridgedCount: twin.turn.bridged_count,
         state: { ...base, canonical: twin.canonical, rendered: twin.rendered },
@@ -266,6 +278,7 @@ export class TokenBridge {
       parentTurnId: null,
       verdict,
       reason,
+      flags: [],
       promptIds: this.tok.encode(rendered),
       bridgedCount: 0,
       state: { ...base, canonical: request.messages, rendered },
@@ -288,6 +301,7 @@ export class TokenBridge {
       parent_turn_id: prepared.parentTurnId,
       verdict: prepared.verdict,
       reason: prepared.reason,
+      flags: [...prepared.flags],
       prompt_ids: [...prepared.promptIds],
       bridged_count: prepared.bridgedCount,
       sampled_ids: [...outcome.sampledIds],
@@ -321,7 +335,8 @@ export class TokenBridge {
     push(this.byHistory, node.historyKey, node);
     push(this.byRequest, state.requestKey, node);
     this.counts[turn.verdict] += 1;
-    this.options.tally?.add(this.harness, this.model, turn.verdict);
+    for (const f of turn.flags) this.flagTotals[f] += 1;
+    this.options.tally?.add(this.harness, this.model, turn.verdict, turn.flags);
     return turn;
   }
 
@@ -333,6 +348,11 @@ export class TokenBridge {
   /** Verdict counts of this session. */
   verdictCounts(): Record<Verdict, number> {
     return { ...this.counts };
+  }
+
+  /** Turns of this session carrying each flag. */
+  flagCounts(): Record<BridgeFlag, number> {
+    return { ...this.flagTotals };
   }
 
   private render(messages: readonly ChatMessage[], request: BridgeRequest): string {
@@ -353,7 +373,7 @@ export class TokenBridge {
     fresh: ChatMessage[],
     request: BridgeRequest,
     turnId: string,
-    base: Omit<PreparedState, "canonical" | "rendered">,
+    { flags, ...base }: Omit<PreparedState, "canonical" | "rendered"> & { flags: BridgeFlag[] },
   ): PreparedTurn | null {
     const canonical = [...parent.canonical, parent.turn.assistant_message, ...fresh];
     const rendered = this.render(canonical, request);
@@ -386,6 +406,7 @@ export class TokenBridge {
         parentTurnId: null,
         verdict,
         reason,
+        flags,
         promptIds: this.tok.encode(rendered),
         bridgedCount: 0,
         state,
@@ -399,6 +420,7 @@ export class TokenBridge {
       parentTurnId: parent.turn.turn_id,
       verdict,
       reason,
+      flags,
       promptIds: [...parent.turn.prompt_ids, ...sampled, ...bridged],
       bridgedCount: bridged.length,
       state,

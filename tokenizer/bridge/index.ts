@@ -14,5 +14,6 @@ export {
   type TurnProvenance,
 } from "./bridge";
 export { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
+export { BRIDGE_FLAGS, type BridgeFlag, emptyFlagCounts, reasoningDropped } from "./reasoning";
 export { type ToolSchemas, toolSchemas, withoutDefaults } from "./tool-defaults";
 export { emptyVerdictCounts, VERDICTS, type Verdict, type VerdictRow, VerdictTally } from "./verdicts";

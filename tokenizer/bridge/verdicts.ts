@@ -1,8 +1,9 @@
 /**
- * Per-turn bridge verdicts and their tallies.
+ * Per-turn bridge verdicts and their tallies (with the per-turn flags of `reasoning.ts`).
  *
  * @module
  */
+import { type BridgeFlag, emptyFlagCounts } from "./reasoning";
 
 /**
  * How a turn's prompt relates to the session's earlier turns.
@@ -39,6 +40,8 @@ export interface VerdictRow {
   harness: string;
   model: string;
   counts: Record<Verdict, number>;
+  /** Turns carrying each flag (`reasoning_dropped`); a turn has one verdict and any number of flags. */
+  flags: Record<BridgeFlag, number>;
 }
 
 /**
@@ -48,22 +51,23 @@ export interface VerdictRow {
  * @example
  * ```ts
  * const tally = new VerdictTally();
- * tally.add("codex", "Qwen3-8B", "extended");
- * tally.snapshot(); // [{ harness: "codex", model: "Qwen3-8B", counts: { extended: 1, ... } }]
+ * tally.add("codex", "Qwen3-8B", "extended", ["reasoning_dropped"]);
+ * tally.snapshot(); // [{ harness: "codex", model: "Qwen3-8B", counts: { extended: 1, ... }, flags: { reasoning_dropped: 1 } }]
  * ```
  */
 export class VerdictTally {
   private readonly rows = new Map<string, VerdictRow>();
 
-  /** Counts one turn. */
-  add(harness: string, model: string, verdict: Verdict): void {
+  /** Counts one turn: its verdict and each of its flags. */
+  add(harness: string, model: string, verdict: Verdict, flags: readonly BridgeFlag[] = []): void {
     const id = JSON.stringify([harness, model]);
     let row = this.rows.get(id);
     if (!row) {
-      row = { harness, model, counts: emptyVerdictCounts() };
+      row = { harness, model, counts: emptyVerdictCounts(), flags: emptyFlagCounts() };
       this.rows.set(id, row);
     }
     row.counts[verdict] += 1;
+    for (const f of flags) row.flags[f] += 1;
   }
 
   /** Counts for one pair (zeros when unseen). */
@@ -71,8 +75,13 @@ export class VerdictTally {
     return { ...(this.rows.get(JSON.stringify([harness, model]))?.counts ?? emptyVerdictCounts()) };
   }
 
+  /** Flag counts for one pair (zeros when unseen). */
+  flagCounts(harness: string, model: string): Record<BridgeFlag, number> {
+    return { ...(this.rows.get(JSON.stringify([harness, model]))?.flags ?? emptyFlagCounts()) };
+  }
+
   /** All pairs, copied. */
   snapshot(): VerdictRow[] {
-    return [...this.rows.values()].map((r) => ({ ...r, counts: { ...r.counts } }));
+    return [...this.rows.values()].map((r) => ({ ...r, counts: { ...r.counts }, flags: { ...r.flags } }));
   }
 }
