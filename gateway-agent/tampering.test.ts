@@ -194,7 +194,7 @@ function assignFor(name: string, c: Case, index: number): AssignMessage {
         harness: "shell",
         custom_shell: { command: `${ASK} >/dev/null && ${c.hack}`, env: { ASK_SCRIPT, ...c.env } },
       },
-      builder: c.task.builder,
+      builder: c.task.builder ?? null,
       evaluator: c.evaluator ?? { ...evaluator, config: { ...evaluator.config, ...c.config } },
       metadata: { case: name },
       dispatch_priority: 0,
