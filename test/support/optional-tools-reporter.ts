@@ -11,14 +11,21 @@ import path from "node:path";
 import type { Reporter, TestModule, Vitest } from "vitest/node";
 import { type OptionalToolsMeta, STRICT_ENV } from "./optional-tools-meta";
 
+/** A suite recorded for a tool: where it is, and (for a preferred tool) what it did without it. */
+export interface SuiteRef {
+  file: string;
+  label: string;
+  without?: string;
+}
+
 /** Everything the run recorded for one tool. */
 export interface ToolSummary {
   tool: string;
   install: string;
   reasons: string[];
-  skipped: string[];
-  failed: string[];
-  degraded: string[];
+  skipped: SuiteRef[];
+  failed: SuiteRef[];
+  degraded: SuiteRef[];
 }
 
 /** One recorded suite: the file it is in (relative to the root) and its meta. */
@@ -28,11 +35,11 @@ export interface RecordedSuite {
 }
 
 /**
- * Groups recorded suites by tool (a tool's children inherit the meta, hence one per file and label).
+ * Groups recorded suites by tool (a suite's children inherit its meta, hence one per file and label).
  *
  * @example
  * ```ts
- * summarizeTools([{ file: "a.test.ts", meta }])[0].skipped; // ['a.test.ts "the suite"']
+ * summarizeTools([{ file: "a.test.ts", meta }])[0].skipped; // [{ file: "a.test.ts", label: "the suite" }]
  * ```
  */
 export function summarizeTools(recorded: RecordedSuite[]): ToolSummary[] {
@@ -49,11 +56,28 @@ export function summarizeTools(recorded: RecordedSuite[]): ToolSummary[] {
         byTool.set(m.tool, s);
       }
       if (!s.reasons.includes(m.reason)) s.reasons.push(m.reason);
-      const where = `${file} "${meta.label}"${m.without ? ` (${m.without})` : ""}`;
-      s[meta.state].push(where);
+      s[meta.state].push({ file, label: meta.label, ...(m.without ? { without: m.without } : {}) });
     }
   }
-  return [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool));
+  const tools = [...byTool.values()].sort((a, b) => a.tool.localeCompare(b.tool));
+  const order = (a: SuiteRef, b: SuiteRef) => a.file.localeCompare(b.file) || a.label.localeCompare(b.label);
+  for (const t of tools) for (const list of [t.skipped, t.failed, t.degraded]) list.sort(order);
+  return tools;
+}
+
+/** `file "a", "b" (without); file2 "c"`: the suites of one state, grouped by file. */
+function suites(refs: SuiteRef[]): string {
+  const groups = new Map<string, SuiteRef[]>();
+  for (const r of refs) {
+    const key = `${r.file}\0${r.without ?? ""}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()]
+    .map((g) => {
+      const without = g[0]!.without ? ` (${g[0]!.without})` : "";
+      return `${g[0]!.file} ${g.map((r) => `"${r.label}"`).join(", ")}${without}`;
+    })
+    .join("; ");
 }
 
 /**
@@ -72,11 +96,11 @@ export function formatSummary(tools: ToolSummary[]): string[] {
     : `Optional tools missing (${tools.length}): suites skipped or run without them (${STRICT_ENV}=1 makes this a failure):`;
   const lines = tools.map((t) => {
     const parts = [
-      t.failed.length ? `FAILED ${t.failed.length}: ${t.failed.join(", ")}` : "",
-      t.skipped.length ? `skipped ${t.skipped.length}: ${t.skipped.join(", ")}` : "",
-      t.degraded.length ? `ran without it ${t.degraded.length}: ${t.degraded.join(", ")}` : "",
+      t.failed.length ? `FAILED ${t.failed.length}: ${suites(t.failed)}` : "",
+      t.skipped.length ? `skipped ${t.skipped.length}: ${suites(t.skipped)}` : "",
+      t.degraded.length ? `ran without it ${t.degraded.length}: ${suites(t.degraded)}` : "",
     ].filter(Boolean);
-    return `  ${t.tool} — ${parts.join("; ")} — ${t.reasons.join("; ")} — install: ${t.install}`;
+    return `  ${t.tool} — ${parts.join(" | ")} — ${t.reasons.join("; ")} — install: ${t.install}`;
   });
   return [header, ...lines];
 }

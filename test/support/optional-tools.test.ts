@@ -107,19 +107,22 @@ describe("summary", () => {
   it("one line per tool; a suite's children (which inherit its meta) count once", () => {
     const missing = [{ tool: "bubblewrap", install: "apt-get install bubblewrap", reason: "gone" }];
     const skipped = { state: "skipped" as const, label: "sandbox", missing };
+    const degraded = (label: string) => ({
+      state: "degraded" as const,
+      label,
+      missing: [{ ...missing[0]!, without: "unsandboxed" }],
+    });
     const lines = formatSummary(
       summarizeTools([
         { file: "a.test.ts", meta: skipped },
         { file: "a.test.ts", meta: skipped },
-        {
-          file: "b.test.ts",
-          meta: { state: "degraded", label: "cli", missing: [{ ...missing[0]!, without: "unsandboxed" }] },
-        },
+        { file: "b.test.ts", meta: degraded("cli 2") },
+        { file: "b.test.ts", meta: degraded("cli 1") },
       ]),
     );
     expect(lines).toEqual([
       "Optional tools missing (1): suites skipped or run without them (POLAR_TEST_REQUIRE_ALL=1 makes this a failure):",
-      '  bubblewrap — skipped 1: a.test.ts "sandbox"; ran without it 1: b.test.ts "cli" (unsandboxed) — gone — install: apt-get install bubblewrap',
+      '  bubblewrap — skipped 1: a.test.ts "sandbox" | ran without it 2: b.test.ts "cli 1", "cli 2" (unsandboxed) — gone — install: apt-get install bubblewrap',
     ]);
     expect(formatSummary([])).toEqual([]);
   });
@@ -129,9 +132,9 @@ describe("a real vitest run with tools that cannot exist", { timeout: 60_000 }, 
   it("default: the suites are skipped, the run passes, the summary names the suites of both files and the install command", async () => {
     const run = await runFixtures(false);
     expect(run.exitCode).toBe(0);
-    expect(run.all).toMatch(/Tests\s+2 passed \| 2 skipped \(4\)/);
+    expect(run.all).toMatch(/Tests\s+2 passed \| 4 skipped \(6\)/);
     expect(run.all).toContain(
-      '  polar-no-such-tool — skipped 2: a.fixture.ts "a suite that needs a tool that cannot exist", b.fixture.ts "a test that needs the same tool" — `polar-no-such-tool-4f1c9e` is not installed (not on PATH) — install: apt-get install polar-no-such-tool',
+      '  polar-no-such-tool — skipped 4: a.fixture.ts "a suite that needs a tool that cannot exist", "case one needs it too", "case two needs it too"; b.fixture.ts "a test that needs the same tool" — `polar-no-such-tool-4f1c9e` is not installed (not on PATH) — install: apt-get install polar-no-such-tool',
     );
     expect(run.all).toContain(
       '  polar-dev-null-tool — ran without it 1: b.fixture.ts "a suite that prefers a tool" (runs the plain path instead) — `/dev/null` is on PATH but cannot be executed — install: pip install polar-dev-null-tool',
@@ -141,11 +144,11 @@ describe("a real vitest run with tools that cannot exist", { timeout: 60_000 }, 
   it(`${STRICT_ENV}=1: the same suites fail with the reason and the run fails`, async () => {
     const run = await runFixtures(true);
     expect(run.exitCode).toBe(1);
-    expect(run.all).toMatch(/Tests\s+3 failed \| 1 passed \(4\)/);
+    expect(run.all).toMatch(/Tests\s+5 failed \| 1 passed \(6\)/);
     expect(run.all).toContain(
       "MissingToolError: polar-no-such-tool is required (POLAR_TEST_REQUIRE_ALL=1) but unavailable: `polar-no-such-tool-4f1c9e` is not installed (not on PATH); install: apt-get install polar-no-such-tool",
     );
     expect(run.all).toContain("Optional tools REQUIRED by POLAR_TEST_REQUIRE_ALL=1 but missing (2):");
-    expect(run.all).toMatch(/polar-no-such-tool — FAILED 2: a\.fixture\.ts/);
+    expect(run.all).toMatch(/polar-no-such-tool — FAILED 4: a\.fixture\.ts/);
   });
 });

@@ -257,3 +257,23 @@ export function itWith(
       throw new MissingToolError(plan.meta!.missing);
     });
 }
+
+/**
+ * `describe.each(cases)(name, fn)` for suites that need optional tools: one {@link describeWith}
+ * suite per case, `%s` in the name replaced by the case.
+ *
+ * @example
+ * ```ts
+ * describeEachWith(["bubblewrap"], ["pi", "codex"])("%s in the sandbox", (harness) => {
+ *   it("runs", () => {});
+ * });
+ * ```
+ */
+export function describeEachWith<T>(
+  needs: Need[] | Needs,
+  cases: readonly T[],
+): (name: string, fn: (item: T) => void) => void {
+  return (name, fn) => {
+    for (const item of cases) describeWith(needs, name.replace("%s", String(item)), () => fn(item));
+  };
+}
