@@ -36,7 +36,7 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples}/**/*.test.ts"],
+          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts}/**/*.test.ts"],
         },
       },
       {
