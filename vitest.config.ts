@@ -6,9 +6,14 @@ import { defineConfig } from "vitest/config";
  * - `workers`: the control plane's Worker and Durable Objects inside workerd (vitest pool).
  * - `node`: unit tests of the Node parts (protocol, proxy, gateway agent, sim engine, CLI).
  * - `e2e`: whole-system tests that start `wrangler dev`, the sim engine and a gateway as processes.
+ *
+ * Suites that need optional system tools declare them with `describeWith` / `itWith`
+ * (test/support/optional-tools.ts); the second reporter ends the run with one line per missing
+ * tool. `POLAR_TEST_REQUIRE_ALL=1` (CI) turns each such skip into a failure.
  */
 export default defineConfig({
   test: {
+    reporters: ["default", "./test/support/optional-tools-reporter.ts"],
     projects: [
       {
         plugins: [
@@ -31,7 +36,7 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples}/**/*.test.ts"],
+          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts}/**/*.test.ts"],
         },
       },
       {

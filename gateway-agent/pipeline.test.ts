@@ -7,8 +7,8 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ProgressMessage, ResultMessage, WIRE_VERSION } from "../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
+import { describeWith } from "../test/support/optional-tools";
 import { type Gateway, type GatewayOptions, startGateway } from "./gateway";
-import { bwrapAvailable } from "./runtime/bwrap";
 import {
   type FakeControlPlane,
   type FakeControlPlaneOptions,
@@ -288,7 +288,7 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
   });
 });
 
-describe.skipIf(!bwrapAvailable("bwrap"))("sessions in the bubblewrap sandbox", { timeout: 60_000 }, () => {
+describeWith(["bubblewrap"], "sessions in the bubblewrap sandbox", { timeout: 60_000 }, () => {
   it("a harness that tries to escape fails at it, still reaches the proxy, and the session reports", async () => {
     const host = http.createServer((_req, res) => res.end("host-secret-service"));
     await new Promise<void>((r) => host.listen(0, "127.0.0.1", r));

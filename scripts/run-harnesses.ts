@@ -1,6 +1,6 @@
 /**
- * `npx tsx scripts/run-harnesses.ts [--keep] [pi qwen_code …]` (or `scripts/run-harnesses.sh`, which
- * installs missing CLIs first): the real harness CLIs on the calculator task, end to end.
+ * `npx tsx scripts/run-harnesses.ts [--keep] [pi qwen_code …]` (or `scripts/run-harnesses.sh`):
+ * the real harness CLIs on the calculator task, end to end.
  *
  * Starts the local stack (control plane, SIMULATED SGLang engine, one gateway whose proxy runs in
  * token mode, `--engine sglang`), submits `examples/calculator/task.<harness>.yaml` for each
@@ -10,23 +10,23 @@
  * tokens, rewards, bridge verdicts. Results and records are
  * saved under `.polar/harness-runs/<batch>/`.
  *
- * The CLIs must be installed first (`scripts/install-harnesses.sh`, which needs the npm registry);
- * the run itself needs no network: the gateway gets `POLAR_HARNESS_DIR` and puts its `bin/` first
- * on the sessions' PATH, so the presets' install steps are skipped.
+ * CLIs missing from `.polar/harnesses` are installed first at their pinned versions
+ * (`scripts/install-harnesses.sh`, once; it needs the npm registry); the run itself needs no network:
+ * the gateway gets `POLAR_HARNESS_DIR` and puts its `bin/` first on the sessions' PATH, so the
+ * presets' install steps are skipped.
  *
  * Exit code 0 only when every session COMPLETED, every harness's group got rewards 1 and 0, and
  * every record is token-exact (see {@link checkHarnessRun}).
  *
  * @module
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type LocalStack, startLocalStack } from "../cli/local-stack";
 import { table } from "../cli/report";
 import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
-import { PRESET_PACKAGES } from "../gateway-agent/harness";
 import type { CompletionRecord, SessionResult, TaskSpecInput } from "../protocol";
 import { toolSchemas, withoutDefaults } from "../tokenizer/bridge";
 import {
@@ -37,13 +37,14 @@ import {
   type ToolDefinition,
 } from "../tokenizer/chat-tokenizer";
 import { tryParseJson } from "../tokenizer/parsers/json-text";
+import { DEFAULT_HARNESS_DIR, ensureHarnesses, missingHarnesses } from "./ensure-harnesses";
 
 /** The six harnesses of the calculator example, in the order they are run and reported. */
 export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode", "gemini_cli"] as const;
 export type HarnessName = (typeof HARNESS_NAMES)[number];
 
-/** Where `scripts/install-harnesses.sh` puts the CLIs by default. */
-export const DEFAULT_HARNESS_DIR = join(REPO_ROOT, ".polar", "harnesses");
+// Where `scripts/install-harnesses.sh` puts the CLIs by default, and which of them a folder lacks.
+export { DEFAULT_HARNESS_DIR, missingHarnesses };
 
 /** One harness's sessions with their completion records. */
 export interface HarnessRun {
@@ -66,18 +67,6 @@ export interface RunHarnessesOptions {
   stack?: LocalStack;
   /** Keep the stack's folder (session workspaces and the CLIs' logs) after the run. */
   keep?: boolean;
-}
-
-/**
- * The binaries a harness folder is missing for `harnesses` (empty when all are installed).
- *
- * @example
- * ```ts
- * missingHarnesses(DEFAULT_HARNESS_DIR, ["pi"]); // [] once install-harnesses.sh ran
- * ```
- */
-export function missingHarnesses(dir: string, harnesses: readonly HarnessName[]): HarnessName[] {
-  return harnesses.filter((h) => !existsSync(join(dir, "bin", PRESET_PACKAGES[h].bin)));
 }
 
 /**
@@ -442,6 +431,12 @@ async function main(): Promise<void> {
   const harnesses = args.length ? (args as HarnessName[]) : [...HARNESS_NAMES];
   const started = Date.now();
   const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+  // The pinned CLIs, installed once when the harness folder lacks them (needs the npm registry).
+  const installed = await ensureHarnesses(harnesses, { log });
+  if (!installed.ok) {
+    console.error(installed.reason);
+    process.exit(2);
+  }
   log(
     `harnesses ${harnesses.join(", ")} on the calculator task; SIMULATED SGLang engine, proxy in token mode`,
   );

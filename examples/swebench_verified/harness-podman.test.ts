@@ -14,12 +14,13 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import type { FakeControlPlane } from "../../gateway-agent/testing/fake-control-plane";
 import { type GatewayRig, startGatewayRig } from "../../gateway-agent/testing/gateway-rig";
-import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../../gateway-agent/testing/images";
+import { ensureTestImage, PODMAN_SETTINGS } from "../../gateway-agent/testing/images";
 import { isResultOf } from "../../gateway-agent/testing/session-fixtures";
 import { AssignMessage, BatchRequest, type TaskSpec, WIRE_VERSION } from "../../protocol";
+import { describeWith, type OptionalTool } from "../../test/support/optional-tools";
 import { DEFAULT_OPTIONS, generateBatch, parseInstances, swebenchImageId } from "./generate-tasks";
 
 const INSTANCE_ID = "polar-fixtures__textkit-1";
@@ -35,7 +36,16 @@ function pythonPrefix(): string | null {
     return null;
   }
 }
-const prefix = canBuildTestImage() ? pythonPrefix() : null;
+const prefix = pythonPrefix();
+/** The container runs the host's pytest from its prefix, mounted read-only at the same path. */
+const PYTEST_IN_PREFIX: OptionalTool = {
+  name: "pytest",
+  install: "pip install pytest",
+  probe: () =>
+    prefix === null
+      ? "python3 has no pytest whose `pytest` script is in the interpreter's prefix (bin/pytest)"
+      : null,
+};
 
 const SOURCE = 'def word_count(text):\n    """Number of words in text."""\n    return len(text.split(" "))\n';
 const TEST_PATCH = `diff --git a/tests/test_textkit.py b/tests/test_textkit.py
@@ -89,7 +99,8 @@ function agentCommand(replacement: string): string {
   return `python3 -c '${call}' && sed -i 's/return len(text.split(" "))/${replacement}/' textkit/__init__.py && echo scratch > notes.pyc`;
 }
 
-describe.skipIf(prefix === null)(
+describeWith(
+  ["podman", PYTEST_IN_PREFIX],
   "swebench_harness on a generated task, with podman",
   { timeout: 240_000 },
   () => {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeSpec, SessionAssignment, type Trajectory } from "../../protocol";
+import { describeWith } from "../../test/support/optional-tools";
 import { LocalRuntime } from "../runtime/local";
 import { DEFAULT_RUNTIME_SETTINGS, type Runtime } from "../runtime/types";
 import { harbor, harborReward } from "./harbor";
@@ -294,14 +295,8 @@ function evalCtx(
   };
 }
 
-let hasPytest = true;
-try {
-  execFileSync("python3", ["-m", "pytest", "--version"], { stdio: "ignore" });
-} catch {
-  hasPytest = false;
-}
-
-describe.skipIf(!hasPytest)(
+describeWith(
+  ["pytest"],
   "swebench_harness end to end on a local repository with pytest",
   { timeout: 60_000 },
   () => {

@@ -6,13 +6,14 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import { bwrapArgs, bwrapAvailable } from "./bwrap";
+import { afterAll, expect, it } from "vitest";
+import { describeWith } from "../../test/support/optional-tools";
+import { bwrapArgs } from "./bwrap";
 
 const root = mkdtempSync(join(tmpdir(), "polar-bwrap-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-describe.skipIf(!bwrapAvailable("bwrap"))("bwrap and the harness folder", () => {
+describeWith(["bubblewrap"], "bwrap and the harness folder", () => {
   it("shows the harness folder read-only inside the hidden home, and nothing else of the home", () => {
     const home = join(root, "home");
     const harnesses = join(home, "checkout", ".polar", "harnesses");

@@ -7,9 +7,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
+import { describeWith, itWith, type Need } from "../../test/support/optional-tools";
 import type { FakeControlPlane } from "../testing/fake-control-plane";
 import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
-import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
+import { ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
 import { isResultOf, makeAssign } from "../testing/session-fixtures";
 import { FORWARDERS_DIR, forwarderScript, startContainerBridge } from "./container-bridge";
 import { DockerRuntime, dockerCreateArgs } from "./docker";
@@ -62,12 +63,12 @@ afterEach(async () => {
 });
 
 describe("forwarder scripts on the host (TCP loopback → proxy socket)", () => {
-  const cases: [string, string | null, string][] = [
-    ["node", process.execPath, "forward.cjs"],
-    ["python3", PYTHON, "forward.py"],
+  const cases: [string, string | null, string, Need[]][] = [
+    ["node", process.execPath, "forward.cjs", []],
+    ["python3", PYTHON, "forward.py", ["python3"]],
   ];
-  for (const [name, interpreter, script] of cases) {
-    it.skipIf(!interpreter)(`${name}: relays requests and says it is ready`, async () => {
+  for (const [name, interpreter, script, needs] of cases) {
+    itWith(needs, `${name}: relays requests and says it is ready`, async () => {
       const bridge = await startContainerBridge(proxyUrl);
       const port = await freePort();
       const child = spawn(
@@ -134,7 +135,7 @@ describe("forwarder scripts on the host (TCP loopback → proxy socket)", () => 
   });
 });
 
-describe.skipIf(!canBuildTestImage())("podman containers without internet", { timeout: 180_000 }, () => {
+describeWith(["podman"], "podman containers without internet", { timeout: 180_000 }, () => {
   let image: string;
   let scratch: string;
   let pyDir: string;
@@ -230,7 +231,7 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
     await check(nodeDir, [], "node");
   });
 
-  it.skipIf(!PYTHON)("python3 in the image (no node): the same through the Python forwarder", async () => {
+  itWith(["python3"], "python3 in the image (no node): the same through the Python forwarder", async () => {
     const prefix = hostPythonPrefix();
     await check(
       pyDir,
@@ -239,7 +240,7 @@ describe.skipIf(!canBuildTestImage())("podman containers without internet", { ti
     );
   });
 
-  it.skipIf(!SOCAT)("socat in the image (no node, no python3): the same through socat", async () => {
+  itWith(["socat"], "socat in the image (no node, no python3): the same through socat", async () => {
     await check(socatDir, [`${nodeDir}:/polar-node:ro`], "socat");
   });
 
@@ -269,81 +270,77 @@ const ASK_PY = [
 /** Exit 0 iff the URL in argv[1] answers (the harness treats that as an escape). */
 const REACH_PY = "import sys, urllib.request as u\nu.urlopen(sys.argv[1], timeout=5)";
 
-describe.skipIf(!canBuildTestImage() || !PYTHON)(
-  "podman session without internet",
-  { timeout: 180_000 },
-  () => {
-    let rig: GatewayRig;
-    let cp: FakeControlPlane;
-    let scratch: string;
-    let image: string;
-    let other: http.Server;
-    let otherPort: number;
+describeWith(["podman", "python3"], "podman session without internet", { timeout: 180_000 }, () => {
+  let rig: GatewayRig;
+  let cp: FakeControlPlane;
+  let scratch: string;
+  let image: string;
+  let other: http.Server;
+  let otherPort: number;
 
-    beforeAll(async () => {
-      image = ensureTestImage();
-      scratch = await mkdtemp(path.join(tmpdir(), "polar-ctr-gw-test-"));
-      await symlink(PYTHON as string, path.join(scratch, "python3"));
-      other = http.createServer((_req, res) => res.end("host-service"));
-      await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
-      otherPort = (other.address() as AddressInfo).port;
-      rig = await startGatewayRig({
-        nodeId: "offline-node",
-        token: TOKEN,
-        scratch,
-        gateway: { runtimeSettings: { docker: PODMAN_SETTINGS } },
-      });
-      ({ cp } = rig);
+  beforeAll(async () => {
+    image = ensureTestImage();
+    scratch = await mkdtemp(path.join(tmpdir(), "polar-ctr-gw-test-"));
+    await symlink(PYTHON as string, path.join(scratch, "python3"));
+    other = http.createServer((_req, res) => res.end("host-service"));
+    await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+    otherPort = (other.address() as AddressInfo).port;
+    rig = await startGatewayRig({
+      nodeId: "offline-node",
+      token: TOKEN,
+      scratch,
+      gateway: { runtimeSettings: { docker: PODMAN_SETTINGS } },
     });
-    afterAll(async () => {
-      await rig?.stop();
-      other?.closeAllConnections();
-      await new Promise<void>((r) => (other ? other.close(() => r()) : r()));
-    });
+    ({ cp } = rig);
+  });
+  afterAll(async () => {
+    await rig?.stop();
+    other?.closeAllConnections();
+    await new Promise<void>((r) => (other ? other.close(() => r()) : r()));
+  });
 
-    const task = (allowInternet: boolean) => {
-      const prefix = hostPythonPrefix();
-      return makeAssign({
-        prefix: allowInternet ? "online" : "offline",
-        command: "",
-        agent: {
-          harness: "shell",
-          custom_shell: {
-            // Ask the model, then make sure neither the host's loopback nor the outside answers.
-            command: `python3 -c "$ASK_PY" && ! python3 -c "$REACH_PY" http://127.0.0.1:${otherPort}/ && ! python3 -c "$REACH_PY" http://192.0.2.1/`,
-            env: { ASK_PY, REACH_PY },
-          },
+  const task = (allowInternet: boolean) => {
+    const prefix = hostPythonPrefix();
+    return makeAssign({
+      prefix: allowInternet ? "online" : "offline",
+      command: "",
+      agent: {
+        harness: "shell",
+        custom_shell: {
+          // Ask the model, then make sure neither the host's loopback nor the outside answers.
+          command: `python3 -c "$ASK_PY" && ! python3 -c "$REACH_PY" http://127.0.0.1:${otherPort}/ && ! python3 -c "$REACH_PY" http://192.0.2.1/`,
+          env: { ASK_PY, REACH_PY },
         },
-        runtime: {
-          backend: "docker",
-          image,
-          allow_internet: allowInternet,
-          kwargs: { shell: "sh" },
-          env: { PATH: "/polar-bin:/bin" },
-          volumes: [
-            "/usr:/usr:ro",
-            `${scratch}:/polar-bin:ro`,
-            ...(prefix === "/usr" || prefix.startsWith("/usr/") ? [] : [`${prefix}:${prefix}:ro`]),
-          ],
-        },
-      });
-    };
-
-    it("the harness reaches the proxy through the forwarder (completion recorded), and nothing else", async () => {
-      const offline = task(false);
-      cp.send(offline);
-      const r = (await cp.waitFor(isResultOf(offline.lease_id), 150_000)).result;
-      expect(r.error).toBeNull();
-      expect(r.status).toBe("COMPLETED");
-      expect(r.trajectory.traces).toHaveLength(1);
-      // Control: with internet (host network) the host's service answers, so the same harness fails.
-      const online = task(true);
-      cp.send(online);
-      const o = (await cp.waitFor(isResultOf(online.lease_id), 150_000)).result;
-      expect(o.status).toBe("ERROR");
-      // It did ask the model (so the failure is the host's service answering, not the proxy call).
-      expect(o.trajectory.traces).toHaveLength(1);
-      expect(o.error?.message).toMatch(/exited with code 1/);
+      },
+      runtime: {
+        backend: "docker",
+        image,
+        allow_internet: allowInternet,
+        kwargs: { shell: "sh" },
+        env: { PATH: "/polar-bin:/bin" },
+        volumes: [
+          "/usr:/usr:ro",
+          `${scratch}:/polar-bin:ro`,
+          ...(prefix === "/usr" || prefix.startsWith("/usr/") ? [] : [`${prefix}:${prefix}:ro`]),
+        ],
+      },
     });
-  },
-);
+  };
+
+  it("the harness reaches the proxy through the forwarder (completion recorded), and nothing else", async () => {
+    const offline = task(false);
+    cp.send(offline);
+    const r = (await cp.waitFor(isResultOf(offline.lease_id), 150_000)).result;
+    expect(r.error).toBeNull();
+    expect(r.status).toBe("COMPLETED");
+    expect(r.trajectory.traces).toHaveLength(1);
+    // Control: with internet (host network) the host's service answers, so the same harness fails.
+    const online = task(true);
+    cp.send(online);
+    const o = (await cp.waitFor(isResultOf(online.lease_id), 150_000)).result;
+    expect(o.status).toBe("ERROR");
+    // It did ask the model (so the failure is the host's service answering, not the proxy call).
+    expect(o.trajectory.traces).toHaveLength(1);
+    expect(o.error?.message).toMatch(/exited with code 1/);
+  });
+});

@@ -3,9 +3,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
+import { describeWith } from "../../test/support/optional-tools";
 import type { FakeControlPlane } from "../testing/fake-control-plane";
 import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
-import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
+import { ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
 import { isResultOf, makeAssign } from "../testing/session-fixtures";
 import { apptainerExecArgs, apptainerStartArgs } from "./apptainer";
 import { dockerCreateArgs, dockerExecArgs } from "./docker";
@@ -144,7 +145,7 @@ function agentCommand(fix: string): string {
   ].join(" && ");
 }
 
-describe.skipIf(!canBuildTestImage())("podman end to end", { timeout: 180_000 }, () => {
+describeWith(["podman"], "podman end to end", { timeout: 180_000 }, () => {
   let rig: GatewayRig;
   let cp: FakeControlPlane;
   let scratch: string;

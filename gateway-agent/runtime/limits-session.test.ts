@@ -7,6 +7,7 @@
  */
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { itWith } from "../../test/support/optional-tools";
 import type { Gateway } from "../gateway";
 import type { FakeControlPlane } from "../testing/fake-control-plane";
 import { type GatewayRig, startGatewayRig } from "../testing/gateway-rig";
@@ -14,7 +15,6 @@ import { ASK, isResultOf, makeAssign } from "../testing/session-fixtures";
 import { detectLimits, releaseLimits } from "./limits";
 
 const support = detectLimits();
-const cgroups = support.mechanism !== "rlimit";
 
 let rig: GatewayRig;
 let cp: FakeControlPlane;
@@ -43,8 +43,9 @@ describe("local runtime limits in a session", { timeout: 60_000 }, () => {
     expect(body.local_limits).toEqual({ mechanism: support.mechanism, detail: support.detail });
   });
 
-  it.skipIf(!cgroups)(
-    `an OOM-killed harness ends ERROR (agent) naming the memory limit, with its partial trajectory (${cgroups ? support.mechanism : "skipped: no writable cgroup on this machine"})`,
+  itWith(
+    ["cgroups"],
+    `an OOM-killed harness ends ERROR (agent) naming the memory limit, with its partial trajectory (${support.mechanism})`,
     async () => {
       const a = makeAssign({
         command: `${ASK} && node -e 'const a=[];for(let i=0;i<64;i++){a.push(Buffer.alloc(16<<20,1))}'`,

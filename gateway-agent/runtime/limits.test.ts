@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
+import { describeWith } from "../../test/support/optional-tools";
 import { detectLimits, RLIMIT_NOFILE_CAP, releaseLimits, SessionLimits } from "./limits";
 import { LocalRuntime } from "./local";
 import { DEFAULT_RUNTIME_SETTINGS, type RuntimeContext } from "./types";
@@ -65,65 +66,61 @@ describe("limit detection", () => {
   });
 });
 
-describe.skipIf(!cgroups)(
-  `cgroup limits (${cgroups ? support.detail : "skipped: the gateway cannot create a child cgroup on this machine (not root, or no writable cgroup with memory/cpu/pids controllers)"})`,
-  { timeout: 60_000 },
-  () => {
-    it("a harness allocating past memory_mb is OOM-killed and the result names the memory limit", async () => {
-      const rt = await LocalRuntime.create(RuntimeSpec.parse({ memory_mb: 64 }), ctx("oom.t.0"));
-      await rt.start();
-      const dirs = Object.values(rt.resourceLimits?.dirs ?? {});
-      expect(dirs.length).toBeGreaterThan(0);
-      // 16 MiB chunks filled with non-zero bytes so every page is really touched.
-      const r = await rt.exec(
-        `node -e 'const a=[];for(let i=0;i<64;i++){a.push(Buffer.alloc(16<<20,1))}console.log("survived")'`,
-        { env: ENV, logName: "oom", capture: true, timeoutMs: 30_000 },
-      );
-      expect(r.timedOut).toBe(false);
-      expect(r.stdout).not.toContain("survived");
-      expect(r.limitHit).toMatch(/memory limit of 64 MiB/);
-      expect(warnings.join("\n")).not.toMatch(/NOT ENFORCED/);
-      // A command within the limit in the same session is not blamed for the earlier kill.
-      const ok = await rt.exec("echo fine", { env: ENV, logName: "ok", capture: true });
-      expect(ok).toMatchObject({ exitCode: 0, stdout: "fine\n" });
-      expect(ok.limitHit).toBeUndefined();
-      await rt.teardown({ keep: false });
-      for (const d of dirs) expect(existsSync(d)).toBe(false);
-    });
+describeWith(["cgroups"], `cgroup limits (${support.mechanism})`, { timeout: 60_000 }, () => {
+  it("a harness allocating past memory_mb is OOM-killed and the result names the memory limit", async () => {
+    const rt = await LocalRuntime.create(RuntimeSpec.parse({ memory_mb: 64 }), ctx("oom.t.0"));
+    await rt.start();
+    const dirs = Object.values(rt.resourceLimits?.dirs ?? {});
+    expect(dirs.length).toBeGreaterThan(0);
+    // 16 MiB chunks filled with non-zero bytes so every page is really touched.
+    const r = await rt.exec(
+      `node -e 'const a=[];for(let i=0;i<64;i++){a.push(Buffer.alloc(16<<20,1))}console.log("survived")'`,
+      { env: ENV, logName: "oom", capture: true, timeoutMs: 30_000 },
+    );
+    expect(r.timedOut).toBe(false);
+    expect(r.stdout).not.toContain("survived");
+    expect(r.limitHit).toMatch(/memory limit of 64 MiB/);
+    expect(warnings.join("\n")).not.toMatch(/NOT ENFORCED/);
+    // A command within the limit in the same session is not blamed for the earlier kill.
+    const ok = await rt.exec("echo fine", { env: ENV, logName: "ok", capture: true });
+    expect(ok).toMatchObject({ exitCode: 0, stdout: "fine\n" });
+    expect(ok.limitHit).toBeUndefined();
+    await rt.teardown({ keep: false });
+    for (const d of dirs) expect(existsSync(d)).toBe(false);
+  });
 
-    it("cpus: 0.5 holds a CPU-bound harness to about half a core", async () => {
-      const rt = await LocalRuntime.create(RuntimeSpec.parse({ cpus: 0.5 }), ctx("cpu.t.0"));
-      await rt.start();
-      const r = await rt.exec(`node -e 'const e=Date.now()+2000;while(Date.now()<e){}'`, {
-        env: ENV,
-        logName: "busy",
-      });
-      expect(r.exitCode).toBe(0);
-      const { usageUsec, periods } = (await rt.resourceLimits?.cpuStat()) ?? { usageUsec: 0, periods: 0 };
-      // Used CPU over what the quota allowed in the periods the group was runnable: ≈ 1 when
-      // throttled at 0.5 core; an unlimited busy loop would have no periods (or ratio ≈ 2).
-      expect(periods).toBeGreaterThan(5);
-      const ratio = usageUsec / (periods * 0.5 * 100_000);
-      expect(ratio).toBeGreaterThan(0.5);
-      expect(ratio).toBeLessThan(1.3);
-      await rt.teardown({ keep: false });
+  it("cpus: 0.5 holds a CPU-bound harness to about half a core", async () => {
+    const rt = await LocalRuntime.create(RuntimeSpec.parse({ cpus: 0.5 }), ctx("cpu.t.0"));
+    await rt.start();
+    const r = await rt.exec(`node -e 'const e=Date.now()+2000;while(Date.now()<e){}'`, {
+      env: ENV,
+      logName: "busy",
     });
+    expect(r.exitCode).toBe(0);
+    const { usageUsec, periods } = (await rt.resourceLimits?.cpuStat()) ?? { usageUsec: 0, periods: 0 };
+    // Used CPU over what the quota allowed in the periods the group was runnable: ≈ 1 when
+    // throttled at 0.5 core; an unlimited busy loop would have no periods (or ratio ≈ 2).
+    expect(periods).toBeGreaterThan(5);
+    const ratio = usageUsec / (periods * 0.5 * 100_000);
+    expect(ratio).toBeGreaterThan(0.5);
+    expect(ratio).toBeLessThan(1.3);
+    await rt.teardown({ keep: false });
+  });
 
-    it("a fork bomb stops at the process cap and the host keeps working", async () => {
-      const lim = await SessionLimits.create("bomb.t.0", { maxPids: 128 });
-      const { runProcess } = await import("./process");
-      const r = await runProcess(lim.wrap(["bash", "-c", "b(){ b | b & }; b; sleep 5"]), {
-        env: ENV,
-        cwd: root,
-        logsDir: root,
-        logName: "bomb",
-        timeoutMs: 3_000,
-      });
-      expect(r.timedOut || r.exitCode !== null).toBe(true);
-      expect(await lim.forksRefused()).toBeGreaterThan(0);
-      await lim.destroy();
-      expect(execFileSync("echo", ["alive"], { encoding: "utf8" })).toBe("alive\n");
-      for (const d of Object.values(lim.dirs)) expect(existsSync(d)).toBe(false);
+  it("a fork bomb stops at the process cap and the host keeps working", async () => {
+    const lim = await SessionLimits.create("bomb.t.0", { maxPids: 128 });
+    const { runProcess } = await import("./process");
+    const r = await runProcess(lim.wrap(["bash", "-c", "b(){ b | b & }; b; sleep 5"]), {
+      env: ENV,
+      cwd: root,
+      logsDir: root,
+      logName: "bomb",
+      timeoutMs: 3_000,
     });
-  },
-);
+    expect(r.timedOut || r.exitCode !== null).toBe(true);
+    expect(await lim.forksRefused()).toBeGreaterThan(0);
+    await lim.destroy();
+    expect(execFileSync("echo", ["alive"], { encoding: "utf8" })).toBe("alive\n");
+    for (const d of Object.values(lim.dirs)) expect(existsSync(d)).toBe(false);
+  });
+});

@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PrepareAction, RuntimeSpec } from "../../protocol";
+import { describeWith } from "../../test/support/optional-tools";
 import { SessionFailure } from "../errors";
-import { bwrapAvailable } from "./bwrap";
 import { LocalRuntime } from "./local";
 import { runPrepare } from "./prepare";
 import { DEFAULT_RUNTIME_SETTINGS, type RuntimeContext } from "./types";
@@ -140,9 +140,7 @@ describe("LocalRuntime (plain processes)", () => {
   });
 });
 
-const hasBwrap = bwrapAvailable("bwrap");
-
-describe.skipIf(!hasBwrap)("LocalRuntime inside bubblewrap", () => {
+describeWith(["bubblewrap"], "LocalRuntime inside bubblewrap", () => {
   let server: http.Server;
   let serverUrl: string;
   beforeEach(async () => {

@@ -5,28 +5,19 @@
  * result into training samples with `to_samples`, checks `status` and `cancel`, and prints JSON
  * the test checks here. A wrong token must surface as `PolarError` with code `unauthorized`.
  */
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
+import { describeWith, probe } from "../support/optional-tools";
 
 const CLIENT = join(REPO_ROOT, "examples/trainer/polar_client.py");
 
-function hasPython(): boolean {
-  try {
-    execFileSync("python3", ["--version"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const python = hasPython();
-if (!python) console.warn("python-trainer.test.ts skipped: python3 is not installed");
+const python = probe("python3") === null;
 
 interface Sample {
   tokens: number[];
@@ -105,7 +96,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe.skipIf(!python)("python trainer client on the calculator task", () => {
+describeWith(["python3"], "python trainer client on the calculator task", () => {
   it("the command line submits the task and prints one line per result: 4 results, rewards 0 and 1", () => {
     expect(cliLines).toHaveLength(4);
     expect(cliLines.map((l) => l.status)).toEqual(["COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED"]);
