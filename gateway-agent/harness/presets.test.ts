@@ -251,6 +251,13 @@ describe("harness presets", () => {
     expect(mini.steps[0]?.command).toContain("-m 'openai/Qwen/Qwen3-8B'");
     expect(mini.steps[0]?.command).toContain("-c agent.step_limit=50 -l 0");
     expect(mini.env.MSWEA_COST_TRACKING).toBe("ignore_errors");
+    // An eval sample's seed (agent.settings.sampling_seed) reaches every model call.
+    const seeded = PRESETS.mini_swe_agent(ctxFor("mini_swe_agent", { settings: { sampling_seed: 1002 } }));
+    expect(seeded.steps[0]?.command).toContain("-c model.model_kwargs.seed=1002");
+    expect(mini.steps[0]?.command).not.toContain("seed");
+    expect(() =>
+      PRESETS.mini_swe_agent(ctxFor("mini_swe_agent", { settings: { sampling_seed: "x" } })),
+    ).toThrow(/agent\.settings\.sampling_seed: must be a non-negative integer/);
     const mcp = [{ name: "x", transport: "stdio", command: "c", args: [] }];
     expect(() => PRESETS.pi(ctxFor("pi", { mcp_servers: mcp }))).toThrow(/agent\.mcp_servers: harness 'pi'/);
     expect(() => PRESETS.mini_swe_agent(ctxFor("mini_swe_agent", { skills_path: "/s" }))).toThrow(

@@ -432,9 +432,18 @@ const miniSweAgent: Harness = (ctx) => {
     (v): v is number => typeof v === "number" && v >= 0,
     "a number >= 0",
   );
+  // Upstream's per-sample eval seed (the control plane sets it from metadata.eval_sampling_seed_base),
+  // passed to every model call through LiteLLM's model_kwargs, as upstream's preset does.
+  const seed = setting(
+    agent,
+    "sampling_seed",
+    (v): v is number => Number.isSafeInteger(v) && (v as number) >= 0,
+    "a non-negative integer",
+  );
   let flags = "";
   if (steps) flags += ` -c agent.step_limit=${steps}`;
   if (cost !== undefined) flags += ` -l ${cost}`;
+  if (seed !== undefined) flags += ` -c model.model_kwargs.seed=${seed}`;
   return {
     ...base("mini_swe_agent", s),
     files: [],
