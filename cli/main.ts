@@ -191,7 +191,14 @@ token
   .description("Print a fresh token and what to set")
   .requiredOption("--role <role>", "trainer | gateway | admin")
   .option("--node-id <id>", "per-gateway token for this node (role gateway)")
-  .option("--register", "register the per-gateway token's hash (needs POLAR_ADMIN_TOKEN)", false)
+  .option("--path", "a path credential for an upstream base URL <url>/u/<credential> (role trainer)", false)
+  .option("--name <name>", "the path credential's name (revoke by it); with --path")
+  .option("--queue <name>", "the one queue the path credential may use (default: default); with --path")
+  .option(
+    "--register",
+    "register the token's hash: per-gateway token or path credential (needs POLAR_ADMIN_TOKEN)",
+    false,
+  )
   .option("--url <url>", "control plane URL (or POLAR_URL)")
   .action(async (opts) => (await import("./commands/token")).runTokenCreate(opts));
 

@@ -344,10 +344,12 @@ describe("openapi and upstream-compatible routes", () => {
       await call(`/rollout/task/${taskId}`, { method: "DELETE", headers: auth })
     ).json()) as {
       status: string;
-      results: { status: string }[];
+      results: { status: string; metadata: { polar_ts: { status: string } } }[];
     };
     expect(cancelled.status).toBe("cancelled");
-    expect(cancelled.results.map((r) => r.status)).toEqual(["CANCELLED", "CANCELLED"]);
+    // Upstream has no CANCELLED session status: a cancelled session reads as ERROR there.
+    expect(cancelled.results.map((r) => r.status)).toEqual(["ERROR", "ERROR"]);
+    expect(cancelled.results.map((r) => r.metadata.polar_ts.status)).toEqual(["CANCELLED", "CANCELLED"]);
     expect((await call("/rollout/task/never-seen", { headers: auth })).status).toBe(404);
   });
 });

@@ -10,8 +10,9 @@ import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
-import { rolloutRoutes } from "./routes/rollout";
+import { upstreamSurface } from "./routes/rollout";
 import { sessionRoutes } from "./routes/sessions";
+import { PATH_PREFIX, requirePathCredential } from "./upstream/credentials";
 
 /**
  * The Hono app. Call it directly with a custom env in tests.
@@ -23,12 +24,15 @@ import { sessionRoutes } from "./routes/sessions";
  */
 export const app = new Hono<{ Bindings: Env }>();
 
-app.get("/health", (c) => c.json({ status: "ok" }));
 app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
 app.route("/v1/admin", adminRoutes);
-app.route("/rollout", rolloutRoutes);
+// The upstream-compatible surface (`/health`, `/rollout/*`), at the root and under a base URL
+// that carries a path credential (docs/upstream-compat.md); nothing else is served under it.
+app.use(`${PATH_PREFIX}/:credential/*`, requirePathCredential);
+app.route(`${PATH_PREFIX}/:credential`, upstreamSurface);
+app.route("/", upstreamSurface);
 app.get("/openapi.json", (c) => c.json(openApiDocument()));
 
 app.notFound((c) =>

@@ -1,8 +1,11 @@
 /**
- * Policy for trainer callback URLs. Outside local development the control plane refuses
- * loopback, private, link-local and internal host names, so a trainer cannot make it call into
- * the network it runs in (SSRF). Only literal addresses and well-known names can be checked:
- * Workers have no DNS lookup API, and a Worker's own `fetch` cannot reach private ranges anyway.
+ * Policy for trainer callback URLs. By default the control plane refuses loopback, private,
+ * link-local and internal host names, so a trainer cannot make it call into the network it runs in
+ * (SSRF). They are allowed under `polar dev` (`POLAR_DEV_MODE=1`) and where the operator allows
+ * them (`POLAR_ALLOW_PRIVATE_CALLBACKS=1`: a control plane that runs inside the trainers' network,
+ * e.g. `wrangler dev` or workerd next to the cluster, where upstream's bridge listens on the
+ * trainer host). Only literal addresses and well-known names can be checked: Workers have no DNS
+ * lookup API, and a deployed Worker's own `fetch` cannot reach private ranges anyway.
  *
  * @module
  */
@@ -44,7 +47,7 @@ export function callbackUrlProblem(url: string, allowPrivate: boolean): string |
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return "must be http or https";
   if (allowPrivate) return null;
   const host = parsed.hostname.toLowerCase().replace(/^\[|\]$/g, "");
-  const refuse = `host ${host} is loopback, private or internal; callbacks there are allowed only under polar dev`;
+  const refuse = `host ${host} is loopback, private or internal; callbacks there are allowed only under polar dev or with POLAR_ALLOW_PRIVATE_CALLBACKS=1`;
   if (
     host === "localhost" ||
     host.endsWith(".localhost") ||
@@ -79,4 +82,20 @@ export function callbackUrlProblem(url: string, allowPrivate: boolean): string |
  */
 export function isDevMode(env: { POLAR_DEV_MODE?: string }): boolean {
   return env.POLAR_DEV_MODE === "1";
+}
+
+/**
+ * True when callbacks to loopback/private hosts are allowed: under `polar dev`, or when the
+ * operator set `POLAR_ALLOW_PRIVATE_CALLBACKS` to "1".
+ *
+ * @example
+ * ```ts
+ * callbackUrlProblem(url, privateCallbacksAllowed(env));
+ * ```
+ */
+export function privateCallbacksAllowed(env: {
+  POLAR_DEV_MODE?: string;
+  POLAR_ALLOW_PRIVATE_CALLBACKS?: string;
+}): boolean {
+  return isDevMode(env) || env.POLAR_ALLOW_PRIVATE_CALLBACKS === "1";
 }

@@ -11,6 +11,8 @@ declare namespace Cloudflare {
     TRAJECTORIES: R2Bucket;
     /** "1" under `polar dev` only: allows callbacks to loopback/private hosts. */
     POLAR_DEV_MODE?: string;
+    /** "1": the operator allows callbacks to loopback/private hosts (see callback-url.ts). */
+    POLAR_ALLOW_PRIVATE_CALLBACKS?: string;
     /** Seconds a disconnected gateway has to reclaim its leases (default LIMITS.leaseGraceSeconds). */
     POLAR_LEASE_GRACE_SECONDS?: string;
     /** Seconds after a session's budget before it ends as TIMEOUT (default LIMITS.deadlineGraceSeconds). */

@@ -20,7 +20,13 @@ import {
   TaskSpec,
   Trajectory,
 } from "../protocol";
-import { AdminFanoutResponse, GatewayTokenBody, PauseBody, PolicyVersionBody } from "./routes/admin";
+import {
+  AdminFanoutResponse,
+  GatewayTokenBody,
+  PathTokenBody,
+  PauseBody,
+  PolicyVersionBody,
+} from "./routes/admin";
 
 type Method = "get" | "post" | "put" | "delete";
 
@@ -270,17 +276,53 @@ function build(): OpenAPIHono {
   );
   path(
     "post",
+    "/v1/admin/path_tokens",
+    "Register a path credential (upstream base URL /u/<credential>) by its SHA-256 (admin)",
+    {
+      201: json(z.object({ name: z.string(), queue: z.string(), registered: z.boolean() }), "Registered"),
+    },
+    { body: PathTokenBody },
+  );
+  path(
+    "delete",
+    "/v1/admin/path_tokens/{name}",
+    "Revoke every path credential of a name (admin)",
+    { 200: json(z.object({ name: z.string(), revoked: z.number() }), "Revoked") },
+    { params: idParam("name") },
+  );
+  path(
+    "post",
     "/rollout/task/submit",
-    "Upstream-compatible submit of one TaskRequest",
-    { 200: json(z.object({ task_id: z.string(), status: z.literal("running") }), "Accepted") },
+    "Upstream-compatible submit of one TaskRequest (also under /u/{credential})",
+    {
+      200: json(
+        z.object({
+          task_id: z.string(),
+          status: z.literal("running"),
+          warnings: z.array(z.string()).optional(),
+        }),
+        "Accepted",
+      ),
+    },
     { body: TaskSpec },
   );
+  // Upstream's SessionResult as rendered on /rollout/* (control-plane/upstream/render.ts).
+  const upstreamResult = SessionResult.extend({
+    status: z.enum(["COMPLETED", "ERROR", "TIMEOUT"]),
+    timing: z.object({
+      register_to_init_queue_ms: z.number(),
+      init_ms: z.number(),
+      run_ms: z.number(),
+      postrun_ms: z.number(),
+    }),
+    error: z.string().nullable(),
+  });
   const taskStatus = z.object({
     task_id: z.string(),
-    status: z.enum(["running", "completed", "cancelled"]),
+    status: z.enum(["running", "completed", "failed", "cancelled"]),
     total_sessions: z.number(),
     completed_sessions: z.number(),
-    results: z.array(SessionResult),
+    results: z.array(upstreamResult),
     result_paths: z.array(z.string()),
   });
   path(

@@ -163,6 +163,9 @@ export const EvaluatorSpec = z.strictObject({
 });
 export type EvaluatorSpec = z.infer<typeof EvaluatorSpec>;
 
+/** Task metadata key of upstream's eval seeds (`eval_sampling_seed_base`). */
+export const EVAL_SEED_BASE_KEY = "eval_sampling_seed_base";
+
 /**
  * One task = one prompt group of `num_samples` sessions.
  *
@@ -210,8 +213,32 @@ export const TaskSpec = z
         message: `must be <= num_samples (${task.num_samples})`,
       });
     }
+    // Upstream's per-sample eval seeds: sample i gets agent.settings.sampling_seed = base + i.
+    const seed = task.metadata[EVAL_SEED_BASE_KEY];
+    if (seed !== undefined && !(Number.isSafeInteger(seed) && (seed as number) >= 0)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["metadata", EVAL_SEED_BASE_KEY],
+        message: "must be a non-negative integer",
+      });
+    }
   });
 export type TaskSpec = z.infer<typeof TaskSpec>;
+
+/**
+ * Upstream's per-sample eval seed: `metadata.eval_sampling_seed_base` + the sample index, or null
+ * when the task sets no base. Sample i's session gets it as `agent.settings.sampling_seed` and
+ * `metadata.eval_sampling_seed`, so a fixed evaluation samples the same way every time.
+ *
+ * @example
+ * ```ts
+ * samplingSeed({ eval_sampling_seed_base: 1000 }, 2); // 1002
+ * ```
+ */
+export function samplingSeed(metadata: Record<string, unknown>, sampleIndex: number): number | null {
+  const base = metadata[EVAL_SEED_BASE_KEY];
+  return typeof base === "number" && Number.isSafeInteger(base) && base >= 0 ? base + sampleIndex : null;
+}
 /** A task as the trainer writes it (defaults not yet applied). */
 export type TaskSpecInput = z.input<typeof TaskSpec>;
 

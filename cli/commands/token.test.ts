@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../usage-error";
-import { createToken } from "./token";
+import { createToken, runTokenCreate } from "./token";
 
 describe("polar token create", () => {
   it("makes a per-gateway token gw_<node>.<secret> with its SHA-256 and the registration request", () => {
@@ -23,5 +23,28 @@ describe("polar token create", () => {
     expect(() => createToken("root")).toThrow(/^--role/);
     expect(() => createToken("trainer", "n")).toThrow(/^--node-id/);
     expect(() => createToken("gateway", "bad id")).toThrow(/^--node-id/);
+  });
+
+  it("makes a path credential pt_<name>.<secret> for an upstream base URL, scoped to a queue", () => {
+    const t = createToken("trainer", undefined, { name: "slime-run-1", queue: "gpu-a" });
+    expect(t.token).toMatch(/^pt_slime-run-1\.[A-Za-z0-9_-]{43}$/);
+    expect(t.sha256).toBe(createHash("sha256").update(t.token).digest("hex"));
+    expect(t.path).toEqual({ name: "slime-run-1", queue: "gpu-a" });
+    const steps = t.steps.join("\n");
+    expect(steps).toContain(`"sha256":"${t.sha256}","queue":"gpu-a"`);
+    expect(steps).toContain(`/u/${t.token}`);
+    expect(steps).toContain("DELETE");
+    expect(createToken("trainer", undefined, { name: "n" }).path?.queue).toBe("default");
+  });
+
+  it("a path credential needs --role trainer and --name; --name and --queue need --path", async () => {
+    expect(() => createToken("admin", undefined, { name: "n" })).toThrow(/^--path: only with --role trainer/);
+    expect(() => createToken("trainer", undefined, {})).toThrow(/^--name: required with --path/);
+    expect(() => createToken("trainer", undefined, { name: "bad name" })).toThrow(/^--name/);
+    expect(() => createToken("trainer", undefined, { name: "n", queue: "bad queue" })).toThrow(/^--queue/);
+    await expect(runTokenCreate({ role: "trainer", name: "n" })).rejects.toThrow(/^--name: only with --path/);
+    await expect(runTokenCreate({ role: "trainer", queue: "q" })).rejects.toThrow(
+      /^--queue: only with --path/,
+    );
   });
 });

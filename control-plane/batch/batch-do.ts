@@ -18,9 +18,10 @@ import {
   type SessionResult,
 } from "../../protocol";
 import { resultJson } from "../artifacts";
-import { isDevMode } from "../callback-url";
+import { privateCallbacksAllowed } from "../callback-url";
 import type { GatewayPresence } from "../queue/queue-do";
 import { sessionShard, shardsOf } from "../queue/shards";
+import { callbackId, isRolloutBatch, rolloutState, upstreamTaskResult } from "../upstream/render";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
 import type {
@@ -336,12 +337,19 @@ export class BatchDO extends DurableObject<Env> {
   /**
    * Cancels the batch (`taskId` null) or one task: every open session ends CANCELLED and the
    * queues withdraw them. Idempotent. Cancelling an unknown batch leaves a tombstone, so the id
-   * cannot be submitted later (upstream's `register_if_missing`).
+   * cannot be submitted later (upstream's `register_if_missing`). With `onlyIfOpen` (upstream's
+   * DELETE), a batch whose sessions have all ended is left as it is (`finished`), not relabelled
+   * cancelled.
    */
-  async cancel(batchId: string, taskId: string | null): Promise<CancelOutcome> {
+  async cancel(
+    batchId: string,
+    taskId: string | null,
+    opts: { onlyIfOpen?: boolean } = {},
+  ): Promise<CancelOutcome> {
     const outcome = this.ctx.storage.transactionSync((): CancelOutcome => {
       const now = Date.now();
       const batch = store.readBatch(this.db);
+      if (batch && opts.onlyIfOpen && store.allSessionsFinished(this.db)) return { kind: "finished" };
       if (!batch) {
         if (taskId !== null) return { kind: "not_found", message: `batch '${batchId}' does not exist` };
         this.db
@@ -362,6 +370,25 @@ export class BatchDO extends DurableObject<Env> {
     });
     if (outcome.kind === "cancelled" && outcome.ended > 0) await this.afterChange();
     return outcome;
+  }
+
+  /** Upstream task ids: the current run of the id whose run 1 this ledger is (1 when none was claimed). */
+  async rolloutGeneration(): Promise<number> {
+    return this.db.select().from(schema.rolloutRuns).get()?.run ?? 1;
+  }
+
+  /** Claims run `from + 1` when `from` is still the current run; returns the current run after. */
+  async advanceRolloutGeneration(from: number): Promise<number> {
+    return this.ctx.storage.transactionSync(() => {
+      const current = this.db.select().from(schema.rolloutRuns).get()?.run ?? 1;
+      if (current !== from) return current;
+      this.db
+        .insert(schema.rolloutRuns)
+        .values({ id: 0, run: from + 1 })
+        .onConflictDoUpdate({ target: schema.rolloutRuns.id, set: { run: from + 1 } })
+        .run();
+      return from + 1;
+    });
   }
 
   /**
@@ -523,13 +550,35 @@ export class BatchDO extends DurableObject<Env> {
           .where(eq(schema.tasks.taskIndex, due.taskIndex))
           .get();
         const status = task?.cancelledAt !== null ? "cancelled" : "completed";
-        const body = `{"task_id":${JSON.stringify(due.taskId)},"batch_id":${JSON.stringify(batch.batchId)},"status":"${status}","results":[${results.join(",")}],"result_paths":[]}`;
+        let body: string;
+        if (isRolloutBatch(batch.batchId)) {
+          // Upstream posts no callback for a cancelled task: none is sent (nor retried).
+          if (status === "cancelled") {
+            callbacks.skipCallback(
+              this.db,
+              due.taskIndex,
+              "not sent: upstream sends no callback for a cancelled task",
+            );
+            continue;
+          }
+          const state = rolloutState({ ...store.batchStatus(this.db)!, cancelled_at: null });
+          body = JSON.stringify(
+            upstreamTaskResult(
+              due.taskId,
+              batch.batchId,
+              state === "failed" ? "failed" : "completed",
+              results.map((r) => JSON.parse(r) as SessionResult),
+            ),
+          );
+        } else {
+          body = `{"task_id":${JSON.stringify(due.taskId)},"batch_id":${JSON.stringify(batch.batchId)},"status":"${status}","results":[${results.join(",")}],"result_paths":[]}`;
+        }
         error = await callbacks.postCallback(
           this.callbackFetch,
           due.url,
           body,
-          `${batch.batchId}:${due.taskId}`,
-          isDevMode(this.env),
+          callbackId(batch.batchId, due.taskId),
+          privateCallbacksAllowed(this.env),
         );
       } catch (e) {
         error = e instanceof Error ? e.message : String(e);

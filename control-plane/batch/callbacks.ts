@@ -125,6 +125,22 @@ export function recordAttempt(db: BatchDb, taskIndex: number, error: string | nu
 }
 
 /**
+ * Ends a callback without sending it (a policy, not a failure): it is never retried, and
+ * `last_error` says why.
+ *
+ * @example
+ * ```ts
+ * skipCallback(db, 0, "not sent: the task was cancelled");
+ * ```
+ */
+export function skipCallback(db: BatchDb, taskIndex: number, reason: string): void {
+  db.update(schema.callbacks)
+    .set({ nextAttemptAt: null, lastError: reason })
+    .where(eq(schema.callbacks.taskIndex, taskIndex))
+    .run();
+}
+
+/**
  * POSTs one callback body; resolves to null on a 2xx, else the reason.
  *
  * @example

@@ -47,8 +47,14 @@ export interface BatchCounters {
 /** Outcome of `BatchDO.leaseLost`. */
 export type LeaseLostOutcome = "requeued" | "failed" | "stale";
 
-/** Outcome of `BatchDO.cancel`: how many sessions it ended (0 on a repeat), or no such batch/task. */
-export type CancelOutcome = { kind: "cancelled"; ended: number } | { kind: "not_found"; message: string };
+/**
+ * Outcome of `BatchDO.cancel`: how many sessions it ended (0 on a repeat), no such batch/task, or
+ * (with `onlyIfOpen`) a batch whose sessions had all ended, left as it was.
+ */
+export type CancelOutcome =
+  | { kind: "cancelled"; ended: number }
+  | { kind: "not_found"; message: string }
+  | { kind: "finished" };
 
 /** A session as `GET /v1/sessions/:id` shows it. */
 export interface SessionView {

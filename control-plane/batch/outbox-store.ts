@@ -5,7 +5,7 @@
  * @module
  */
 import { and, asc, eq, inArray, lte, min } from "drizzle-orm";
-import type { SessionAssignment, TaskSpec } from "../../protocol";
+import { type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
 
@@ -101,25 +101,36 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
   if (!task) return [];
   const spec = JSON.parse(task.spec) as TaskSpec;
   const queued = db
-    .select({ sessionId: schema.sessions.sessionId, attempt: schema.sessions.attempt })
+    .select({
+      sessionId: schema.sessions.sessionId,
+      attempt: schema.sessions.attempt,
+      sampleIndex: schema.sessions.sampleIndex,
+    })
     .from(schema.sessions)
     .where(and(eq(schema.sessions.taskIndex, taskIndex), eq(schema.sessions.status, "QUEUED")))
     .orderBy(asc(schema.sessions.sampleIndex))
     .all();
-  return queued.map((s) => ({
-    session_id: s.sessionId,
-    batch_id: batchId,
-    task_id: spec.task_id,
-    attempt: s.attempt,
-    instruction: spec.instruction,
-    timeout_seconds: spec.timeout_seconds,
-    runtime: spec.runtime ?? null,
-    agent: spec.agent,
-    builder: spec.builder ?? null,
-    evaluator: spec.evaluator ?? null,
-    metadata: spec.metadata,
-    dispatch_priority: spec.dispatch_priority,
-  }));
+  return queued.map((s) => {
+    // Upstream's eval seeds: each sample its own, the same on every attempt and every run.
+    const seed = samplingSeed(spec.metadata, s.sampleIndex);
+    return {
+      session_id: s.sessionId,
+      batch_id: batchId,
+      task_id: spec.task_id,
+      attempt: s.attempt,
+      instruction: spec.instruction,
+      timeout_seconds: spec.timeout_seconds,
+      runtime: spec.runtime ?? null,
+      agent:
+        seed === null
+          ? spec.agent
+          : { ...spec.agent, settings: { ...spec.agent.settings, sampling_seed: seed } },
+      builder: spec.builder ?? null,
+      evaluator: spec.evaluator ?? null,
+      metadata: seed === null ? spec.metadata : { ...spec.metadata, eval_sampling_seed: seed },
+      dispatch_priority: spec.dispatch_priority,
+    };
+  });
 }
 
 /**

@@ -145,3 +145,12 @@ export const callbacks = sqliteTable("callbacks", {
   deliveredAt: integer("delivered_at"),
   lastError: text("last_error"),
 });
+
+/**
+ * Upstream task ids (`/rollout/*`): the number of the id's current run, kept in the ledger of run 1
+ * (batch `rollout:<task_id>`, one row). No row: run 1. See `control-plane/upstream/runs.ts`.
+ */
+export const rolloutRuns = sqliteTable("rollout_runs", {
+  id: integer("id").primaryKey(),
+  run: integer("run").notNull(),
+});

@@ -1,7 +1,7 @@
 /**
  * RegistryDO: the control plane's small global index (one instance, named "global"): batches for
  * listing, queues and nodes for gateway listing, admin fan-out and drain, and the SHA-256 hashes
- * of per-gateway tokens.
+ * of per-gateway tokens and of path credentials (upstream-compatible base URLs).
  *
  * @module
  */
@@ -155,5 +155,32 @@ export class RegistryDO extends DurableObject<Env> {
       .where(and(eq(schema.gatewayTokens.nodeId, nodeId), isNull(schema.gatewayTokens.revokedAt)))
       .all()
       .map((t) => t.sha256);
+  }
+  /** Stores the SHA-256 of a path credential of `name`, scoped to `queue` (idempotent). */
+  async addPathToken(name: string, sha256: string, queue: string): Promise<void> {
+    this.db
+      .insert(schema.pathTokens)
+      .values({ sha256, name, queue, createdAt: Date.now() })
+      .onConflictDoNothing()
+      .run();
+  }
+
+  /** Revokes every path credential of `name`; returns how many. */
+  async revokePathTokens(name: string): Promise<number> {
+    return this.db
+      .update(schema.pathTokens)
+      .set({ revokedAt: Date.now() })
+      .where(and(eq(schema.pathTokens.name, name), isNull(schema.pathTokens.revokedAt)))
+      .returning({ sha256: schema.pathTokens.sha256 })
+      .all().length;
+  }
+
+  /** Hashes and queues of the active path credentials of `name`. */
+  async pathTokens(name: string): Promise<{ sha256: string; queue: string }[]> {
+    return this.db
+      .select({ sha256: schema.pathTokens.sha256, queue: schema.pathTokens.queue })
+      .from(schema.pathTokens)
+      .where(and(eq(schema.pathTokens.name, name), isNull(schema.pathTokens.revokedAt)))
+      .all();
   }
 }

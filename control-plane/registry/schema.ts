@@ -49,3 +49,20 @@ export const gatewayTokens = sqliteTable(
   },
   (t) => [index("gateway_tokens_node_idx").on(t.nodeId)],
 );
+
+/**
+ * SHA-256 (hex) of path credentials `pt_<name>.<secret>`: the secret of an upstream-compatible base
+ * URL `/u/<credential>` (docs/upstream-compat.md). `queue` is the one queue the credential may use;
+ * several per name allow rotation, and revoking a name ends them all.
+ */
+export const pathTokens = sqliteTable(
+  "path_tokens",
+  {
+    sha256: text("sha256").primaryKey(),
+    name: text("name").notNull(),
+    queue: text("queue").notNull(),
+    createdAt: integer("created_at").notNull(),
+    revokedAt: integer("revoked_at"),
+  },
+  (t) => [index("path_tokens_name_idx").on(t.name)],
+);

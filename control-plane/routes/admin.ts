@@ -1,6 +1,7 @@
 /**
  * Admin routes: inference pause/resume and policy version fanned out to every connected gateway
- * (each QueueDO sends `admin` and collects `admin_ack`), and per-gateway token registration.
+ * (each QueueDO sends `admin` and collects `admin_ack`), per-gateway token registration, and path
+ * credentials of upstream-compatible base URLs (`/u/<credential>`, docs/upstream-compat.md).
  *
  * @module
  */
@@ -22,6 +23,12 @@ export const PolicyVersionBody = z.strictObject({ policy_version: z.string().min
 export const GatewayTokenBody = z.strictObject({
   node_id: Identifier,
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+/** Body of `POST /v1/admin/path_tokens`: the SHA-256 (hex) of a `pt_<name>.<secret>` credential. */
+export const PathTokenBody = z.strictObject({
+  name: Identifier,
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  queue: Identifier.default("default"),
 });
 /** Response of the admin fan-out routes. */
 export const AdminFanoutResponse = z.object({
@@ -107,4 +114,17 @@ adminRoutes.delete("/gateway_tokens/:node_id", async (c) => {
   if (!parsed.success) throw ApiError.badRequest("validation_failed", "node_id: not a valid identifier");
   const revoked = await c.env.REGISTRY.getByName(REGISTRY_NAME).revokeGatewayTokens(parsed.data);
   return c.json({ node_id: parsed.data, revoked });
+});
+
+adminRoutes.post("/path_tokens", async (c) => {
+  const body = await parse(c.req.raw, PathTokenBody, false);
+  await c.env.REGISTRY.getByName(REGISTRY_NAME).addPathToken(body.name, body.sha256, body.queue);
+  return c.json({ name: body.name, queue: body.queue, registered: true }, 201);
+});
+
+adminRoutes.delete("/path_tokens/:name", async (c) => {
+  const parsed = Identifier.safeParse(c.req.param("name"));
+  if (!parsed.success) throw ApiError.badRequest("validation_failed", "name: not a valid identifier");
+  const revoked = await c.env.REGISTRY.getByName(REGISTRY_NAME).revokePathTokens(parsed.data);
+  return c.json({ name: parsed.data, revoked });
 });

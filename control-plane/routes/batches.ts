@@ -11,7 +11,7 @@ import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS } from ".
 import { sequencedResults } from "../artifacts";
 import { requireRole } from "../auth";
 import type { RawResultsPage } from "../batch/dto";
-import { callbackUrlProblem, isDevMode } from "../callback-url";
+import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
 import { newBatchId } from "../ids";
 import { type BatchCursor, REGISTRY_NAME } from "../registry/registry-do";
@@ -31,6 +31,23 @@ export const batchRoutes = new Hono<{ Bindings: Env }>();
 batchRoutes.use("*", requireRole("trainer"));
 
 /**
+ * Parses a batch request; 400 `validation_failed` naming every wrong field.
+ *
+ * @example
+ * ```ts
+ * const request = parseBatchRequest(await readJsonBody(c.req.raw, LIMITS.maxBodyBytes));
+ * ```
+ */
+export function parseBatchRequest(raw: unknown): BatchRequest {
+  const parsed = BatchRequest.safeParse(raw);
+  if (!parsed.success) {
+    const issues = fieldIssues(parsed.error);
+    throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
+  }
+  return parsed.data;
+}
+
+/**
  * Parses and checks a batch request, then creates it on its ledger and records it in the registry.
  *
  * @example
@@ -39,13 +56,9 @@ batchRoutes.use("*", requireRole("trainer"));
  * ```
  */
 export async function createBatch(env: Env, raw: unknown) {
-  const parsed = BatchRequest.safeParse(raw);
-  if (!parsed.success) {
-    const issues = fieldIssues(parsed.error);
-    throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
-  }
-  const request = { ...parsed.data, batch_id: parsed.data.batch_id ?? newBatchId() };
-  const dev = isDevMode(env);
+  const parsed = parseBatchRequest(raw);
+  const request = { ...parsed, batch_id: parsed.batch_id ?? newBatchId() };
+  const allowPrivate = privateCallbacksAllowed(env);
   const urls: [string, string | undefined][] = [
     ["callback_url", request.callback_url],
     ...request.tasks.map((t, i): [string, string | undefined] => [
@@ -54,7 +67,7 @@ export async function createBatch(env: Env, raw: unknown) {
     ]),
   ];
   for (const [field, url] of urls) {
-    const problem = url === undefined ? null : callbackUrlProblem(url, dev);
+    const problem = url === undefined ? null : callbackUrlProblem(url, allowPrivate);
     if (problem) {
       throw ApiError.badRequest("validation_failed", `${field}: ${problem}`, [{ field, message: problem }]);
     }
@@ -151,7 +164,8 @@ batchRoutes.delete("/:id", async (c) => {
   const batchId = identifierParam("batch_id", c.req.param("id"));
   const outcome = await c.env.BATCH.getByName(batchId).cancel(batchId, null);
   if (outcome.kind === "not_found") throw ApiError.notFound(outcome.message);
-  return c.json({ batch_id: batchId, status: "cancelled", cancelled_sessions: outcome.ended });
+  const ended = outcome.kind === "cancelled" ? outcome.ended : 0;
+  return c.json({ batch_id: batchId, status: "cancelled", cancelled_sessions: ended });
 });
 
 batchRoutes.delete("/:id/tasks/:task_id", async (c) => {
@@ -163,7 +177,7 @@ batchRoutes.delete("/:id/tasks/:task_id", async (c) => {
     batch_id: batchId,
     task_id: taskId,
     status: "cancelled",
-    cancelled_sessions: outcome.ended,
+    cancelled_sessions: outcome.kind === "cancelled" ? outcome.ended : 0,
   });
 });
 

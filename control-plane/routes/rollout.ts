@@ -1,121 +1,150 @@
 /**
- * Upstream-compatible routes (`/rollout/*`), so an upstream task file and trainer bridge work
- * unchanged: one upstream task = one batch of one task, stored under batch id
- * `rollout:<task_id>`. Differences from upstream, on purpose: resubmitting a finished task id
- * with the same body is an idempotent replay (upstream overwrote it), with another body a 409.
+ * The upstream-compatible surface: `/health` and `/rollout/*` as upstream Polar's slime bridge and
+ * `polar` CLI call them, at the root (header credentials) and under a credential-in-path base URL
+ * `/u/<credential>` (docs/upstream-compat.md). One upstream task = one batch of one task per run
+ * (`control-plane/upstream/runs.ts`); answers and callbacks take upstream's shapes
+ * (`control-plane/upstream/render.ts`).
  *
  * @module
  */
 import { Hono } from "hono";
-import { type BatchStatusBody, LIMITS, type SessionResult } from "../../protocol";
+import { LIMITS, type SessionResult } from "../../protocol";
 import { sequencedResults } from "../artifacts";
-import { requireRole } from "../auth";
+import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
 import { dispatchersOf } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
-import { createBatch } from "./batches";
+import {
+  optionalScope,
+  requireUpstreamAuth,
+  scopeOf,
+  type UpstreamScope,
+  type UpstreamVariables,
+} from "../upstream/credentials";
+import { isRolloutBatch, rolloutState, upstreamTaskStatus } from "../upstream/render";
+import { batchForSubmit, currentRun, isTombstone, parseRolloutBatchId } from "../upstream/runs";
+import { createBatch, parseBatchRequest } from "./batches";
 import { identifierParam } from "./params";
 
-/** Batch ids of upstream tasks start with this. */
-export const ROLLOUT_PREFIX = "rollout:";
+type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
 
 /**
- * The batch id of upstream task `taskId`.
+ * The `/rollout` routes (trainer or admin token in a header, or a path credential).
  *
  * @example
  * ```ts
- * rolloutBatchId("t1"); // "rollout:t1"
+ * upstreamSurface.route("/rollout", rolloutRoutes);
  * ```
  */
-export function rolloutBatchId(taskId: string): string {
-  const id = `${ROLLOUT_PREFIX}${taskId}`;
-  if (id.length > LIMITS.maxBatchIdChars) {
-    throw ApiError.badRequest(
-      "validation_failed",
-      `task_id: at most ${LIMITS.maxBatchIdChars - ROLLOUT_PREFIX.length} characters on /rollout routes`,
-      [{ field: "task_id", message: "too long" }],
+export const rolloutRoutes = new Hono<UpstreamEnv>();
+rolloutRoutes.use("*", requireUpstreamAuth);
+
+/**
+ * The queue a submit runs on: a path credential's own (403 when the task names another), else the
+ * task's.
+ */
+function submitQueue(scope: UpstreamScope, queue: unknown): unknown {
+  if (scope.queue === null) return queue;
+  if (queue !== undefined && queue !== scope.queue) {
+    throw ApiError.forbidden(
+      `queue: this credential ('${scope.credential}') is scoped to queue '${scope.queue}', not '${String(queue)}'`,
     );
   }
-  return id;
+  return scope.queue;
 }
-
-/**
- * The upstream routes (mounted at `/rollout`, trainer token).
- *
- * @example
- * ```ts
- * app.route("/rollout", rolloutRoutes);
- * ```
- */
-export const rolloutRoutes = new Hono<{ Bindings: Env }>();
-rolloutRoutes.use("*", requireRole("trainer"));
 
 rolloutRoutes.post("/task/submit", async (c) => {
   const raw = await readJsonBody(c.req.raw, LIMITS.maxBodyBytes);
-  const taskId = identifierParam("task_id", (raw as { task_id?: string } | null)?.task_id);
-  const { queue, ...task } = raw as Record<string, unknown>;
-  await createBatch(c.env, {
-    batch_id: rolloutBatchId(taskId),
-    ...(queue === undefined ? {} : { queue }),
-    tasks: [task],
-  });
-  return c.json({ task_id: taskId, status: "running" });
+  const body = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
+  const taskId = identifierParam("task_id", body.task_id as string | undefined);
+  const { queue, ...task } = body;
+  const warnings: string[] = [];
+  // The bridge always sends a callback on the trainer host and polls anyway: a callback that may
+  // not be used is dropped with a warning, never a failed submit.
+  if (task.callback_url !== undefined && task.callback_url !== null) {
+    const problem =
+      typeof task.callback_url === "string"
+        ? callbackUrlProblem(task.callback_url, privateCallbacksAllowed(c.env))
+        : "is not a string";
+    if (problem) {
+      warnings.push(`callback_url ${problem}: no callback will be sent; poll GET /rollout/task/${taskId}`);
+      delete task.callback_url;
+    }
+  } else delete task.callback_url;
+  const runQueue = submitQueue(scopeOf(c), queue);
+  const request = { ...(runQueue === undefined ? {} : { queue: runQueue }), tasks: [task] };
+  // Checked before a run is claimed, so a bad body never moves the task id to a new run.
+  parseBatchRequest(request);
+  const batchId = await batchForSubmit(c.env, taskId, Date.now());
+  try {
+    await createBatch(c.env, { batch_id: batchId, ...request });
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 409)
+      throw ApiError.conflict(`task '${taskId}' is already running with another body`);
+    throw error;
+  }
+  return c.json({ task_id: taskId, status: "running", ...(warnings.length ? { warnings } : {}) });
 });
 
-/**
- * Upstream's task state of a batch: `cancelled`, `running`, `completed`, or `failed` when it
- * finished and any session ended with a `configuration` error (upstream's `failed` means the task
- * itself could not run; such a group is also not a full group to train on).
- *
- * @example
- * ```ts
- * rolloutState(await stub.status()); // "completed"
- * ```
- */
-export function rolloutState(status: BatchStatusBody): "cancelled" | "running" | "completed" | "failed" {
-  if (status.cancelled_at) return "cancelled";
-  if (status.status !== "completed") return "running";
-  return status.errors.configuration > 0 ? "failed" : "completed";
-}
-
-/** Upstream `TaskStatus` of one task. */
-async function taskStatus(env: Env, taskId: string) {
-  const batchId = rolloutBatchId(taskId);
+/** Every accepted result of a batch (trajectories spliced). */
+async function allResults(env: Env, batchId: string): Promise<SessionResult[]> {
   const stub = env.BATCH.getByName(batchId);
-  const status = await stub.status();
-  if (!status || status.tasks.length === 0) throw ApiError.notFound(`task '${taskId}' does not exist`);
-  const results: string[] = [];
+  const out: SessionResult[] = [];
   let after = 0;
   for (;;) {
     const page = await stub.results(after, LIMITS.maxResultsPerPage);
     if (!page || page.results.length === 0) break;
-    for (const item of await sequencedResults(env.TRAJECTORIES, page.results)) results.push(item);
+    for (const item of await sequencedResults(env.TRAJECTORIES, page.results))
+      out.push((JSON.parse(item) as { result: SessionResult }).result);
     after = page.next;
   }
-  const state = rolloutState(status);
-  const parsed = results.map((r) => (JSON.parse(r) as { result: SessionResult }).result);
-  return {
-    task_id: taskId,
-    status: state,
-    total_sessions: status.sessions,
-    completed_sessions: status.completed_sessions,
-    results: parsed,
-    result_paths: [] as string[],
-  };
+  return out;
 }
 
-rolloutRoutes.get("/task/:id", async (c) =>
-  c.json(await taskStatus(c.env, identifierParam("task_id", c.req.param("id")))),
-);
+/**
+ * The current run of a task as the scope sees it: `absent` (never submitted), `tombstone`
+ * (cancelled before submission), `hidden` (a run on a queue the credential may not see: answered
+ * as absent, without side effects) or `visible`.
+ */
+async function visibleRun(env: Env, scope: UpstreamScope, taskId: string) {
+  const run = await currentRun(env, taskId);
+  const { status } = run;
+  if (!status) return { ...run, kind: "absent" as const };
+  if (isTombstone(status)) return { ...run, kind: "tombstone" as const };
+  if (scope.queue !== null && status.queue !== scope.queue) return { ...run, kind: "hidden" as const };
+  return { ...run, status, kind: "visible" as const };
+}
+
+rolloutRoutes.get("/task/:id", async (c) => {
+  const taskId = identifierParam("task_id", c.req.param("id"));
+  const run = await visibleRun(c.env, scopeOf(c), taskId);
+  if (run.kind !== "visible") throw ApiError.notFound(`task '${taskId}' does not exist`);
+  return c.json(upstreamTaskStatus(taskId, run.status, await allResults(c.env, run.batchId)));
+});
+
+/** Upstream's boolean query values (FastAPI's): true/1/yes/on, false/0/no/off. */
+function booleanQuery(name: string, raw: string | undefined): boolean {
+  if (raw === undefined) return false;
+  const v = raw.toLowerCase();
+  if (["true", "1", "yes", "on"].includes(v)) return true;
+  if (["false", "0", "no", "off"].includes(v)) return false;
+  throw ApiError.badRequest("validation_failed", `${name}: must be true or false, got '${raw}'`, [
+    { field: name, message: "must be true or false" },
+  ]);
+}
 
 rolloutRoutes.delete("/task/:id", async (c) => {
   const taskId = identifierParam("task_id", c.req.param("id"));
-  const batchId = rolloutBatchId(taskId);
-  await c.env.BATCH.getByName(batchId).cancel(batchId, null);
-  const status = await c.env.BATCH.getByName(batchId).status();
-  if (!status || status.tasks.length === 0) {
-    // Upstream's `register_if_missing`: a tombstone now refuses a later submit of this id.
+  const registerIfMissing = booleanQuery("register_if_missing", c.req.query("register_if_missing"));
+  const run = await visibleRun(c.env, scopeOf(c), taskId);
+  const stub = c.env.BATCH.getByName(run.batchId);
+  if (run.kind !== "visible") {
+    // As upstream: an unknown id is 404, unless the caller asks for a tombstone that refuses a
+    // submit of this id still in flight (`runs.ts`, TOMBSTONE_SECONDS).
+    if (!registerIfMissing || run.kind === "hidden")
+      throw ApiError.notFound(`task '${taskId}' does not exist`);
+    if (run.kind === "absent") await stub.cancel(run.batchId, null);
     return c.json({
       task_id: taskId,
       status: "cancelled",
@@ -125,23 +154,19 @@ rolloutRoutes.delete("/task/:id", async (c) => {
       result_paths: [],
     });
   }
-  return c.json(await taskStatus(c.env, taskId));
+  // A finished task is left as it is (upstream answers its status unchanged).
+  await stub.cancel(run.batchId, null, { onlyIfOpen: true });
+  const status = (await stub.status()) ?? run.status;
+  return c.json(upstreamTaskStatus(taskId, status, await allResults(c.env, run.batchId)));
 });
 
-rolloutRoutes.get("/status", async (c) => {
-  const registry = c.env.REGISTRY.getByName(REGISTRY_NAME);
-  const batches = (await registry.listBatches(LIMITS.maxBatchesPerPage, null)).filter((b) =>
-    b.batch_id.startsWith(ROLLOUT_PREFIX),
+/** The gateways of the scope's queue (every queue for a role token), as upstream lists nodes. */
+async function gatewayNodes(env: Env, scope: UpstreamScope) {
+  const queues =
+    scope.queue !== null ? [scope.queue] : await env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
+  const stats = await Promise.all(
+    dispatchersOf(queues, env.POLAR_QUEUE_SHARDS).map((q) => env.QUEUE.getByName(q).stats()),
   );
-  const tasks: Record<string, string> = {};
-  await Promise.all(
-    batches.map(async (b) => {
-      const s = await c.env.BATCH.getByName(b.batch_id).status();
-      if (s) tasks[b.batch_id.slice(ROLLOUT_PREFIX.length)] = rolloutState(s);
-    }),
-  );
-  const queues = dispatchersOf(await registry.listQueues(), c.env.POLAR_QUEUE_SHARDS);
-  const stats = await Promise.all(queues.map((q) => c.env.QUEUE.getByName(q).stats()));
   const nodes = stats.flatMap((s) =>
     s.gateways.map((g) => ({
       node_id: g.node_id,
@@ -154,9 +179,47 @@ rolloutRoutes.get("/status", async (c) => {
       last_heartbeat: g.last_seen_at,
     })),
   );
-  return c.json({
-    tasks,
-    pipeline: { pending_sessions: stats.reduce((sum, s) => sum + s.pending, 0) },
-    nodes: { nodes },
-  });
+  return { nodes, pending: stats.reduce((sum, s) => sum + s.pending, 0) };
+}
+
+rolloutRoutes.get("/status", async (c) => {
+  const scope = scopeOf(c);
+  const registry = c.env.REGISTRY.getByName(REGISTRY_NAME);
+  const batches = (await registry.listBatches(LIMITS.maxBatchesPerPage, null)).filter(
+    (b) => isRolloutBatch(b.batch_id) && (scope.queue === null || b.queue === scope.queue),
+  );
+  // Newest first: the first batch seen of a task id is its current run.
+  const current = new Map<string, string>();
+  for (const b of batches) {
+    const parsed = parseRolloutBatchId(b.batch_id);
+    if (parsed && !current.has(parsed.taskId)) current.set(parsed.taskId, b.batch_id);
+  }
+  const tasks: Record<string, string> = {};
+  await Promise.all(
+    [...current].map(async ([taskId, batchId]) => {
+      const s = await c.env.BATCH.getByName(batchId).status();
+      if (s && !isTombstone(s)) tasks[taskId] = rolloutState(s);
+    }),
+  );
+  const { nodes, pending } = await gatewayNodes(c.env, scope);
+  return c.json({ tasks, pipeline: { pending_sessions: pending }, nodes: { nodes } });
 });
+
+/**
+ * The upstream-compatible surface: `/health` (with upstream's `nodes` count when the request
+ * carries a valid credential; an anonymous liveness check gets `{status: "ok"}` only) and
+ * `/rollout/*`. Mounted at the root and under `/u/:credential`.
+ *
+ * @example
+ * ```ts
+ * app.route("/", upstreamSurface);
+ * ```
+ */
+export const upstreamSurface = new Hono<UpstreamEnv>();
+
+upstreamSurface.get("/health", async (c) => {
+  const scope = await optionalScope(c);
+  if (!scope) return c.json({ status: "ok" });
+  return c.json({ status: "ok", nodes: (await gatewayNodes(c.env, scope)).nodes.length });
+});
+upstreamSurface.route("/rollout", rolloutRoutes);

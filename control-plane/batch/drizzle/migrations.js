@@ -2,6 +2,7 @@ import m0000 from "./0000_rich_dormammu.sql";
 import m0001 from "./0001_zippy_redwing.sql";
 import m0002 from "./0002_spicy_sunset_bain.sql";
 import m0003 from "./0003_swift_roland_deschain.sql";
+import m0004 from "./0004_lean_princess_powerful.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -11,5 +12,6 @@ export default {
     m0001,
     m0002,
     m0003,
+    m0004,
   },
 };
