@@ -28,6 +28,10 @@ export interface LocalStackOptions {
   keepState?: boolean;
   /** Role tokens; fresh random ones when omitted. */
   tokens?: RoleTokens;
+  /** Extra Worker variables of the control plane (`startControlPlaneDev`'s `vars`). */
+  controlPlaneVars?: Record<string, string>;
+  /** The control plane's `POLAR_DEV_MODE=1` (default true; see `startControlPlaneDev`). */
+  devMode?: boolean;
 }
 
 export interface LocalStack {
@@ -70,7 +74,12 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const engine = spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
     started.push(engine);
     const [controlPlane] = await Promise.all([
-      startControlPlaneDev({ persistTo: join(root, "state"), tokens }),
+      startControlPlaneDev({
+        persistTo: join(root, "state"),
+        tokens,
+        ...(opts.controlPlaneVars ? { vars: opts.controlPlaneVars } : {}),
+        ...(opts.devMode === undefined ? {} : { devMode: opts.devMode }),
+      }),
       waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`),
     ]);
     started.push(controlPlane);

@@ -29,6 +29,11 @@ export interface ControlPlaneDevOptions {
   readyTimeoutMs?: number;
   /** Extra Worker variables, e.g. `POLAR_LEASE_GRACE_SECONDS` for short grace periods in tests. */
   vars?: Record<string, string>;
+  /**
+   * Set `POLAR_DEV_MODE=1` (default true): callbacks to loopback/private hosts are allowed. False
+   * runs the Worker as deployed (e.g. with `POLAR_ALLOW_PRIVATE_CALLBACKS` in `vars` instead).
+   */
+  devMode?: boolean;
 }
 
 /**
@@ -75,8 +80,7 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     "--var",
     `POLAR_ADMIN_TOKEN:${opts.tokens.admin}`,
     // Local development only: callbacks to loopback/private hosts (a trainer on this machine).
-    "--var",
-    "POLAR_DEV_MODE:1",
+    ...(opts.devMode === false ? [] : ["--var", "POLAR_DEV_MODE:1"]),
     ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
   ];
   // Under the reaper: wrangler and its workerd run in a process group of their own, and the whole
