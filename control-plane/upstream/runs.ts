@@ -68,7 +68,14 @@ export function parseRolloutBatchId(batchId: string): { taskId: string; run: num
   return rest.length > 0 ? { taskId: rest, run: 1 } : null;
 }
 
-/** True for a batch that is only a tombstone (cancelled before it was ever submitted). */
+/**
+ * True for a batch that is only a tombstone (cancelled before it was ever submitted).
+ *
+ * @example
+ * ```ts
+ * isTombstone(status); // true for what DELETE …?register_if_missing=true left of an unknown id
+ * ```
+ */
 export function isTombstone(status: BatchStatusBody): boolean {
   return status.tasks.length === 0;
 }
