@@ -10,6 +10,7 @@ import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
+import { queueRoutes } from "./routes/queues";
 import { rolloutRoutes } from "./routes/rollout";
 import { sessionRoutes } from "./routes/sessions";
 
@@ -27,6 +28,7 @@ app.get("/health", (c) => c.json({ status: "ok" }));
 app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
+app.route("/v1/queues", queueRoutes);
 app.route("/v1/admin", adminRoutes);
 app.route("/rollout", rolloutRoutes);
 app.get("/openapi.json", (c) => c.json(openApiDocument()));

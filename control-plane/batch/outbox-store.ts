@@ -119,6 +119,7 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
     evaluator: spec.evaluator ?? null,
     metadata: spec.metadata,
     dispatch_priority: spec.dispatch_priority,
+    ...(spec.min_policy_version === undefined ? {} : { min_policy_version: spec.min_policy_version }),
   }));
 }
 
