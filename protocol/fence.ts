@@ -14,11 +14,23 @@ import { z } from "zod";
 /**
  * What `pause` does with model calls in flight: `drain` waits for them to finish; `abort` aborts
  * them at the engine, and the proxy re-issues each after resume when nothing reached the harness.
+ *
+ * @example
+ * ```ts
+ * FenceMode.parse("abort");
+ * ```
  */
 export const FenceMode = z.enum(["drain", "abort"]);
 export type FenceMode = z.infer<typeof FenceMode>;
 
-/** A policy version: the trainer package uses decimal integers ("0", "1", …). */
+/**
+ * A policy version: the trainer package uses decimal integers ("0", "1", …).
+ *
+ * @example
+ * ```ts
+ * PolicyVersion.parse("12");
+ * ```
+ */
 export const PolicyVersion = z.string().min(1).max(256);
 
 /**
@@ -42,7 +54,14 @@ export const FenceState = z.strictObject({
 });
 export type FenceState = z.infer<typeof FenceState>;
 
-/** One gateway's answer to a fence change or status query. */
+/**
+ * One gateway's answer to a fence change or status query.
+ *
+ * @example
+ * ```ts
+ * FenceNode.parse({ node_id: "gpu-0", ok: true, paused: true, inflight: 0, policy_version: "3" });
+ * ```
+ */
 export const FenceNode = z.strictObject({
   node_id: z.string(),
   ok: z.boolean(),
@@ -53,9 +72,23 @@ export const FenceNode = z.strictObject({
 });
 export type FenceNode = z.infer<typeof FenceNode>;
 
-/** Longest `timeout_seconds` of a pause. */
+/**
+ * Longest `timeout_seconds` of a pause.
+ *
+ * @example
+ * ```ts
+ * Math.min(requested, MAX_FENCE_TIMEOUT_SECONDS);
+ * ```
+ */
 export const MAX_FENCE_TIMEOUT_SECONDS = 3600;
-/** `timeout_seconds` of a pause that gives none. */
+/**
+ * `timeout_seconds` of a pause that gives none.
+ *
+ * @example
+ * ```ts
+ * PauseRequest.parse({}).timeout_seconds === DEFAULT_FENCE_TIMEOUT_SECONDS; // true
+ * ```
+ */
 export const DEFAULT_FENCE_TIMEOUT_SECONDS = 300;
 
 /**
@@ -73,15 +106,36 @@ export const PauseRequest = z.strictObject({
 });
 export type PauseRequest = z.infer<typeof PauseRequest>;
 
-/** Body of `POST /v1/queues/:queue/inference/resume`: sets the version (if given), then resumes. */
+/**
+ * Body of `POST /v1/queues/:queue/inference/resume`: sets the version (if given), then resumes.
+ *
+ * @example
+ * ```ts
+ * ResumeRequest.parse({ policy_version: "4" });
+ * ```
+ */
 export const ResumeRequest = z.strictObject({ policy_version: PolicyVersion.optional() });
 export type ResumeRequest = z.infer<typeof ResumeRequest>;
 
-/** Body of `POST /v1/queues/:queue/policy_version`. */
+/**
+ * Body of `POST /v1/queues/:queue/policy_version`.
+ *
+ * @example
+ * ```ts
+ * PolicyVersionRequest.parse({ policy_version: "4" });
+ * ```
+ */
 export const PolicyVersionRequest = z.strictObject({ policy_version: PolicyVersion });
 export type PolicyVersionRequest = z.infer<typeof PolicyVersionRequest>;
 
-/** Answer of the routes that change a queue's fence. `ok`: every connected gateway acknowledged. */
+/**
+ * Answer of the routes that change a queue's fence. `ok`: every connected gateway acknowledged.
+ *
+ * @example
+ * ```ts
+ * const { ok, fence, nodes } = FenceChangeResponse.parse(await res.json());
+ * ```
+ */
 export const FenceChangeResponse = z.strictObject({
   queue: z.string(),
   fence: FenceState,
@@ -90,7 +144,14 @@ export const FenceChangeResponse = z.strictObject({
 });
 export type FenceChangeResponse = z.infer<typeof FenceChangeResponse>;
 
-/** Answer of `GET /v1/queues/:queue/inference` (no side effect). */
+/**
+ * Answer of `GET /v1/queues/:queue/inference` (no side effect).
+ *
+ * @example
+ * ```ts
+ * FenceStatusResponse.parse(await res.json()).fence.paused;
+ * ```
+ */
 export const FenceStatusResponse = z.strictObject({
   queue: z.string(),
   fence: FenceState,
@@ -98,7 +159,14 @@ export const FenceStatusResponse = z.strictObject({
 });
 export type FenceStatusResponse = z.infer<typeof FenceStatusResponse>;
 
-/** SGLang's weight version before any versioned update: the initial weights, policy version 0. */
+/**
+ * SGLang's weight version before any versioned update: the initial weights, policy version 0.
+ *
+ * @example
+ * ```ts
+ * versionNumber(DEFAULT_WEIGHT_VERSION); // 0
+ * ```
+ */
 export const DEFAULT_WEIGHT_VERSION = "default";
 
 /**

@@ -14,9 +14,23 @@ import type { ReplicaSet } from "./replicas";
 import type { ProxyLogger } from "./server";
 import { postJson } from "./upstream";
 
-/** How long the proxy waits for SGLang to acknowledge `/abort_request` (ms); best effort. */
+/**
+ * How long the proxy waits for SGLang to acknowledge `/abort_request` (ms); best effort.
+ *
+ * @example
+ * ```ts
+ * postJson(`${base}/abort_request`, { rid }, headers, { timeoutMs: ABORT_REQUEST_TIMEOUT_MS });
+ * ```
+ */
 export const ABORT_REQUEST_TIMEOUT_MS = 5_000;
-/** How often a held call looks again for a replica with recent enough weights (ms). */
+/**
+ * How often a held call looks again for a replica with recent enough weights (ms).
+ *
+ * @example
+ * ```ts
+ * await sleep(HOLD_RECHECK_MS, signal);
+ * ```
+ */
 export const HOLD_RECHECK_MS = 1_000;
 
 /** One admission: the fence ticket, the signal the engine call must obey, the replicas to skip. */

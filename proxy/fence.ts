@@ -45,7 +45,14 @@ export interface FenceTicket {
   onAbort(hook: () => Promise<void>): void;
 }
 
-/** How long abort hooks may take before the call's request is cut anyway (ms). */
+/**
+ * How long abort hooks may take before the call's request is cut anyway (ms).
+ *
+ * @example
+ * ```ts
+ * await Promise.race([hooks, sleep(ABORT_HOOK_TIMEOUT_MS)]);
+ * ```
+ */
 export const ABORT_HOOK_TIMEOUT_MS = 5_000;
 
 /**

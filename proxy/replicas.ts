@@ -25,7 +25,14 @@ export const MAX_AFFINITY_ENTRIES = 100_000;
 export const DEFAULT_UNAVAILABLE_COOLDOWN_MS = 2_000;
 /** Most replicas one call is tried on (each at most once). */
 export const MAX_CALL_ATTEMPTS = 3;
-/** A replica behind a turn's `min_policy_version` is asked for its version at most this often (ms). */
+/**
+ * A replica behind a turn's `min_policy_version` is asked for its version at most this often (ms).
+ *
+ * @example
+ * ```ts
+ * if (now - checkedAt >= VERSION_RECHECK_MS) await probe();
+ * ```
+ */
 export const VERSION_RECHECK_MS = 1_000;
 
 /** One replica as reported by `status()`. */

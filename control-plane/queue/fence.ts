@@ -23,7 +23,14 @@ export type FenceChange =
   | { kind: "resume"; policy_version?: string }
   | { kind: "policy_version"; policy_version: string };
 
-/** Prefix of request ids whose acks nobody waits for (v1 replays and helper messages). */
+/**
+ * Prefix of request ids whose acks nobody waits for (v1 replays and helper messages).
+ *
+ * @example
+ * ```ts
+ * if (ack.request_id.startsWith(UNAWAITED_REQUEST_PREFIX)) return; // expected, not late
+ * ```
+ */
 export const UNAWAITED_REQUEST_PREFIX = "aux_";
 
 /**
