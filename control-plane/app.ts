@@ -10,6 +10,7 @@ import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
 import { gatewayRoutes } from "./routes/gateways";
+import { queueRoutes } from "./routes/queues";
 import { upstreamSurface } from "./routes/rollout";
 import { sessionRoutes } from "./routes/sessions";
 import { PATH_PREFIX, requirePathCredential } from "./upstream/credentials";
@@ -27,6 +28,7 @@ export const app = new Hono<{ Bindings: Env }>();
 app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
+app.route("/v1/queues", queueRoutes);
 app.route("/v1/admin", adminRoutes);
 // The upstream-compatible surface (`/health`, `/rollout/*`), at the root and under a base URL
 // that carries a path credential (docs/upstream-compat.md); nothing else is served under it.

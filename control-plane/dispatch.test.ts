@@ -155,7 +155,7 @@ describe("gateway WebSocket flow", () => {
 
   it("closes with 4400 on a hello of another protocol version", async () => {
     const gw = await connect(uniqueId("version"));
-    gw.send({ v: 2, type: "hello", node_id: "n" });
+    gw.send({ v: 3, type: "hello", node_id: "n" });
     expect(await gw.expect("error")).toMatchObject({ code: "unsupported_version" });
     await expect.poll(() => gw.closed?.code).toBe(4400);
   });

@@ -19,6 +19,8 @@ declare namespace Cloudflare {
     POLAR_DEADLINE_GRACE_SECONDS?: string;
     /** Seconds a queue may have no gateway before its waiting sessions end (default LIMITS.noGatewaySeconds). */
     POLAR_NO_GATEWAY_SECONDS?: string;
+    /** Seconds allowed on top of a pause's `timeout_seconds` for the gateways' answers to arrive (default 5). */
+    POLAR_FENCE_ACK_MARGIN_SECONDS?: string;
     /** Shards per queue, `queue=N` or `prefix*=N`, comma-separated (see queue/shards.ts); default 1. */
     POLAR_QUEUE_SHARDS?: string;
     POLAR_TRAINER_TOKEN?: string;

@@ -14,6 +14,8 @@ import {
   BatchRequest,
   BatchStatusBody,
   ErrorBody,
+  FenceChangeResponse,
+  FenceStatusResponse,
   LIMITS,
   ResultsPage,
   SessionResult,
@@ -26,6 +28,7 @@ import {
   PathTokenBody,
   PauseBody,
   PolicyVersionBody,
+  ResumeBody,
 } from "./routes/admin";
 
 type Method = "get" | "post" | "put" | "delete";
@@ -236,28 +239,67 @@ function build(): OpenAPIHono {
     { 200: json(z.object({ node_id: z.string(), draining: z.boolean() }).passthrough(), "Draining") },
     { params: idParam("id") },
   );
+  const queueParam = idParam("queue");
+  const fenceErrors = {
+    503: json(ErrorBody, "A shard of the queue did not store the change; send it again"),
+  };
+  path(
+    "post",
+    "/v1/queues/{queue}/inference/pause",
+    "Pause inference on the queue's gateways, durably (trainer); mode drain or abort, one timeout",
+    {
+      200: json(FenceChangeResponse, "Stored; ok when every connected gateway acked paused with 0 in flight"),
+      ...fenceErrors,
+    },
+    { params: queueParam, body: PauseBody },
+  );
+  path(
+    "post",
+    "/v1/queues/{queue}/inference/resume",
+    "Set the policy version (if given) and resume inference on the queue, durably (trainer)",
+    { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceErrors },
+    { params: queueParam, body: ResumeBody },
+  );
+  path(
+    "post",
+    "/v1/queues/{queue}/policy_version",
+    "Set the policy version stamped on the queue's completions, durably (trainer)",
+    { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceErrors },
+    { params: queueParam, body: PolicyVersionBody },
+  );
+  path(
+    "get",
+    "/v1/queues/{queue}/inference",
+    "The queue's fence and each connected gateway's gate (trainer; no side effect)",
+    { 200: json(FenceStatusResponse, "Fence and gates") },
+    { params: queueParam },
+  );
+  const adminFence = {
+    200: json(AdminFanoutResponse, "Stored in every known queue; per-node acks"),
+    502: json(AdminFanoutResponse, "Stored, but every gateway failed"),
+    ...fenceErrors,
+  };
   path(
     "post",
     "/v1/admin/inference/pause",
-    "Pause inference on every gateway (admin)",
-    {
-      200: json(AdminFanoutResponse, "Per-node acks"),
-      502: json(AdminFanoutResponse, "Every gateway failed"),
-    },
+    "Pause inference on every known queue, durably (admin)",
+    adminFence,
     { body: PauseBody },
   );
-  path("post", "/v1/admin/inference/resume", "Resume inference on every gateway (admin)", {
-    200: json(AdminFanoutResponse, "Per-node acks"),
-    502: json(AdminFanoutResponse, "Every gateway failed"),
-  });
+  path(
+    "post",
+    "/v1/admin/inference/resume",
+    "Resume inference on every known queue, durably (admin)",
+    adminFence,
+    {
+      body: ResumeBody,
+    },
+  );
   path(
     "post",
     "/v1/admin/policy_version",
-    "Set the policy version stamped on completions (admin)",
-    {
-      200: json(AdminFanoutResponse, "Per-node acks"),
-      502: json(AdminFanoutResponse, "Every gateway failed"),
-    },
+    "Set the policy version of every known queue, durably (admin)",
+    adminFence,
     { body: PolicyVersionBody },
   );
   path(

@@ -19,6 +19,26 @@ const decoder = new TextDecoder();
  * ```
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
+  const text = await readBodyText(request, maxBytes);
+  if (text.trim() === "")
+    throw ApiError.badRequest("invalid_json", "request body is empty; expected a JSON object");
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw ApiError.badRequest("invalid_json", `request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Reads a request body as UTF-8 text up to `maxBytes` (413 past it, before reading when
+ * `Content-Length` says so).
+ *
+ * @example
+ * ```ts
+ * const text = await readBodyText(c.req.raw, 64 * 1024);
+ * ```
+ */
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
   const declared = request.headers.get("Content-Length");
   if (declared !== null && Number(declared) > maxBytes) {
     throw ApiError.tooLarge(`request body is ${declared} bytes; the limit is ${maxBytes}`);
@@ -44,14 +64,7 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
     bytes.set(chunk, offset);
     offset += chunk.byteLength;
   }
-  const text = decoder.decode(bytes);
-  if (text.trim() === "")
-    throw ApiError.badRequest("invalid_json", "request body is empty; expected a JSON object");
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw ApiError.badRequest("invalid_json", `request body is not valid JSON: ${(error as Error).message}`);
-  }
+  return decoder.decode(bytes);
 }
 
 /**

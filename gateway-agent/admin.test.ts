@@ -1,11 +1,14 @@
 /**
  * Operator actions from the control plane reach the gateway's real proxy: `pause` fences new model
  * calls (a harness's call waits, it does not fail), `policy_version` is stamped on every later
- * completion, `resume` releases the waiting call; each action is answered with `admin_ack`.
+ * completion, `resume` releases the waiting call; each action is answered with `admin_ack`. The v2
+ * `fence` action carries the whole state (drain or abort), and the fence in `welcome` pauses a
+ * gateway that (re)connects during a pause before any session of that connection runs.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   AdminAckMessage,
+  type FenceState,
   type GatewayMessage,
   type ProgressMessage,
   type ResultMessage,
@@ -33,7 +36,11 @@ afterEach(async () => {
   await rig?.stop();
 });
 
-function admin(requestId: string, action: "pause" | "resume" | "policy_version", extra: object = {}) {
+function admin(
+  requestId: string,
+  action: "pause" | "resume" | "policy_version" | "fence" | "status",
+  extra: object = {},
+) {
   cp.send({ v: WIRE_VERSION, type: "admin", request_id: requestId, action, ...extra });
   return cp
     .waitFor((m: GatewayMessage) => m.type === "admin_ack" && m.request_id === requestId)
@@ -66,5 +73,70 @@ describe("admin messages on a gateway", { timeout: 40_000 }, () => {
     expect(engine.received).toHaveLength(1);
     const trace = result.result.trajectory.traces[0];
     expect(trace?.metadata).toMatchObject({ policy_version: "step-7" });
+  });
+});
+
+function fence(seq: number, paused: boolean, extra: Partial<FenceState> = {}): FenceState {
+  return {
+    queue: "default",
+    paused,
+    mode: paused ? "drain" : null,
+    policy_version: null,
+    fence_seq: seq,
+    paused_at: paused ? Date.now() : null,
+    updated_at: Date.now(),
+    ...extra,
+  };
+}
+
+describe("the v2 fence on a gateway", { timeout: 40_000 }, () => {
+  it("abort mode aborts the call at the engine by its rid; the harness gets its answer after resume", async () => {
+    engine.behaviour = { delayMs: 4000 };
+    const a = makeAssign({ command: ASK, prefix: "abort" });
+    cp.send(a);
+    await expect.poll(() => engine.received.filter((r) => r.path === "/v1/chat/completions").length).toBe(1);
+    const started = Date.now();
+    const paused = await admin("f1", "fence", {
+      fence: fence(1, true, { mode: "abort", policy_version: "2" }),
+      timeout_seconds: 10,
+    });
+    expect(paused).toMatchObject({ ok: true, paused: true, inflight: 0, policy_version: "2", fence_seq: 1 });
+    expect(Date.now() - started).toBeLessThan(3000);
+    const chat = engine.received.find((r) => r.path === "/v1/chat/completions")!;
+    expect(chat.body.rid).toEqual(expect.any(String));
+    expect(engine.received.find((r) => r.path === "/abort_request")?.body).toEqual({ rid: chat.body.rid });
+    engine.behaviour = {};
+    const resumed = await admin("f2", "fence", { fence: fence(2, false, { policy_version: "3" }) });
+    expect(resumed).toMatchObject({ ok: true, paused: false, policy_version: "3", fence_seq: 2 });
+    const result = (await cp.waitFor(isResultOf(a.lease_id))) as ResultMessage;
+    expect(result.result.status).toBe("COMPLETED");
+    // The aborted try is not recorded; the answer is, under the version after resume.
+    expect(result.result.trajectory.traces).toHaveLength(1);
+    expect(result.result.trajectory.traces[0]?.metadata).toMatchObject({ policy_version: "3" });
+    // A stale fence (older seq) is refused, and changes nothing.
+    expect(await admin("f3", "fence", { fence: fence(1, true) })).toMatchObject({ ok: false, paused: false });
+  });
+
+  it("a gateway that reconnects during a pause starts paused with the current version", async () => {
+    cp.fence = fence(5, true, { policy_version: "8" });
+    cp.drop();
+    await cp.waitFor((m: GatewayMessage, r) => m.type === "hello" && r.connection === 1);
+    const a = makeAssign({ command: ASK, prefix: "late" });
+    cp.send(a);
+    await cp.waitFor(
+      (m: GatewayMessage): m is ProgressMessage =>
+        m.type === "progress" && m.lease_id === a.lease_id && m.status === "RUNNING",
+    );
+    await new Promise((r) => setTimeout(r, 700));
+    expect(engine.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(0);
+    expect(await admin("s1", "status")).toMatchObject({
+      ok: true,
+      paused: true,
+      policy_version: "8",
+      fence_seq: 5,
+    });
+    await admin("f6", "fence", { fence: fence(6, false, { policy_version: "8" }) });
+    const result = (await cp.waitFor(isResultOf(a.lease_id))) as ResultMessage;
+    expect(result.result.trajectory.traces[0]?.metadata).toMatchObject({ policy_version: "8" });
   });
 });

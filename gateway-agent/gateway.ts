@@ -278,7 +278,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     logger,
     reconnect: opts.reconnect,
     hello,
-    onWelcome: () => runner.resendUnacked(),
+    onWelcome: (welcome) => {
+      // Before any assignment of this connection is handled: a paused queue pauses this gateway.
+      runner.applyWelcomeFence(welcome.fence);
+      runner.resendUnacked();
+    },
     onMessage: (message) => runner.handle(message),
     onRefused: (err) => onRefused(err),
   });
@@ -304,6 +308,13 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           node_id: opts.nodeId,
           connected: s.connected,
           draining: s.draining,
+          inference: (({ paused, mode, inflight, waiting, policy_version }) => ({
+            paused,
+            mode,
+            inflight,
+            waiting,
+            policy_version,
+          }))(proxy.status()),
           ...s.metrics,
           unacked_results: s.unackedResults,
           local_limits: limitFields,

@@ -250,7 +250,12 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
       timing.ready_ms = runGranted - readyStart;
       s.stage = "setup";
       deps.onStage("RUNNING");
-      const { key } = deps.proxy.openSession(a.session_id, { task_id: a.task_id, batch_id: a.batch_id });
+      const { key } = deps.proxy.openSession(a.session_id, {
+        task_id: a.task_id,
+        batch_id: a.batch_id,
+        // The proxy holds each model call until a replica serves at least this policy version.
+        ...(a.min_policy_version === undefined ? {} : { min_policy_version: a.min_policy_version }),
+      });
       sessionOpen = true;
       if (a.evaluator?.refresh_runtime) {
         evalRuntime = prewarmEvalRuntime(spec, ctxFor(`${a.session_id}-eval`), signal);

@@ -15,6 +15,8 @@ import {
   type AdminMessage,
   type AssignMessage,
   type CancelMessage,
+  type FenceMode,
+  type FenceState,
   type GatewayCapacity,
   type GatewayMessage,
   type GatewayStage,
@@ -33,9 +35,12 @@ import { type PipelineDeps, type PipelineSession, runSessionPipeline } from "./p
 import type { RuntimeSettings } from "./runtime";
 import { StagePools } from "./stage-pools";
 
+/** Drain wait of a pause that names no timeout (the control plane always names one). */
+const DEFAULT_PAUSE_SECONDS = 300;
+
 /** Generation control the proxy may offer (pause/resume for weight updates, policy stamps). */
 export interface AdminControls {
-  pause?(opts: { timeoutMs: number }): Promise<{ drained: boolean; inflight: number }>;
+  pause?(opts: { timeoutMs: number; mode?: FenceMode }): Promise<{ drained: boolean; inflight: number }>;
   resume?(): void;
   status?(): { paused: boolean; inflight: number; policy_version: string | null };
   setPolicyVersion?(version: string | null): void;
@@ -102,6 +107,8 @@ export class SessionRunner {
   private outstandingCredit = 0;
   private draining = false;
   private finished = 0;
+  /** `fence_seq` of the last fence applied (null: none yet); older fences are not applied again. */
+  private fenceSeq: number | null = null;
 
   constructor(private readonly opts: SessionRunnerOptions) {
     this.pools = new StagePools(opts.capacity);
@@ -137,6 +144,38 @@ export class SessionRunner {
   /** Results sent but not acknowledged, oldest first. */
   unackedResults(): ResultMessage[] {
     return [...this.unacked.values()];
+  }
+
+  /**
+   * Applies the queue's fence from `welcome`: it is the current state, whatever came before, so a
+   * gateway that (re)connects during a pause is paused (in-flight calls drain or, in `abort` mode,
+   * are aborted) with the current policy version before any session of this connection runs.
+   */
+  applyWelcomeFence(fence: FenceState | undefined): void {
+    if (!fence) return;
+    this.fenceSeq = fence.fence_seq;
+    void this.applyFence(fence, 0).catch((err: unknown) =>
+      this.opts.logger.error("applying the fence from welcome failed", { error: messageOf(err) }),
+    );
+  }
+
+  /** The policy version first (calls admitted from now on carry it), then pause or resume. */
+  private async applyFence(
+    fence: FenceState,
+    timeoutMs: number,
+  ): Promise<{ drained: boolean; inflight: number } | null> {
+    const p = this.opts.proxy;
+    p.setPolicyVersion?.(fence.policy_version);
+    if (fence.paused) {
+      this.opts.logger.info("inference paused", {
+        mode: fence.mode,
+        policy_version: fence.policy_version,
+        fence_seq: fence.fence_seq,
+      });
+      return p.pause ? p.pause({ timeoutMs, mode: fence.mode ?? "drain" }) : null;
+    }
+    p.resume?.();
+    return { drained: true, inflight: p.status?.().inflight ?? 0 };
   }
 
   /** Re-sends every unacknowledged result (after `welcome` on a new connection). */
@@ -267,12 +306,33 @@ export class SessionRunner {
         paused: st.paused,
         inflight: st.inflight,
         policy_version: st.policy_version,
+        ...(message.v >= 2 ? { fence_seq: this.fenceSeq } : {}),
         ...(error ? { error } : {}),
       };
       this.opts.send(reply);
     };
     const missing = (what: string) => ack(false, `this gateway's proxy does not support ${what}`);
     switch (message.action) {
+      case "status":
+        ack(true);
+        return;
+      case "fence": {
+        const fence = message.fence;
+        if (!fence) return ack(false, "admin fence without a fence");
+        if (!p.pause || !p.resume || !p.setPolicyVersion) return missing("the inference fence");
+        if (this.fenceSeq !== null && fence.fence_seq < this.fenceSeq)
+          return ack(false, `fence_seq ${fence.fence_seq} is older than the applied ${this.fenceSeq}`);
+        this.fenceSeq = fence.fence_seq;
+        const r = await this.applyFence(fence, (message.timeout_seconds ?? DEFAULT_PAUSE_SECONDS) * 1000);
+        const drained = r?.drained ?? false;
+        ack(
+          fence.paused ? drained : true,
+          fence.paused && !drained
+            ? `${r?.inflight ?? 0} model call(s) still in flight after the timeout`
+            : undefined,
+        );
+        return;
+      }
       case "drain":
         this.draining = true;
         this.opts.logger.info("draining: no more credit");
@@ -280,7 +340,7 @@ export class SessionRunner {
         return;
       case "pause": {
         if (!p.pause) return missing("pause");
-        const r = await p.pause({ timeoutMs: (message.timeout_seconds ?? 60) * 1000 });
+        const r = await p.pause({ timeoutMs: (message.timeout_seconds ?? DEFAULT_PAUSE_SECONDS) * 1000 });
         ack(
           r.drained,
           r.drained ? undefined : `${r.inflight} model call(s) still in flight after the timeout`,

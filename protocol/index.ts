@@ -8,6 +8,7 @@
 export * from "./api";
 export * from "./errors";
 export * from "./evaluation";
+export * from "./fence";
 export * from "./limits";
 export * from "./names";
 export * from "./session";

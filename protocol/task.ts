@@ -203,6 +203,11 @@ export const TaskSpec = z
     early_stop_min_usable_sessions: z.number().int().min(1).optional(),
     max_attempts: z.number().int().min(1).max(10).default(3),
     queue: Identifier.optional(),
+    /**
+     * Hold (never fail) each model call until the engine replica serving it reports a weight
+     * version of at least this policy version (decimal integers; SGLang's `"default"` counts as 0).
+     */
+    min_policy_version: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   })
   .superRefine((task, ctx) => {
     const early = task.early_stop_min_usable_sessions;

@@ -58,6 +58,7 @@ export type Trajectory = z.infer<typeof Trajectory>;
  * engine, the normalised engine response, and the token ids pulled out of it.
  *
  * `response_logprobs` is null when the engine did not return logprobs aligned with `response_ids`.
+ * `policy_version` is also kept in `metadata.policy_version`, where earlier readers look.
  */
 export const CompletionRecord = z.strictObject({
   completion_id: z.string(),
@@ -74,7 +75,15 @@ export const CompletionRecord = z.strictObject({
   response_ids: z.array(z.number().int().min(0)),
   response_logprobs: z.array(z.number()).nullable(),
   finish_reason: z.string().nullable(),
+  /** The engine's weight version at the end of the call (`meta_info.weight_version`). */
   weight_version: z.string().nullable(),
+  /**
+   * The replica's weight version as the proxy knew it when it dispatched the call (from
+   * `/model_info` or the replica's previous answer); absent on records of older proxies.
+   */
+  weight_version_start: z.string().nullable().optional(),
+  /** The fence's policy version when the call was admitted; absent on records of older proxies. */
+  policy_version: z.string().nullable().optional(),
   cached_tokens: z.number().int().min(0).nullable(),
   latency_ms: z.number().min(0),
   replica: z.string(),

@@ -15,12 +15,29 @@
  * @module
  */
 import { z } from "zod";
+import { FenceState } from "./fence";
 import { GatewayStage, SessionResult } from "./session";
 import { AgentSpec, EvaluatorSpec, Identifier, JsonObject, RuntimeSpec, StrategySpec } from "./task";
 
-/** Current wire protocol version. A peer speaking another version is refused at `hello`. */
-export const WIRE_VERSION = 1;
-const v = z.literal(WIRE_VERSION);
+/**
+ * Current wire protocol version. Version 2 adds the inference fence: `welcome.fence`, the `admin`
+ * actions `fence` and `status`, `admin_ack.fence_seq` and `assign.session.min_policy_version`.
+ */
+export const WIRE_VERSION = 2;
+/**
+ * Versions the control plane still speaks: a v1 gateway gets v1 messages (its fence as the v1
+ * `pause` / `resume` / `policy_version` actions). A peer speaking another version is refused at
+ * `hello`.
+ *
+ * @example
+ * ```ts
+ * SUPPORTED_WIRE_VERSIONS.includes(1); // true
+ * ```
+ */
+export const SUPPORTED_WIRE_VERSIONS: readonly number[] = [1, 2];
+const v = z.union([z.literal(1), z.literal(WIRE_VERSION)]);
+/** A wire version this code speaks. */
+export type WireVersion = z.infer<typeof v>;
 
 /** Lease = fencing token: identifies one assignment of one session to one gateway. */
 export const LeaseRef = z.strictObject({
@@ -139,6 +156,8 @@ export const AdminAckMessage = z.strictObject({
   paused: z.boolean(),
   inflight: z.number().int().min(0),
   policy_version: z.string().nullable(),
+  /** v2: the `fence_seq` of the fence the gateway has applied (null: none yet). */
+  fence_seq: z.number().int().min(0).nullable().optional(),
   error: z.string().optional(),
 });
 export type AdminAckMessage = z.infer<typeof AdminAckMessage>;
@@ -163,6 +182,11 @@ export const WelcomeMessage = z.strictObject({
   kept_leases: z.array(z.string()),
   /** Seconds between the gateway's `ping` frames. */
   ping_interval_seconds: z.number().positive(),
+  /**
+   * v2: the queue's inference fence, applied before any session runs: a gateway that connects
+   * during a pause comes up paused, with the current policy version.
+   */
+  fence: FenceState.optional(),
 });
 export type WelcomeMessage = z.infer<typeof WelcomeMessage>;
 
@@ -181,6 +205,8 @@ export const SessionAssignment = z.strictObject({
   evaluator: EvaluatorSpec.nullable(),
   metadata: JsonObject,
   dispatch_priority: z.number().int().min(0).max(100),
+  /** v2: the task's `min_policy_version` (the proxy holds a turn until its replica serves it). */
+  min_policy_version: z.number().int().min(0).optional(),
 });
 export type SessionAssignment = z.infer<typeof SessionAssignment>;
 
@@ -215,18 +241,22 @@ export const CancelMessage = z.strictObject({
 export type CancelMessage = z.infer<typeof CancelMessage>;
 
 /**
- * An operator action for a gateway: `pause` (new model calls wait, in-flight ones drain within
- * `timeout_seconds`), `resume`, `policy_version` (stamp this version on every later completion),
- * `drain` (take no new sessions, finish the held ones). The gateway answers with `admin_ack`
- * carrying the same `request_id`.
+ * An operator action for a gateway: `fence` (v2: apply the queue's fence — paused: new model calls
+ * wait and in-flight ones drain, or are aborted in `abort` mode, within `timeout_seconds`; not
+ * paused: set its policy version and release the waiting calls), `status` (v2: report the gate
+ * without changing it), `drain` (take no new sessions, finish the held ones), and the v1 actions
+ * `pause`, `resume`, `policy_version` that v1 gateways get instead of `fence`. The gateway answers
+ * with `admin_ack` carrying the same `request_id`.
  */
 export const AdminMessage = z.strictObject({
   v,
   type: z.literal("admin"),
   request_id: z.string().min(1),
-  action: z.enum(["pause", "resume", "policy_version", "drain"]),
+  action: z.enum(["pause", "resume", "policy_version", "drain", "fence", "status"]),
   policy_version: z.string().optional(),
-  timeout_seconds: z.number().positive().optional(),
+  timeout_seconds: z.number().min(0).optional(),
+  /** The fence to apply (action `fence`). */
+  fence: FenceState.optional(),
 });
 export type AdminMessage = z.infer<typeof AdminMessage>;
 

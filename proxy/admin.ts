@@ -7,7 +7,7 @@
  * - `GET /sessions/:key/trajectory?builder=NAME[&config=JSON]` → a Trajectory (default builder:
  *   `conversation` in token mode, else `per_request`)
  * - `DELETE /sessions/:key` → `{session_id, closed: true}`
- * - `POST /admin/inference/pause` `{timeout_ms?}` → `{drained, inflight}`; `POST /admin/inference/resume`;
+ * - `POST /admin/inference/pause` `{timeout_ms?, mode?}` → `{drained, inflight}`; `POST /admin/inference/resume`;
  *   `GET /admin/inference/status`; `POST /admin/inference/policy_version` `{policy_version}`
  *
  * @module
@@ -170,7 +170,9 @@ export async function handleAdmin(
     if (typeof t !== "number" || !Number.isFinite(t) || t < 0 || t > MAX_PAUSE_TIMEOUT_MS) {
       throw bad("timeout_ms", `must be a number of milliseconds in [0, ${MAX_PAUSE_TIMEOUT_MS}]`);
     }
-    sendJson(res, 200, await server.fence.pause({ timeoutMs: t }));
+    const mode = body.mode ?? "drain";
+    if (mode !== "drain" && mode !== "abort") throw bad("mode", "must be 'drain' or 'abort'");
+    sendJson(res, 200, await server.fence.pause({ timeoutMs: t, mode }));
     return;
   }
   if (urlPath === "/admin/inference/resume" && method === "POST") {

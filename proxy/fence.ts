@@ -1,13 +1,16 @@
 /**
- * Weight-update fencing: while paused, new engine calls wait (they do not fail) and in-flight calls
- * drain; `resume` releases the waiters. Every admitted call learns the policy version in effect,
- * which the proxy stamps on its record — after a pause/update/resume cycle no record can carry a
- * stale version, because no call was in flight across the update.
+ * Weight-update fencing: while paused, new engine calls wait (they do not fail); calls in flight
+ * either drain (`drain` mode) or are aborted at the engine (`abort` mode: each call's abort hook —
+ * SGLang's `/abort_request` with its rid — runs, then its request is cut), after which the proxy
+ * re-issues them once resumed. `resume` releases the waiters. Every admitted call learns the
+ * policy version in effect, which the proxy stamps on its record — after a pause/update/resume
+ * cycle no record can carry a stale version, because no call was in flight across the update.
  *
  * @module
  */
+import type { FenceMode } from "../protocol";
 
-/** What `pause` reports once in-flight calls drained or the timeout passed. */
+/** What `pause` reports once in-flight calls drained (or were aborted) or the timeout passed. */
 export interface PauseResult {
   /** True when no call was in flight at the end. */
   drained: boolean;
@@ -18,10 +21,85 @@ export interface PauseResult {
 /** Snapshot of the fence. */
 export interface FenceStatus {
   paused: boolean;
+  /** The pause's mode; null while running. */
+  mode: FenceMode | null;
   inflight: number;
-  /** Calls waiting for `resume`. */
+  /** Calls waiting for `resume` (new ones, and aborted ones to be re-issued). */
   waiting: number;
   policy_version: string | null;
+  /** Calls aborted by a pause in `abort` mode since start. */
+  aborted_calls: number;
+  /** Aborted calls the proxy issued again after resume (the harness never saw the abort). */
+  reissued_calls: number;
+}
+
+/**
+ * An admitted call. `signal` fires when a pause in `abort` mode aborts it, after the hooks it
+ * registered with `onAbort` have run; `aborted` is set before the hooks run.
+ */
+export interface FenceTicket {
+  readonly policyVersion: string | null;
+  readonly signal: AbortSignal;
+  readonly aborted: boolean;
+  /** How to abort this call at its engine (runs at most once; at once if already aborted). */
+  onAbort(hook: () => Promise<void>): void;
+}
+
+/**
+ * How long abort hooks may take before the call's request is cut anyway (ms).
+ *
+ * @example
+ * ```ts
+ * await Promise.race([hooks, sleep(ABORT_HOOK_TIMEOUT_MS)]);
+ * ```
+ */
+export const ABORT_HOOK_TIMEOUT_MS = 5_000;
+
+/**
+ * The error a call's request ends with when a pause in `abort` mode cut it.
+ *
+ * @example
+ * ```ts
+ * controller.abort(new FenceAbortError());
+ * ```
+ */
+export class FenceAbortError extends Error {
+  override readonly name = "AbortError";
+  readonly fenceAbort = true;
+  constructor() {
+    super("aborted by a weight-update pause; it is issued again after resume");
+  }
+}
+
+class Ticket implements FenceTicket {
+  private readonly controller = new AbortController();
+  private readonly hooks: Array<() => Promise<void>> = [];
+  private abortRun: Promise<void> | null = null;
+  aborted = false;
+
+  constructor(readonly policyVersion: string | null) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  onAbort(hook: () => Promise<void>): void {
+    if (this.aborted) void hook().catch(() => {});
+    else this.hooks.push(hook);
+  }
+
+  /** Runs the hooks (bounded), then cuts the request. */
+  abort(): Promise<void> {
+    this.aborted = true;
+    this.abortRun ??= (async () => {
+      const hooks = Promise.allSettled(this.hooks.map((h) => h()));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([hooks, new Promise((r) => (timer = setTimeout(r, ABORT_HOOK_TIMEOUT_MS)))]);
+      clearTimeout(timer);
+      this.controller.abort(new FenceAbortError());
+    })();
+    return this.abortRun;
+  }
 }
 
 /**
@@ -30,22 +108,26 @@ export interface FenceStatus {
  * @example
  * ```ts
  * const fence = new InferenceFence();
- * const version = await fence.enter(); // waits while paused
- * try { await callEngine(); } finally { fence.leave(); }
- * await fence.pause({ timeoutMs: 30_000 }); // { drained: true, inflight: 0 }
- * fence.setPolicyVersion("step-12");
+ * const ticket = await fence.enter(); // waits while paused
+ * try { await callEngine({ signal: ticket.signal }); } finally { fence.leave(ticket); }
+ * await fence.pause({ timeoutMs: 30_000, mode: "abort" }); // { drained: true, inflight: 0 }
+ * fence.setPolicyVersion("12");
  * fence.resume();
  * ```
  */
 export class InferenceFence {
   private paused = false;
-  private inflight = 0;
+  private mode: FenceMode | null = null;
   private policyVersion: string | null = null;
-  private waiters = new Set<() => void>();
-  private drainWaiters = new Set<() => void>();
+  private readonly tickets = new Set<Ticket>();
+  private readonly waiters = new Set<() => void>();
+  private readonly drainWaiters = new Set<() => void>();
+  private readonly resumeListeners: Array<() => void> = [];
+  private abortedCalls = 0;
+  private reissuedCalls = 0;
 
-  /** Admits one call (waiting while paused); resolves to the policy version in effect. */
-  async enter(signal?: AbortSignal): Promise<string | null> {
+  /** Admits one call (waiting while paused); its ticket carries the policy version in effect. */
+  async enter(signal?: AbortSignal): Promise<FenceTicket> {
     while (this.paused) {
       if (signal?.aborted)
         throw Object.assign(new Error("request aborted by the client"), { name: "AbortError" });
@@ -59,20 +141,37 @@ export class InferenceFence {
         signal?.addEventListener("abort", done, { once: true });
       });
     }
-    this.inflight++;
-    return this.policyVersion;
+    const ticket = new Ticket(this.policyVersion);
+    this.tickets.add(ticket);
+    return ticket;
   }
 
   /** Ends one admitted call. */
-  leave(): void {
-    this.inflight = Math.max(0, this.inflight - 1);
-    if (this.inflight === 0) for (const done of [...this.drainWaiters]) done();
+  leave(ticket: FenceTicket): void {
+    this.tickets.delete(ticket as Ticket);
+    if (this.tickets.size === 0) for (const done of [...this.drainWaiters]) done();
   }
 
-  /** Stops admitting calls and waits up to `timeoutMs` for in-flight calls to finish. */
-  async pause(opts: { timeoutMs: number }): Promise<PauseResult> {
+  /** Counts an aborted call issued again. */
+  noteReissue(): void {
+    this.reissuedCalls++;
+  }
+
+  /**
+   * Stops admitting calls; in `abort` mode aborts the calls in flight; then waits up to
+   * `timeoutMs` for none to be left.
+   */
+  async pause(opts: { timeoutMs: number; mode?: FenceMode }): Promise<PauseResult> {
     this.paused = true;
-    if (this.inflight > 0) {
+    this.mode = opts.mode ?? "drain";
+    if (this.mode === "abort") {
+      for (const ticket of this.tickets) {
+        if (ticket.aborted) continue;
+        this.abortedCalls++;
+        void ticket.abort();
+      }
+    }
+    if (this.tickets.size > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
@@ -83,13 +182,20 @@ export class InferenceFence {
         this.drainWaiters.add(done);
       });
     }
-    return { drained: this.inflight === 0, inflight: this.inflight };
+    return { drained: this.tickets.size === 0, inflight: this.tickets.size };
   }
 
   /** Admits calls again, the waiting ones first. */
   resume(): void {
     this.paused = false;
+    this.mode = null;
+    for (const listener of this.resumeListeners) listener();
     for (const done of [...this.waiters]) done();
+  }
+
+  /** Called on every resume, before the waiting calls are released (weights may have changed). */
+  onResume(listener: () => void): void {
+    this.resumeListeners.push(listener);
   }
 
   /** Sets the policy version stamped on records of calls admitted from now on. */
@@ -100,9 +206,12 @@ export class InferenceFence {
   status(): FenceStatus {
     return {
       paused: this.paused,
-      inflight: this.inflight,
+      mode: this.mode,
+      inflight: this.tickets.size,
       waiting: this.waiters.size,
       policy_version: this.policyVersion,
+      aborted_calls: this.abortedCalls,
+      reissued_calls: this.reissuedCalls,
     };
   }
 }

@@ -5,6 +5,8 @@
  *
  * @module
  */
+
+export { ABORT_REQUEST_TIMEOUT_MS, HOLD_RECHECK_MS } from "./admission";
 export * from "./builders";
 export {
   CaptureStore,
@@ -46,7 +48,7 @@ export {
   type RecordingProxy as Proxy,
   startProxy,
 } from "./server";
-export { ABORT_REQUEST_TIMEOUT_MS, TOKEN_ENGINE_NAME } from "./token-inference";
+export { TOKEN_ENGINE_NAME } from "./token-inference";
 export {
   DEFAULT_CONTEXT_LENGTH,
   MAX_BRIDGED_SESSIONS,

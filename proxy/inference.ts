@@ -7,15 +7,24 @@
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
 import type { CompletionRecord, JsonObject } from "../protocol";
+import { newRid } from "../tokenizer/sglang-generate";
+import { type Admission, abortRequest, admitted } from "./admission";
 import { type CaptureStore, newCompletionId, type SessionView } from "./capture";
 import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
 import { validateChatRequest } from "./engines/sglang-openai";
-import { classifyError, EngineContractError, EngineStatusError, EngineUnreachableError } from "./errors";
+import {
+  classifyError,
+  EngineContractError,
+  EngineStatusError,
+  EngineUnreachableError,
+  ProxyHttpError,
+} from "./errors";
 import { completionDeltas, openAiChat } from "./families";
 import type { Family, ParsedRequest } from "./families/types";
 import type { InferenceFence } from "./fence";
 import { isObject, randomId } from "./json";
 import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
+import type { ProxyLogger } from "./server";
 import { serveTokenTurn } from "./token-inference";
 import type { TokenMode } from "./token-mode";
 import { postJson, postStream } from "./upstream";
@@ -31,6 +40,7 @@ export interface InferenceDeps {
   replicas: ReplicaSet;
   modelServed: string;
   timeoutMs: number;
+  logger?: ProxyLogger;
 }
 
 /** The call as the proxy handles it. */
@@ -94,25 +104,25 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   call.res.on("close", onClose);
   deps.store.reserve(call.session.sessionId);
   let committed = false;
-  let admitted = false;
   try {
-    const policyVersion = await deps.fence.enter(clientGone.signal);
-    admitted = true;
     const engine = deps.engine;
-    const record = deps.tokenMode
-      ? await serveTokenTurn(deps, deps.tokenMode, call, policyVersion, clientGone.signal)
-      : !engine
-        ? null
-        : call.parsed.stream && engine.streamsWithIds
-          ? await streamReal(deps, engine, call, policyVersion, clientGone.signal)
-          : await serveWhole(deps, engine, call, policyVersion, clientGone.signal);
+    const tokenMode = deps.tokenMode;
+    // Token mode prepares the prompt once (the bridge counts turns); each admission sends it.
+    const serve: ((a: Admission) => Promise<CompletionRecord | null>) | null = tokenMode
+      ? serveTokenTurn(deps, tokenMode, call)
+      : engine
+        ? (a) =>
+            call.parsed.stream && engine.streamsWithIds
+              ? streamReal(deps, engine, call, a)
+              : serveWhole(deps, engine, call, a)
+        : null;
+    const record = serve ? await admitted(deps, call.session.meta, call.res, clientGone.signal, serve) : null;
     if (record) {
       deps.store.commit(call.session.sessionId, record);
       committed = true;
     }
   } finally {
     call.res.off("close", onClose);
-    if (admitted) deps.fence.leave();
     if (!committed) deps.store.release(call.session.sessionId);
   }
 }
@@ -146,13 +156,17 @@ export async function withReplica<T>(
   deps: InferenceDeps,
   sessionId: string,
   attempt: (url: string) => Promise<T>,
+  exclude: ReadonlySet<string> = new Set(),
 ): Promise<{ value: T; url: string }> {
-  const tried = new Set<string>();
-  const limit = Math.min(deps.replicas.size, MAX_CALL_ATTEMPTS);
+  // Replicas behind the session's min_policy_version are never tried (nor count as attempts).
+  const tried = new Set<string>(exclude);
+  const limit = Math.min(deps.replicas.size, MAX_CALL_ATTEMPTS + exclude.size);
   for (;;) {
     const url = deps.replicas.pick(sessionId, tried);
     if (url === null) throw new EngineUnreachableError("(no replica)", "no engine replica is configured");
     tried.add(url);
+    // The version the call starts under: re-read when weights may have changed since it was known.
+    await deps.replicas.ensureVersion(url);
     const end = deps.replicas.begin(url);
     const last = tried.size >= limit;
     let value: T;
@@ -182,9 +196,16 @@ function buildRecord(
   call: InferenceCall,
   served: JsonObject,
   raw: JsonObject,
-  extra: { latency_ms: number; replica: string; policyVersion: string | null; streamed: boolean },
+  extra: {
+    latency_ms: number;
+    replica: string;
+    policyVersion: string | null;
+    weightVersionStart: string | null;
+    streamed: boolean;
+  },
 ): CompletionRecord {
   const n = engine.normalizeChatResponse(raw);
+  deps.replicas.observeWeightVersion(extra.replica, n.weight_version);
   return {
     completion_id: newCompletionId(),
     session_id: call.session.sessionId,
@@ -201,6 +222,8 @@ function buildRecord(
     response_logprobs: n.response_logprobs,
     finish_reason: n.finish_reason,
     weight_version: n.weight_version,
+    weight_version_start: extra.weightVersionStart,
+    policy_version: extra.policyVersion,
     cached_tokens: n.cached_tokens,
     latency_ms: extra.latency_ms,
     replica: extra.replica,
@@ -220,19 +243,27 @@ async function serveWhole(
   deps: InferenceDeps,
   engine: EngineAdapter,
   call: InferenceCall,
-  policyVersion: string | null,
-  signal: AbortSignal,
+  a: Admission,
 ): Promise<CompletionRecord> {
   const served = engine.buildChatRequest(call.parsed.chat, {
     modelServed: deps.modelServed,
     sessionId: call.session.sessionId,
   });
+  const rid = withRid(engine, served.body, call.session.sessionId);
   const started = performance.now();
-  const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
-    postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
-      timeoutMs: deps.timeoutMs,
-      signal,
-    }),
+  let weightVersionStart: string | null = null;
+  const { value: upstream, url } = await withReplica(
+    deps,
+    call.session.sessionId,
+    (base) => {
+      weightVersionStart = deps.replicas.weightVersion(base);
+      if (rid) a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId));
+      return postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
+        timeoutMs: deps.timeoutMs,
+        signal: a.signal,
+      });
+    },
+    a.exclude,
   );
   const latency_ms = performance.now() - started;
   if (upstream.status < 200 || upstream.status >= 300) {
@@ -245,14 +276,27 @@ async function serveWhole(
     throw new EngineContractError("(body)", "is not valid JSON");
   }
   if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
+  if (a.ticket.aborted) throw new Error("aborted by a weight-update pause");
   const record = buildRecord(deps, engine, call, served.body, raw, {
     latency_ms,
     replica: url,
-    policyVersion,
+    policyVersion: a.policyVersion,
+    weightVersionStart,
     streamed: false,
   });
   replyWhole(call, engine.clientCompletion(raw));
   return record;
+}
+
+/**
+ * SGLang's chat endpoint takes a `rid` (so a pause can `/abort_request` it): set one per call.
+ * vLLM has no abort by id on its chat API; cutting the request aborts it there.
+ */
+function withRid(engine: EngineAdapter, body: JsonObject, sessionId: string): string | null {
+  if (engine.name !== "sglang-openai") return null;
+  const rid = newRid(sessionId, 0);
+  body.rid = rid;
+  return rid;
 }
 
 /**
@@ -292,8 +336,7 @@ async function streamReal(
   deps: InferenceDeps,
   engine: EngineAdapter,
   call: InferenceCall,
-  policyVersion: string | null,
-  signal: AbortSignal,
+  a: Admission,
 ): Promise<CompletionRecord | null> {
   const served = engine.buildChatRequest(call.parsed.chat, {
     modelServed: deps.modelServed,
@@ -301,11 +344,18 @@ async function streamReal(
     stream: true,
   });
   const started = performance.now();
-  const { value: upstream, url } = await withReplica(deps, call.session.sessionId, (base) =>
-    postStream(`${base}${engine.chatPath}`, served.body, served.headers, {
-      timeoutMs: deps.timeoutMs,
-      signal,
-    }),
+  let weightVersionStart: string | null = null;
+  const { value: upstream, url } = await withReplica(
+    deps,
+    call.session.sessionId,
+    (base) => {
+      weightVersionStart = deps.replicas.weightVersion(base);
+      return postStream(`${base}${engine.chatPath}`, served.body, served.headers, {
+        timeoutMs: deps.timeoutMs,
+        signal: a.signal,
+      });
+    },
+    a.exclude,
   );
   if (!upstream.ok) throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
   const { res, family, parsed } = call;
@@ -334,7 +384,8 @@ async function streamReal(
     const record = buildRecord(deps, engine, call, served.body, raw, {
       latency_ms: performance.now() - started,
       replica: url,
-      policyVersion,
+      policyVersion: a.policyVersion,
+      weightVersionStart,
       streamed: true,
     });
     let out = "";
@@ -343,6 +394,22 @@ async function streamReal(
     return record;
   } catch (err) {
     upstream.cancel();
+    if (a.ticket.aborted && !res.writableEnded) {
+      // Bytes already reached the harness: it cannot be re-issued unseen; the harness retries.
+      res.end(
+        writer.error(
+          classifyError(
+            new ProxyHttpError(
+              503,
+              "api_error",
+              "engine_aborted",
+              "the generation was aborted for a weight update; retry",
+            ),
+          ),
+        ),
+      );
+      return null;
+    }
     if (err instanceof Error && err.name === "AbortError") {
       res.destroy();
       return null;

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { versionNumber } from "../protocol";
 import { isObject } from "./json";
 
 /** Default interval between health checks (ms). */
@@ -24,6 +25,15 @@ export const MAX_AFFINITY_ENTRIES = 100_000;
 export const DEFAULT_UNAVAILABLE_COOLDOWN_MS = 2_000;
 /** Most replicas one call is tried on (each at most once). */
 export const MAX_CALL_ATTEMPTS = 3;
+/**
+ * A replica behind a turn's `min_policy_version` is asked for its version at most this often (ms).
+ *
+ * @example
+ * ```ts
+ * if (now - checkedAt >= VERSION_RECHECK_MS) await probe();
+ * ```
+ */
+export const VERSION_RECHECK_MS = 1_000;
 
 /** One replica as reported by `status()`. */
 export interface ReplicaStatus {
@@ -35,11 +45,19 @@ export interface ReplicaStatus {
   last_error: string | null;
   /** `static` (given), `worker` (found through the router) or `router` (the router itself). */
   source: "static" | "worker" | "router";
+  /** The weight version the replica last reported (`/model_info` or an answer); null: unknown. */
+  weight_version: string | null;
 }
 
 interface Replica extends ReplicaStatus {
   /** Until when (epoch ms) the replica stays out after an unavailable answer; 0 = none. */
   coolUntil: number;
+  /** The known weight version may be out of date (never learned, or weights updated since). */
+  versionStale: boolean;
+  /** When `/model_info` was last asked (epoch ms); 0 = never. */
+  versionCheckedAt: number;
+  /** The `/model_info` request in flight, if any. */
+  versionProbe: Promise<void> | null;
 }
 
 /** How a call on a replica ended. */
@@ -63,10 +81,24 @@ export interface ReplicaSetOptions {
   healthIntervalMs?: number;
   /** Cool-down after a 502/503/504 answer (ms). Default {@link DEFAULT_UNAVAILABLE_COOLDOWN_MS}. */
   unavailableCooldownMs?: number;
+  /** The engine answers `GET /model_info` with `weight_version` (SGLang); default false. */
+  modelInfo?: boolean;
   onChange?: (message: string, fields: object) => void;
 }
 
 const trim = (url: string) => url.replace(/\/+$/, "");
+
+/** The `weight_version` of a replica's `GET /model_info`; null when it has none or cannot say. */
+async function probeWeightVersion(url: string): Promise<string | null> {
+  try {
+    const res = await fetch(`${url}/model_info`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const body: unknown = res.ok ? await res.json() : await res.arrayBuffer().then(() => null);
+    const v = isObject(body) ? body.weight_version : undefined;
+    return typeof v === "string" || typeof v === "number" ? String(v) : null;
+  } catch {
+    return null;
+  }
+}
 
 async function probe(url: string): Promise<boolean> {
   try {
@@ -139,7 +171,11 @@ export class ReplicaSet {
       failures: 0,
       last_error: null,
       source,
+      weight_version: null,
       coolUntil: 0,
+      versionStale: true,
+      versionCheckedAt: 0,
+      versionProbe: null,
     };
   }
 
@@ -261,6 +297,72 @@ export class ReplicaSet {
   }
 
   status(): ReplicaStatus[] {
-    return this.replicas.map(({ coolUntil: _c, ...r }) => ({ ...r }));
+    return this.replicas.map(
+      ({ coolUntil: _c, versionStale: _s, versionCheckedAt: _t, versionProbe: _p, ...r }) => ({ ...r }),
+    );
+  }
+
+  // ---- weight versions ----------------------------------------------------------------------
+
+  /** The weight version the proxy knows for `url` (null: unknown). */
+  weightVersion(url: string): string | null {
+    return this.replicas.find((r) => r.url === url)?.weight_version ?? null;
+  }
+
+  /** A version the replica reported in an answer (`meta_info.weight_version`). */
+  observeWeightVersion(url: string, version: string | null): void {
+    const r = this.replicas.find((x) => x.url === url);
+    if (!r || version === null) return;
+    r.weight_version = version;
+    r.versionStale = false;
+  }
+
+  /** Weights may have changed everywhere (a fence resumed): re-ask before the next dispatch. */
+  markVersionsStale(): void {
+    for (const r of this.replicas) r.versionStale = true;
+  }
+
+  /** Asks `/model_info` of one replica (single flight); without `modelInfo`, does nothing. */
+  private refreshVersion(r: Replica): Promise<void> {
+    if (!this.opts.modelInfo) return Promise.resolve();
+    r.versionProbe ??= (async () => {
+      try {
+        r.versionCheckedAt = Date.now();
+        const v = await probeWeightVersion(r.url);
+        if (v !== null) r.weight_version = v;
+        r.versionStale = false;
+      } finally {
+        r.versionProbe = null;
+      }
+    })();
+    return r.versionProbe;
+  }
+
+  /** Re-reads the version of `url` when the known one may be out of date (before a dispatch). */
+  async ensureVersion(url: string): Promise<void> {
+    const r = this.replicas.find((x) => x.url === url);
+    if (r?.versionStale) await this.refreshVersion(r);
+  }
+
+  /**
+   * Replicas that must not serve a turn needing policy version `min`: their known version is
+   * below it or unknown, after asking `/model_info` again (at most every {@link VERSION_RECHECK_MS})
+   * of those. Version 0 is the initial weights: every replica serves at least that.
+   *
+   * @example
+   * ```ts
+   * const behind = await replicas.behind(3); // Set of urls still below version 3
+   * ```
+   */
+  async behind(min: number): Promise<Set<string>> {
+    if (min <= 0) return new Set();
+    const short = (r: Replica) => (versionNumber(r.weight_version) ?? -1) < min;
+    const now = Date.now();
+    await Promise.all(
+      this.replicas
+        .filter((r) => short(r) && (r.versionStale || now - r.versionCheckedAt >= VERSION_RECHECK_MS))
+        .map((r) => this.refreshVersion(r)),
+    );
+    return new Set(this.replicas.filter(short).map((r) => r.url));
   }
 }

@@ -8,7 +8,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { CompletionRecord, JsonObject } from "../protocol";
+import type { CompletionRecord, FenceMode, JsonObject } from "../protocol";
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
@@ -116,8 +116,11 @@ export interface RecordingProxy {
   flush(sessionId: string): Promise<void>;
   /** Forgets the session; its key stops working. Resolves once its records are persisted. */
   closeSession(sessionId: string): Promise<void>;
-  /** New calls wait, in-flight calls drain (up to `timeoutMs`). */
-  pause(opts: { timeoutMs: number }): Promise<PauseResult>;
+  /**
+   * New calls wait; in-flight calls drain (`drain`, the default) or are aborted at the engine and
+   * issued again after resume (`abort`); resolves once none is in flight or after `timeoutMs`.
+   */
+  pause(opts: { timeoutMs: number; mode?: FenceMode }): Promise<PauseResult>;
   /** Releases waiting calls. */
   resume(): void;
   status(): ProxyStatus;
@@ -222,8 +225,12 @@ export class ProxyServer {
       ...(opts.unavailableCooldownMs !== undefined
         ? { unavailableCooldownMs: opts.unavailableCooldownMs }
         : {}),
+      // SGLang reports its weight version at /model_info; vLLM has none to report.
+      modelInfo: opts.engine !== "vllm",
       onChange: (m, f) => log.warn(m, f),
     });
+    // Weights may have changed during a pause: re-read each replica's version before using it.
+    this.fence.onResume(() => this.replicas.markVersionsStale());
     this.deps = {
       engine: this.engine,
       tokenMode,
@@ -232,6 +239,7 @@ export class ProxyServer {
       replicas: this.replicas,
       modelServed: opts.modelServed,
       timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      logger: log,
     };
   }
 

@@ -30,6 +30,7 @@ import {
   visibleOutputText,
 } from "../tokenizer/sglang-generate";
 import { turnOutcome } from "../tokenizer/token-turn";
+import { type Admission, abortRequest } from "./admission";
 import { newCompletionId } from "./capture";
 import { ROUTING_KEY_HEADER } from "./engines/sglang-openai";
 import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpError } from "./errors";
@@ -37,9 +38,6 @@ import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from 
 import { isObject, objects } from "./json";
 import type { TokenMode } from "./token-mode";
 import { postJson } from "./upstream";
-
-/** How long the proxy waits for SGLang to acknowledge `/abort_request` (ms); best effort. */
-export const ABORT_REQUEST_TIMEOUT_MS = 5_000;
 
 /** The engine name token-mode records carry. */
 export const TOKEN_ENGINE_NAME = "sglang";
@@ -59,20 +57,6 @@ function badRequest(err: SamplingParamError | ChatTemplateError): ProxyHttpError
   const field = err instanceof SamplingParamError ? err.field : (err.field ?? "messages");
   const message = err.message.startsWith(`${field}:`) ? err.message : `${field}: ${err.message}`;
   return new ProxyHttpError(400, "invalid_request_error", "invalid_request", message, field);
-}
-
-/** Tells SGLang to stop a request nobody is waiting for any more. Never throws. */
-async function abortRequest(base: string, rid: string, sessionId: string): Promise<void> {
-  try {
-    await postJson(
-      `${base}/abort_request`,
-      { rid },
-      { "content-type": "application/json", [ROUTING_KEY_HEADER]: sessionId },
-      { timeoutMs: ABORT_REQUEST_TIMEOUT_MS },
-    );
-  } catch {
-    // Best effort: a dead engine has nothing left to abort.
-  }
 }
 
 /** The view from SGLang's own parsers (`/separate_reasoning`, then `/parse_function_call`). */
@@ -159,29 +143,31 @@ function promptOpensThinking(mode: TokenMode, prompt: readonly number[]): boolea
 }
 
 /**
- * Serves one admitted call in token mode and returns its record (the caller stores it). Throws
- * typed errors before anything was written to the harness; aborts the engine request
- * (`POST /abort_request {rid}`) when the harness hangs up or the call times out.
+ * Prepares one call in token mode (renders and bridges its prompt; a field the token mode cannot
+ * serve throws a 400 here, before any admission) and returns the function that serves it once
+ * admitted — possibly more than once, when a pause in `abort` mode aborted an earlier try; each
+ * try sends the same prompt under a fresh `rid`. Serving throws typed errors before anything was
+ * written to the harness, and aborts the engine request (`POST /abort_request {rid}`) when the
+ * harness hangs up, the call times out, or a pause aborts it.
  *
  * @example
  * ```ts
- * const record = await serveTokenTurn(deps, deps.tokenMode!, call, policyVersion, clientGone.signal);
+ * const serve = serveTokenTurn(deps, deps.tokenMode!, call);
+ * const record = await admitted(deps, call.session.meta, call.res, clientGone.signal, serve);
  * ```
  */
-export async function serveTokenTurn(
+export function serveTokenTurn(
   deps: InferenceDeps,
   mode: TokenMode,
   call: InferenceCall,
-  policyVersion: string | null,
-  signal: AbortSignal,
-): Promise<CompletionRecord> {
+): (a: Admission) => Promise<CompletionRecord> {
   const chat = call.parsed.chat;
   const messages = objects(chat.messages) as unknown as ChatMessage[];
   const tools = objects(chat.tools) as unknown as ToolDefinition[];
   const templateKwargs = isObject(chat.chat_template_kwargs) ? chat.chat_template_kwargs : undefined;
   const { bridge, turn } = mode.bridgeFor(call.session);
   let prepared: PreparedTurn;
-  let generate: JsonObject;
+  let request: JsonObject;
   try {
     const sampling = samplingFromRequest(chat);
     prepared = bridge.prepare({
@@ -190,7 +176,7 @@ export async function serveTokenTurn(
       ...(templateKwargs ? { templateKwargs } : {}),
     });
     const imageData = collectImageData(messages);
-    generate = buildGenerateRequest({
+    request = buildGenerateRequest({
       inputIds: prepared.promptIds,
       sampling,
       contextLength: mode.contextLength,
@@ -198,28 +184,64 @@ export async function serveTokenTurn(
       ...(imageData.length > 0 ? { imageData } : {}),
     });
     // SGLang expands each image placeholder to the image's patch count: keep the ids it ran.
-    if (imageData.length > 0) generate.return_prompt_token_ids = true;
+    if (imageData.length > 0) request.return_prompt_token_ids = true;
   } catch (err) {
     if (err instanceof SamplingParamError || err instanceof ChatTemplateError) throw badRequest(err);
     throw err;
   }
+  let tries = 0;
+  return (a) => {
+    // A re-issued call is a new request: SGLang refuses a rid that is still known.
+    const generate = tries++ === 0 ? request : { ...request, rid: newRid(call.session.sessionId, turn) };
+    return sendTokenTurn(deps, mode, call, a, { bridge, prepared, generate, tools });
+  };
+}
+
+/** One try of a prepared token-mode call. */
+async function sendTokenTurn(
+  deps: InferenceDeps,
+  mode: TokenMode,
+  call: InferenceCall,
+  a: Admission,
+  turnIn: {
+    bridge: ReturnType<TokenMode["bridgeFor"]>["bridge"];
+    prepared: PreparedTurn;
+    generate: JsonObject;
+    tools: ToolDefinition[];
+  },
+): Promise<CompletionRecord> {
+  const { bridge, prepared, generate, tools } = turnIn;
+  const chat = call.parsed.chat;
+  const policyVersion = a.policyVersion;
   const rid = String(generate.rid);
   const headers = { "content-type": "application/json", [ROUTING_KEY_HEADER]: call.session.sessionId };
   const started = performance.now();
   const tried: { url: string | null } = { url: null };
+  let weightVersionStart: string | null = null;
   let upstream: Awaited<ReturnType<typeof postJson>>;
   let url: string;
   try {
-    const got = await withReplica(deps, call.session.sessionId, (base) => {
-      tried.url = base;
-      return postJson(`${base}/generate`, generate, headers, { timeoutMs: deps.timeoutMs, signal });
-    });
+    const got = await withReplica(
+      deps,
+      call.session.sessionId,
+      (base) => {
+        tried.url = base;
+        weightVersionStart = deps.replicas.weightVersion(base);
+        a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId));
+        return postJson(`${base}/generate`, generate, headers, {
+          timeoutMs: deps.timeoutMs,
+          signal: a.signal,
+        });
+      },
+      a.exclude,
+    );
     upstream = got.value;
     url = got.url;
   } catch (err) {
-    // Nobody will read this generation: free the engine's slot for calls that still matter.
+    // Nobody will read this generation: free the engine's slot for calls that still matter (a
+    // pause's abort has told the engine already).
     const gone = err instanceof Error && err.name === "AbortError";
-    if (tried.url && (gone || err instanceof EngineTimeoutError))
+    if (tried.url && !a.ticket.aborted && (gone || err instanceof EngineTimeoutError))
       void abortRequest(tried.url, rid, call.session.sessionId);
     throw err;
   }
@@ -236,6 +258,8 @@ export async function serveTokenTurn(
     if (err instanceof GenerateResponseError) throw new EngineContractError(err.field, err.message);
     throw err;
   }
+  deps.replicas.observeWeightVersion(url, result.weightVersion);
+  if (a.ticket.aborted) throw new Error("aborted by a weight-update pause; issued again after resume");
   if (result.finish.type === "abort") {
     // A weight update or an operator aborted it: a partial turn is no answer; the harness retries.
     throw new ProxyHttpError(
@@ -263,7 +287,13 @@ export async function serveTokenTurn(
     reasoningParser: mode.reasoningParser,
     startsInReasoning,
     ...(view ? { view } : {}),
-    provenance: { completion_id: completionId, policy_version: policyVersion, replica: url, rid },
+    provenance: {
+      completion_id: completionId,
+      policy_version: policyVersion,
+      weight_version_start: weightVersionStart,
+      replica: url,
+      rid,
+    },
   });
   const committed = bridge.commit(prepared, outcome);
 
@@ -315,6 +345,8 @@ export async function serveTokenTurn(
     response_logprobs: result.logprobs,
     finish_reason: finishReason,
     weight_version: result.weightVersion,
+    weight_version_start: weightVersionStart,
+    policy_version: policyVersion,
     cached_tokens: result.cachedTokens,
     latency_ms,
     replica: url,

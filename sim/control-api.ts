@@ -1,6 +1,7 @@
 /**
  * The control and introspection endpoints of the simulated engine, as SGLang names them:
  * `/abort_request`, `/pause_generation`, `/continue_generation`, `/update_weights_from_disk`,
+ * `/update_weight_version`,
  * `/flush_cache`, `/v1/loads`, `/server_info`, `/v1/tokenize`, `/v1/detokenize` (with their older
  * aliases), plus the simulator's own `/sim/stats` and a Prometheus `/metrics`.
  *
@@ -47,6 +48,10 @@ const PauseBody = z.looseObject({ mode: z.enum(["abort", "retract", "in_place"])
 const UpdateWeightsBody = z.looseObject({
   model_path: z.string().optional(),
   weight_version: z.string().optional(),
+  abort_all_requests: z.boolean().optional(),
+});
+const UpdateWeightVersionBody = z.looseObject({
+  new_version: z.string().min(1),
   abort_all_requests: z.boolean().optional(),
 });
 const TokenizeBody = z.looseObject({
@@ -213,6 +218,15 @@ export function controlRoutes(
           message: `simulated weight update (${b.model_path ?? config.model}); weight_version ${engine.weightVersion}`,
           num_paused_requests: 0,
         });
+      },
+    },
+    "/update_weight_version": {
+      // SGLang's way to relabel the weights in place (a trainer that pushes tensors itself).
+      POST: async (req, res) => {
+        const b = parseBody(UpdateWeightVersionBody, await body(req));
+        if (b.abort_all_requests) engine.gpu.abort();
+        engine.weightVersion = b.new_version;
+        sendJson(res, 200, { success: true, message: `weight_version ${engine.weightVersion}` });
       },
     },
     "/flush_cache": { GET: flush, POST: flush },

@@ -215,6 +215,9 @@ describe("cache, weights, tokenizer endpoints", () => {
     expect(bad.status).toBe(400);
     expect(bad.json.error.message).toContain("weight_version");
     expect(nextWeightVersion("v")).toBe("v.1");
+    expect((await call("/update_weight_version", { new_version: "12" })).json.success).toBe(true);
+    expect((await call("/model_info")).json.weight_version).toBe("12");
+    expect((await call("/update_weight_version", {})).status).toBe(400);
   });
 
   it("/v1/tokenize renders messages like the chat endpoint; /v1/detokenize inverts it", async () => {

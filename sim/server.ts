@@ -27,7 +27,7 @@ export const SIM_ENGINE_HELP =
   "bright pixels; a generic reply otherwise), tokenized with the real " +
   "Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate (also streaming), " +
   "/v1/chat/completions, /v1/models, /health, /health_generate, /model_info, /server_info, /abort_request, " +
-  "/pause_generation, /continue_generation, /update_weights_from_disk, /flush_cache, /v1/loads, /v1/tokenize, " +
+  "/pause_generation, /continue_generation, /update_weights_from_disk, /update_weight_version, /flush_cache, /v1/loads, /v1/tokenize, " +
   "/v1/detokenize and /metrics, plus /sim/stats (busy time, queue, tokens), and marks every response as coming " +
   "from the simulator.";
 

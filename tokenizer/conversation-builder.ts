@@ -185,7 +185,7 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
   const source = Array.isArray(record.request.messages) ? record.request : record.original_request;
   const messages = source.messages;
   const tools = source.tools;
-  const policy = record.metadata.policy_version;
+  const policy = record.policy_version !== undefined ? record.policy_version : record.metadata.policy_version;
   return {
     turn_id: bridge.turn_id,
     parent_turn_id: typeof bridge.parent_turn_id === "string" ? bridge.parent_turn_id : null,
@@ -206,6 +206,7 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
       completion_id: record.completion_id,
       rid: typeof bridge.rid === "string" ? bridge.rid : null,
       policy_version: typeof policy === "string" || typeof policy === "number" ? String(policy) : null,
+      weight_version_start: record.weight_version_start ?? null,
       weight_version: record.weight_version,
       replica: record.replica,
       cached_tokens: record.cached_tokens,

@@ -129,6 +129,7 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
       evaluator: spec.evaluator ?? null,
       metadata: seed === null ? spec.metadata : { ...spec.metadata, eval_sampling_seed: seed },
       dispatch_priority: spec.dispatch_priority,
+      ...(spec.min_policy_version === undefined ? {} : { min_policy_version: spec.min_policy_version }),
     };
   });
 }

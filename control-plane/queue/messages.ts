@@ -10,6 +10,7 @@ import {
   fieldIssues,
   GatewayMessage,
   LIMITS,
+  SUPPORTED_WIRE_VERSIONS,
   WIRE_VERSION,
 } from "../../protocol";
 
@@ -84,12 +85,12 @@ export function parseGatewayFrame(frame: string | ArrayBuffer): ParsedFrame {
     typeof value === "object" &&
     value !== null &&
     (value as { type?: unknown }).type === "hello" &&
-    (value as { v?: unknown }).v !== WIRE_VERSION
+    !SUPPORTED_WIRE_VERSIONS.includes((value as { v?: unknown }).v as number)
   ) {
     return {
       ok: false,
       code: "unsupported_version",
-      message: `protocol version ${JSON.stringify((value as { v?: unknown }).v)} is not supported; this control plane speaks v${WIRE_VERSION}`,
+      message: `protocol version ${JSON.stringify((value as { v?: unknown }).v)} is not supported; this control plane speaks ${SUPPORTED_WIRE_VERSIONS.map((n) => `v${n}`).join(" and ")}`,
       close: CLOSE_UNSUPPORTED_VERSION,
     };
   }

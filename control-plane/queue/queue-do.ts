@@ -13,6 +13,8 @@ import {
   type AdminMessage,
   type ControlMessage,
   type CreditMessage,
+  type FenceNode,
+  type FenceState,
   type HelloMessage,
   LIMITS,
   type ProgressMessage,
@@ -26,6 +28,14 @@ import { newConnectionId, newLeaseId, parseSessionId } from "../ids";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { AdminFanout, type AdminNodeResult } from "./admin-fanout";
 import migrations from "./drizzle/migrations.js";
+import {
+  changeFence,
+  type FenceChange,
+  fenceDelivery,
+  forPeer,
+  readFence,
+  UNAWAITED_REQUEST_PREFIX,
+} from "./fence";
 import { CLOSE_REPLACED, errorFrame, parseGatewayFrame } from "./messages";
 import * as schema from "./schema";
 import { parseShardName, shardsOf } from "./shards";
@@ -83,6 +93,10 @@ const STEAL_IDLE_BACKOFF_MS = 1000;
 const STEAL_NUDGE_MS = 5000;
 /** Most sessions taken from one sibling in one steal call. */
 const MAX_STEAL_PER_CALL = 500;
+/** How long acks of actions that do not drain (resume, version, status, drain) are waited for. */
+const ACK_WAIT_MS = 10_000;
+/** Default of `POLAR_FENCE_ACK_MARGIN_SECONDS`: transit time allowed on top of a pause's timeout. */
+const DEFAULT_FENCE_ACK_MARGIN_SECONDS = 5;
 
 /** What survives hibernation on each socket: its connection id, node id after hello, token binding. */
 interface SocketAttachment {
@@ -92,6 +106,8 @@ interface SocketAttachment {
   boundNode?: string | null;
   /** Node id the Worker chose this shard by (`?node_id=`); the hello must match it. */
   hintNode?: string | null;
+  /** Wire version of the hello: what this socket is sent (v1 gateways get v1 messages). */
+  wire?: number;
 }
 
 /** One gateway as reported by `stats()`. */
@@ -375,31 +391,82 @@ export class QueueDO extends DurableObject<Env> {
   }
 
   /**
-   * Sends `admin` to every connected gateway (or only `nodeId`) and collects their `admin_ack`
-   * until all answered or `timeoutMs` passed.
+   * Sends each connected gateway (or only `nodeId`) what `build` makes for its wire version and
+   * collects the acks of the awaited requests until all answered or `timeoutMs` passed.
    */
-  async admin(
-    action: AdminMessage["action"],
-    opts: { policy_version?: string; timeout_seconds?: number; nodeId?: string; timeoutMs?: number } = {},
+  private async collectAcks(
+    build: (requestId: string, peer: number) => { messages: AdminMessage[]; awaited: string | null },
+    timeoutMs: number,
+    nodeId?: string,
   ): Promise<AdminNodeResult[]> {
     const requestId = `adm_${crypto.randomUUID()}`;
-    const timeoutMs = opts.timeoutMs ?? ((opts.timeout_seconds ?? 0) + 10) * 1000;
     const waits: Promise<AdminNodeResult>[] = [];
     for (const gw of store.listGateways(this.db)) {
-      if (!gw.connected || (opts.nodeId !== undefined && gw.nodeId !== opts.nodeId)) continue;
+      if (!gw.connected || (nodeId !== undefined && gw.nodeId !== nodeId)) continue;
       const socket = this.socketOf(gw.connId);
       if (!socket) continue;
-      waits.push(this.admins.expect(requestId, gw.nodeId, timeoutMs));
-      this.send(socket, {
-        v: WIRE_VERSION,
-        type: "admin",
-        request_id: requestId,
-        action,
-        ...(opts.policy_version === undefined ? {} : { policy_version: opts.policy_version }),
-        ...(opts.timeout_seconds === undefined ? {} : { timeout_seconds: opts.timeout_seconds }),
-      });
+      const peer = this.attachment(socket)?.wire ?? 1;
+      const delivery = build(requestId, peer);
+      if (delivery.awaited !== null) waits.push(this.admins.expect(delivery.awaited, gw.nodeId, timeoutMs));
+      else
+        waits.push(
+          Promise.resolve({
+            node_id: gw.nodeId,
+            ok: false,
+            paused: false,
+            inflight: 0,
+            policy_version: null,
+            error: `this gateway speaks wire protocol v${peer}, which has no answer for this request`,
+          }),
+        );
+      for (const message of delivery.messages) this.send(socket, message);
     }
     return Promise.all(waits);
+  }
+
+  /** Transit time allowed on top of a pause's timeout for the gateways' answers (ms). */
+  private get fenceAckMarginMs(): number {
+    const raw = Number(this.env.POLAR_FENCE_ACK_MARGIN_SECONDS);
+    return (Number.isFinite(raw) && raw >= 0 ? raw : DEFAULT_FENCE_ACK_MARGIN_SECONDS) * 1000;
+  }
+
+  /** The queue's inference fence as stored here. */
+  async fence(): Promise<FenceState> {
+    return readFence(this.db, parseShardName(this.queueName).queue);
+  }
+
+  /**
+   * Changes the queue's fence: stores it first (a gateway that connects from now on gets it in
+   * `welcome`), then tells every connected gateway and collects their answers. A pause waits
+   * `timeoutSeconds` (the gateways drain, or abort, within the same timeout) plus a transit
+   * margin; the other changes are answered at once.
+   */
+  async changeFence(
+    change: FenceChange,
+    timeoutSeconds: number,
+  ): Promise<{ fence: FenceState; nodes: FenceNode[] }> {
+    const fence = changeFence(this.db, parseShardName(this.queueName).queue, change, Date.now());
+    const waitMs = change.kind === "pause" ? timeoutSeconds * 1000 + this.fenceAckMarginMs : ACK_WAIT_MS;
+    const nodes = await this.collectAcks(
+      (requestId, peer) => fenceDelivery(fence, change.kind, requestId, timeoutSeconds, peer),
+      waitMs,
+    );
+    return { fence, nodes };
+  }
+
+  /** The fence and every connected gateway's gate (`admin status`), changing nothing. */
+  async fenceStatus(): Promise<{ fence: FenceState; nodes: FenceNode[] }> {
+    const nodes = await this.collectAcks(
+      (requestId, peer) =>
+        peer >= 2
+          ? {
+              messages: [{ v: WIRE_VERSION, type: "admin", request_id: requestId, action: "status" }],
+              awaited: requestId,
+            }
+          : { messages: [], awaited: null },
+      ACK_WAIT_MS,
+    );
+    return { fence: await this.fence(), nodes };
   }
 
   /**
@@ -408,7 +475,16 @@ export class QueueDO extends DurableObject<Env> {
    */
   async drain(nodeId: string): Promise<AdminNodeResult | null> {
     if (!store.setDraining(this.db, nodeId, true)) return null;
-    const [answer] = await this.admin("drain", { nodeId, timeoutMs: 10_000 });
+    const [answer] = await this.collectAcks(
+      (requestId, peer) => ({
+        messages: [
+          { v: peer >= 2 ? WIRE_VERSION : 1, type: "admin", request_id: requestId, action: "drain" },
+        ],
+        awaited: requestId,
+      }),
+      ACK_WAIT_MS,
+      nodeId,
+    );
     return (
       answer ?? {
         node_id: nodeId,
@@ -580,7 +656,10 @@ export class QueueDO extends DurableObject<Env> {
     if (message.type === "credit") await this.onCredit(nodeId, message);
     else if (message.type === "progress") await this.onProgress(ws, nodeId, message);
     else if (message.type === "result") await this.onResult(ws, message);
-    else if (!this.admins.resolve(nodeId, message))
+    else if (
+      !this.admins.resolve(nodeId, message) &&
+      !message.request_id.startsWith(UNAWAITED_REQUEST_PREFIX)
+    )
       console.warn(`QueueDO: late admin_ack from ${nodeId} for ${message.request_id}`);
   }
 
@@ -638,7 +717,11 @@ export class QueueDO extends DurableObject<Env> {
       // A drained node that comes back holding nothing is a fresh node.
       if (leases.length === 0 && hello.leases.length === 0) store.setDraining(this.db, hello.node_id, false);
     });
-    ws.serializeAttachment({ ...attachment, nodeId: hello.node_id } satisfies SocketAttachment);
+    ws.serializeAttachment({
+      ...attachment,
+      nodeId: hello.node_id,
+      wire: hello.v,
+    } satisfies SocketAttachment);
     for (const lease of hello.leases) {
       if (!kept.includes(lease.lease_id)) {
         this.send(ws, {
@@ -650,6 +733,8 @@ export class QueueDO extends DurableObject<Env> {
         });
       }
     }
+    // The fence first, before any assignment: the gateway comes up paused when the queue is.
+    const fence = readFence(this.db, parseShardName(this.queueName).queue);
     this.send(ws, {
       v: WIRE_VERSION,
       type: "welcome",
@@ -657,7 +742,10 @@ export class QueueDO extends DurableObject<Env> {
       node_id: hello.node_id,
       kept_leases: kept,
       ping_interval_seconds: PING_INTERVAL_SECONDS,
+      fence,
     });
+    const replay = fenceDelivery(fence, "replay", `adm_${crypto.randomUUID()}`, 0, hello.v);
+    for (const message of replay.messages) this.send(ws, message);
     await this.processLostLeases();
     await this.dispatch();
     await this.armAlarm();
@@ -845,8 +933,9 @@ export class QueueDO extends DurableObject<Env> {
     this.ctx.waitUntil(this.armAlarm());
   }
 
+  /** Sends a message in the socket's wire version (v1 gateways never see v2 fields). */
   private send(ws: WebSocket, message: ControlMessage): void {
-    this.sendRaw(ws, JSON.stringify(message));
+    this.sendRaw(ws, JSON.stringify(forPeer(message, this.attachment(ws)?.wire ?? 1)));
   }
 
   private sendRaw(ws: WebSocket, text: string): void {

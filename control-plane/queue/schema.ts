@@ -76,3 +76,18 @@ export const counters = sqliteTable("counters", {
   name: text("name").primaryKey(),
   value: integer("value").notNull(),
 });
+
+/**
+ * The queue's inference fence (one row, `id = 1`): stored before any gateway is told, replayed to
+ * every gateway in `welcome`. Each shard of a sharded queue keeps its own copy of the same state.
+ */
+export const fence = sqliteTable("fence", {
+  id: integer("id").primaryKey(),
+  paused: integer("paused", { mode: "boolean" }).notNull(),
+  /** `drain` or `abort` while paused; null while running. */
+  mode: text("mode"),
+  policyVersion: text("policy_version"),
+  fenceSeq: integer("fence_seq").notNull(),
+  pausedAt: integer("paused_at"),
+  updatedAt: integer("updated_at").notNull(),
+});

@@ -114,7 +114,17 @@ export class RegistryDO extends DurableObject<Env> {
       .run();
   }
 
-  /** Every queue that has had a gateway. */
+  /** Records a queue named by a fence change (before or without any gateway on it). */
+  async recordQueue(queue: string): Promise<void> {
+    const now = Date.now();
+    this.db
+      .insert(schema.queues)
+      .values({ name: queue, lastSeenAt: now })
+      .onConflictDoUpdate({ target: schema.queues.name, set: { lastSeenAt: now } })
+      .run();
+  }
+
+  /** Every queue that has had a gateway or a fence change. */
   async listQueues(): Promise<string[]> {
     return this.db
       .select({ name: schema.queues.name })

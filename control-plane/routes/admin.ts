@@ -1,24 +1,37 @@
 /**
- * Admin routes: inference pause/resume and policy version fanned out to every connected gateway
- * (each QueueDO sends `admin` and collects `admin_ack`), per-gateway token registration, and path
- * credentials of upstream-compatible base URLs (`/u/<credential>`, docs/upstream-compat.md).
+ * Admin routes: the inference fence of every queue the registry knows (the same durable state as
+ * the trainer's `/v1/queues/:queue/…` routes, one queue after another in parallel), per-gateway
+ * token registration, and path credentials of upstream-compatible base URLs (`/u/<credential>`,
+ * docs/upstream-compat.md).
  *
  * @module
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { describeIssues, fieldIssues, Identifier } from "../../protocol";
+import {
+  describeIssues,
+  FenceNode,
+  FenceState,
+  fieldIssues,
+  Identifier,
+  PauseRequest,
+  PolicyVersionRequest,
+  ResumeRequest,
+} from "../../protocol";
 import { requireRole } from "../auth";
 import { ApiError } from "../errors";
-import type { AdminNodeResult } from "../queue/admin-fanout";
-import { dispatchersOf } from "../queue/shards";
+import type { FenceChange } from "../queue/fence";
+import { parseShardName } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
+import { fenceQueue, parseFenceBody } from "./queues";
 
-/** Body of `POST /v1/admin/inference/pause`. */
-export const PauseBody = z.strictObject({ timeout_seconds: z.number().positive().max(3600).optional() });
+/** Body of `POST /v1/admin/inference/pause` (the trainer route's). */
+export const PauseBody = PauseRequest;
+/** Body of `POST /v1/admin/inference/resume` (optional). */
+export const ResumeBody = ResumeRequest;
 /** Body of `POST /v1/admin/policy_version`. */
-export const PolicyVersionBody = z.strictObject({ policy_version: z.string().min(1).max(256) });
+export const PolicyVersionBody = PolicyVersionRequest;
 /** Body of `POST /v1/admin/gateway_tokens`: the SHA-256 (hex) of a `gw_<node>.<secret>` token. */
 export const GatewayTokenBody = z.strictObject({
   node_id: Identifier,
@@ -30,19 +43,13 @@ export const PathTokenBody = z.strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   queue: Identifier.default("default"),
 });
-/** Response of the admin fan-out routes. */
-export const AdminFanoutResponse = z.object({
-  nodes: z.array(
-    z.object({
-      node_id: z.string(),
-      ok: z.boolean(),
-      paused: z.boolean(),
-      inflight: z.number(),
-      policy_version: z.string().nullable(),
-      error: z.string().optional(),
-    }),
-  ),
+/** Response of the admin fence routes: every queue's new fence and every gateway's answer. */
+export const AdminFanoutResponse = z.strictObject({
+  ok: z.boolean(),
+  queues: z.array(z.strictObject({ queue: z.string(), fence: FenceState })),
+  nodes: z.array(FenceNode.extend({ queue: z.string() })),
 });
+export type AdminFanoutResponse = z.infer<typeof AdminFanoutResponse>;
 
 /**
  * The admin sub-app (mounted at `/v1/admin`, admin token required).
@@ -55,14 +62,8 @@ export const AdminFanoutResponse = z.object({
 export const adminRoutes = new Hono<{ Bindings: Env }>();
 adminRoutes.use("*", requireRole("admin"));
 
-async function parse<T extends z.ZodType>(
-  request: Request,
-  schema: T,
-  allowEmpty: boolean,
-): Promise<z.infer<T>> {
-  const empty = request.headers.get("Content-Length") === "0" || request.body === null;
-  const raw = empty && allowEmpty ? {} : await readJsonBody(request, 64 * 1024);
-  const parsed = schema.safeParse(raw);
+async function parse<T extends z.ZodType>(request: Request, schema: T): Promise<z.infer<T>> {
+  const parsed = schema.safeParse(await readJsonBody(request, 64 * 1024));
   if (!parsed.success) {
     const issues = fieldIssues(parsed.error);
     throw ApiError.badRequest("validation_failed", describeIssues(issues), issues);
@@ -70,41 +71,50 @@ async function parse<T extends z.ZodType>(
   return parsed.data;
 }
 
-async function fanout(env: Env, run: (queue: string) => Promise<AdminNodeResult[]>): Promise<Response> {
-  // Every shard of every queue: each dispatcher reaches only the gateways connected to it.
-  const queues = dispatchersOf(
-    await env.REGISTRY.getByName(REGISTRY_NAME).listQueues(),
-    env.POLAR_QUEUE_SHARDS,
+/** Every queue name the registry has seen (a gateway connected, or a fence was set). */
+async function knownQueues(env: Env): Promise<string[]> {
+  const recorded = await env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
+  return [...new Set(recorded.map((name) => parseShardName(name).queue))].sort();
+}
+
+async function fenceAll(env: Env, change: FenceChange, timeoutSeconds: number): Promise<Response> {
+  const answers = await Promise.all(
+    (await knownQueues(env)).map((queue) => fenceQueue(env, queue, change, timeoutSeconds)),
   );
-  const nodes = (await Promise.all(queues.map(run))).flat();
-  // As upstream's fork: 502 when every gateway failed.
+  const nodes = answers.flatMap((a) => a.nodes.map((n) => ({ ...n, queue: a.queue })));
+  const body: AdminFanoutResponse = {
+    ok: nodes.every((n) => n.ok),
+    queues: answers.map((a) => ({ queue: a.queue, fence: a.fence })),
+    nodes,
+  };
+  // As upstream's fork: 502 when every gateway failed (the fence is stored either way).
   const status = nodes.length > 0 && nodes.every((n) => !n.ok) ? 502 : 200;
-  return Response.json({ nodes }, { status });
+  return Response.json(body, { status });
 }
 
 adminRoutes.post("/inference/pause", async (c) => {
-  const body = await parse(c.req.raw, PauseBody, true);
-  return fanout(c.env, (q) =>
-    c.env.QUEUE.getByName(q).admin(
-      "pause",
-      body.timeout_seconds === undefined ? {} : { timeout_seconds: body.timeout_seconds },
-    ),
+  const body = await parseFenceBody(c.req.raw, PauseBody);
+  return fenceAll(c.env, { kind: "pause", mode: body.mode }, body.timeout_seconds);
+});
+
+adminRoutes.post("/inference/resume", async (c) => {
+  const body = await parseFenceBody(c.req.raw, ResumeBody);
+  return fenceAll(
+    c.env,
+    body.policy_version === undefined
+      ? { kind: "resume" }
+      : { kind: "resume", policy_version: body.policy_version },
+    0,
   );
 });
 
-adminRoutes.post("/inference/resume", async (c) =>
-  fanout(c.env, (q) => c.env.QUEUE.getByName(q).admin("resume")),
-);
-
 adminRoutes.post("/policy_version", async (c) => {
-  const body = await parse(c.req.raw, PolicyVersionBody, false);
-  return fanout(c.env, (q) =>
-    c.env.QUEUE.getByName(q).admin("policy_version", { policy_version: body.policy_version }),
-  );
+  const body = await parseFenceBody(c.req.raw, PolicyVersionBody);
+  return fenceAll(c.env, { kind: "policy_version", policy_version: body.policy_version }, 0);
 });
 
 adminRoutes.post("/gateway_tokens", async (c) => {
-  const body = await parse(c.req.raw, GatewayTokenBody, false);
+  const body = await parse(c.req.raw, GatewayTokenBody);
   await c.env.REGISTRY.getByName(REGISTRY_NAME).addGatewayToken(body.node_id, body.sha256);
   return c.json({ node_id: body.node_id, registered: true }, 201);
 });
@@ -117,7 +127,7 @@ adminRoutes.delete("/gateway_tokens/:node_id", async (c) => {
 });
 
 adminRoutes.post("/path_tokens", async (c) => {
-  const body = await parse(c.req.raw, PathTokenBody, false);
+  const body = await parse(c.req.raw, PathTokenBody);
   await c.env.REGISTRY.getByName(REGISTRY_NAME).addPathToken(body.name, body.sha256, body.queue);
   return c.json({ name: body.name, queue: body.queue, registered: true }, 201);
 });

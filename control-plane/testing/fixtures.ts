@@ -145,10 +145,15 @@ export class Gateway {
     this.ws.send(typeof message === "string" ? message : JSON.stringify(message));
   }
 
-  /** Sends the hello of node `nodeId` with `credit`. */
-  hello(nodeId: string, credit: number, leases: { lease_id: string; session_id: string }[] = []): void {
+  /** Sends the hello of node `nodeId` with `credit`, in wire version `wire` (default 1). */
+  hello(
+    nodeId: string,
+    credit: number,
+    leases: { lease_id: string; session_id: string }[] = [],
+    wire: 1 | 2 = 1,
+  ): void {
     this.send({
-      v: 1,
+      v: wire,
       type: "hello",
       node_id: nodeId,
       agent_version: "test",

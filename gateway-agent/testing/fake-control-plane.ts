@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { WebSocket, WebSocketServer } from "ws";
-import { type ControlMessage, GatewayMessage, WIRE_VERSION } from "../../protocol";
+import { type ControlMessage, type FenceState, GatewayMessage, WIRE_VERSION } from "../../protocol";
 
 /** A message the fake received, with the index of the connection it came on. */
 export interface Received {
@@ -58,6 +58,8 @@ export interface FakeControlPlane {
   /** Upgrade requests, with their URL and authorization header. */
   upgrades: Array<{ url: string; authorization: string | undefined }>;
   autoAck: boolean;
+  /** The fence the next `welcome` carries (none when null). */
+  fence: FenceState | null;
   /** Every message in both directions, in order (`in` = from the gateway). */
   events: Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>;
   /** Sends a message (or raw text) to the newest connection. */
@@ -139,6 +141,7 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
     artifacts: [] as StoredArtifact[],
     uploadAttempts: 0,
     autoAck: opts.autoAck ?? true,
+    fence: null,
     events: [] as Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>,
   };
   const sendTo = (ws: WebSocket, message: ControlMessage) => {
@@ -191,6 +194,7 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
             node_id: message.node_id,
             kept_leases: message.leases.map((l) => l.lease_id),
             ping_interval_seconds: 15,
+            ...(state.fence ? { fence: state.fence } : {}),
           });
         }
         if (message.type === "result" && state.autoAck) {

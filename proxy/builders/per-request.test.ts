@@ -61,6 +61,7 @@ describe("per_request builder", () => {
     expect(a!.metadata).toEqual({
       completion_id: "cmp_000000000000",
       policy_version: null,
+      weight_version_start: null,
       weight_version: "v0",
       cached_tokens: 0,
       replica: "http://127.0.0.1:30000",

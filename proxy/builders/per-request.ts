@@ -20,6 +20,20 @@ const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !==
 const objects = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
 
 /**
+ * The policy version a record was admitted under: the record's own field, else (records of older
+ * proxies) `metadata.policy_version`.
+ *
+ * @example
+ * ```ts
+ * recordPolicyVersion(record); // "3"
+ * ```
+ */
+export function recordPolicyVersion(record: CompletionRecord): string | null {
+  const v = record.policy_version !== undefined ? record.policy_version : record.metadata.policy_version;
+  return typeof v === "string" ? v : null;
+}
+
+/**
  * One trace from one completion: the served prompt, the sampled ids (all trainable), aligned
  * logprobs or null, and the messages and tools the engine saw.
  *
@@ -45,9 +59,10 @@ export function traceFromRecord(record: CompletionRecord): Trace {
     reward: null,
     metadata: {
       completion_id: record.completion_id,
-      // Provenance for off-policy correction: the trainer's policy version in effect for this call.
-      policy_version:
-        typeof record.metadata.policy_version === "string" ? record.metadata.policy_version : null,
+      // Provenance for off-policy correction: the trainer's policy version in effect for this call,
+      // the replica's weight version when it was dispatched and when it ended.
+      policy_version: recordPolicyVersion(record),
+      weight_version_start: record.weight_version_start ?? null,
       weight_version: record.weight_version,
       cached_tokens: record.cached_tokens,
       replica: record.replica,

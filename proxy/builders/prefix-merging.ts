@@ -11,7 +11,7 @@
  */
 import type { CompletionRecord, JsonObject, Trace } from "../../protocol";
 import { isObject, objects } from "../json";
-import { type TrajectoryBuilder, traceFromRecord } from "./per-request";
+import { recordPolicyVersion, type TrajectoryBuilder, traceFromRecord } from "./per-request";
 
 /** Finish reasons that mean the model ended its turn itself (its last token is the end-of-turn token). */
 const NATURAL_STOPS = new Set(["stop", "tool_calls", "stop_sequence"]);
@@ -128,9 +128,8 @@ function mergeChain(chain: CompletionRecord[], eot: number | null): ChainResult 
       metadata: {
         completion_ids: included.map((r) => r.completion_id),
         weight_versions: included.map((r) => r.weight_version),
-        policy_versions: included.map(
-          (r) => (r.metadata.policy_version as string | null | undefined) ?? null,
-        ),
+        weight_version_starts: included.map((r) => r.weight_version_start ?? null),
+        policy_versions: included.map(recordPolicyVersion),
         replicas: [...new Set(included.map((r) => r.replica))],
         completion_count: used,
         truncated,

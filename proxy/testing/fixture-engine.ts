@@ -206,11 +206,31 @@ export async function startFixtureEngine(opts: { model?: string } = {}): Promise
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
+      if (req.method === "GET" && req.url === "/model_info") {
+        // The proxy reads the weight version here; not a call, so not recorded.
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ model_path: model, weight_version: "default" }));
+        return;
+      }
       const b = { ...state.behaviour };
+      let body: JsonObject | null = null;
+      let parseError: unknown = null;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;
+        // Recorded on arrival, so a test sees a call that is still being "generated".
+        received.push({ path: req.url ?? "", headers: req.headers, body });
+      } catch (err) {
+        parseError = err;
+      }
+      if (body && req.url === "/abort_request") {
+        // SGLang answers an abort at once (the aborted request ends on its own connection).
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ success: true }));
+        return;
+      }
       const answer = () => {
         try {
-          const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;
-          received.push({ path: req.url ?? "", headers: req.headers, body });
+          if (!body) throw parseError;
           if (b.status && b.status !== 200) {
             // SGLang's error body (openai serving_base `create_error_response`).
             res.writeHead(b.status, { "content-type": "application/json" });

@@ -121,6 +121,9 @@ export async function startGenerateDouble(): Promise<GenerateDouble> {
     req.on("end", () => {
       const path = req.url ?? "";
       if (req.method === "GET" && path === "/health") return answer(res, 200, {});
+      // The proxy reads the weight version here; not a call, so not recorded.
+      if (req.method === "GET" && path === "/model_info")
+        return answer(res, 200, { weight_version: "w-double" });
       let body: JsonObject;
       try {
         body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;

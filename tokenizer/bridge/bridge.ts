@@ -39,7 +39,11 @@ export interface BridgeRequest {
 export interface TurnProvenance {
   completion_id: string | null;
   rid: string | null;
+  /** The fence's policy version when the call was admitted. */
   policy_version: string | null;
+  /** The replica's weight version as the proxy knew it when it dispatched the call. */
+  weight_version_start: string | null;
+  /** The engine's weight version at the end of the call (`meta_info.weight_version`). */
   weight_version: string | null;
   replica: string | null;
   cached_tokens: number | null;
@@ -314,6 +318,7 @@ export class TokenBridge {
         completion_id: p.completion_id ?? null,
         rid: p.rid ?? null,
         policy_version: p.policy_version ?? null,
+        weight_version_start: p.weight_version_start ?? null,
         weight_version: p.weight_version ?? null,
         replica: p.replica ?? null,
         cached_tokens: p.cached_tokens ?? null,

@@ -1,0 +1,298 @@
+/**
+ * The proxy's weight-update fence against the simulated engine: `drain` waits for a call in flight,
+ * `abort` aborts it at the engine (token mode and SGLang's chat endpoint by `/abort_request` with
+ * the proxy's rid, vLLM by cutting the request) and the harness still gets its answer after
+ * resume; a stream that already sent bytes ends with an error instead. Every record carries the
+ * policy version it was admitted under and the weight versions it started and ended with.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import OpenAI from "openai";
+import { afterEach, describe, expect, it } from "vitest";
+import { CompletionRecord } from "../protocol";
+import { type SimEngineHandle, type SimEngineOptions, startSimEngine } from "../sim/server";
+import { getBuilder } from "./builders";
+import type { EngineName } from "./engines";
+import { type RecordingProxy, startProxy } from "./server";
+import { startGenerateDouble } from "./testing/generate-double";
+
+const MODEL = "Qwen/Qwen3-0.6B";
+const quiet = { info() {}, warn() {}, error() {} };
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function sim(opts: SimEngineOptions): Promise<SimEngineHandle> {
+  const s = await startSimEngine({ model: MODEL, ...opts });
+  cleanups.push(() => s.close());
+  return s;
+}
+
+async function proxyFor(engine: EngineName, urls: string[]): Promise<RecordingProxy> {
+  const p = await startProxy({
+    engine,
+    engineUrls: urls,
+    modelServed: MODEL,
+    logger: quiet,
+    healthIntervalMs: 0,
+  });
+  cleanups.push(() => p.close());
+  return p;
+}
+
+let n = 0;
+function session(p: RecordingProxy, meta: Record<string, unknown> = {}) {
+  const id = `fence-${++n}`;
+  const { key } = p.openSession(id, meta);
+  return { id, key, openai: new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 }) };
+}
+
+async function stats(
+  s: SimEngineHandle,
+): Promise<{ running: number; requests_total: number; aborted_total: number }> {
+  return (await (await fetch(`${s.url}/sim/stats`)).json()) as never;
+}
+
+async function updateWeights(s: SimEngineHandle, version: string): Promise<void> {
+  const res = await fetch(`${s.url}/update_weights_from_disk`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model_path: "/ckpt", weight_version: version }),
+  });
+  expect(res.status).toBe(200);
+}
+
+const ask: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is 2 + 3?" }];
+const records = (p: RecordingProxy, id: string) => p.completions(id).map((r) => CompletionRecord.parse(r));
+
+describe("drain", { timeout: 30_000 }, () => {
+  it("waits for the call in flight, which keeps the version it was admitted under", async () => {
+    // Every generation holds its slot for 1.5 s: a turn of known length.
+    const engine = await sim({ faults: { stallRate: 1, stallMs: 1500 } });
+    const p = await proxyFor("sglang", [engine.url]);
+    p.setPolicyVersion("0");
+    const s = session(p);
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(async () => (await stats(engine)).running, { timeout: 5000 }).toBe(1);
+    const started = Date.now();
+    const paused = await p.pause({ timeoutMs: 10_000, mode: "drain" });
+    expect(paused).toEqual({ drained: true, inflight: 0 });
+    expect(Date.now() - started).toBeGreaterThan(500);
+    const first = (await call).choices[0]!.message;
+    expect(first.content).toContain("5");
+    await updateWeights(engine, "1");
+    p.setPolicyVersion("1");
+    p.resume();
+    await s.openai.chat.completions.create({
+      model: "m",
+      messages: [
+        ...ask,
+        { role: "assistant", content: first.content },
+        { role: "user", content: "Are you sure?" },
+      ],
+    });
+    const [before, after] = records(p, s.id);
+    // The rule for a session that spans an update: turns admitted before the pause keep the old
+    // versions, turns after resume get the new ones.
+    expect(before).toMatchObject({
+      policy_version: "0",
+      weight_version_start: "default",
+      weight_version: "default",
+    });
+    expect(after).toMatchObject({ policy_version: "1", weight_version_start: "1", weight_version: "1" });
+    expect(before!.metadata.policy_version).toBe("0");
+    expect((await stats(engine)).aborted_total).toBe(0);
+    // One trace for the session; each turn's versions and where its sampled tokens are in it.
+    const trajectory = getBuilder("conversation")(records(p, s.id), {
+      session_id: s.id,
+      task_id: "t",
+      config: {},
+    });
+    expect(trajectory.traces).toHaveLength(1);
+    const turns = trajectory.traces[0]!.metadata.turns as Array<Record<string, unknown>>;
+    expect(turns.map((t) => [t.policy_version, t.weight_version_start, t.weight_version])).toEqual([
+      ["0", "default", "default"],
+      ["1", "1", "1"],
+    ]);
+    const trace = trajectory.traces[0]!;
+    for (const [i, t] of turns.entries()) {
+      const rec = records(p, s.id)[i]!;
+      const start = t.sampled_start as number;
+      expect(trace.response_ids.slice(start, start + (t.sampled_len as number))).toEqual(rec.response_ids);
+    }
+  });
+});
+
+describe("abort", { timeout: 30_000 }, () => {
+  for (const engineName of ["sglang", "sglang-openai"] as const) {
+    it(`${engineName}: aborts the call at the engine, then serves it again after resume, unseen by the harness`, async () => {
+      const engine = await sim({ faults: { stallRate: 1, stallMs: 3000 } });
+      const p = await proxyFor(engineName, [engine.url]);
+      p.setPolicyVersion("4");
+      const s = session(p);
+      const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+      await expect.poll(async () => (await stats(engine)).running, { timeout: 5000 }).toBe(1);
+      const started = Date.now();
+      expect(await p.pause({ timeoutMs: 10_000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
+      // Well before the 3 s generation would have ended: it was aborted, not drained.
+      expect(Date.now() - started).toBeLessThan(2500);
+      expect(await stats(engine)).toMatchObject({ running: 0, aborted_total: 1 });
+      expect(p.status()).toMatchObject({ paused: true, mode: "abort", waiting: 1, aborted_calls: 1 });
+      p.setPolicyVersion("5");
+      p.resume();
+      const answer = await call;
+      expect(answer.choices[0]!.message.content).toContain("5");
+      expect(p.status()).toMatchObject({ paused: false, reissued_calls: 1 });
+      expect((await stats(engine)).requests_total).toBe(2);
+      // Only the call that answered is recorded, under the version after resume.
+      const recs = records(p, s.id);
+      expect(recs).toHaveLength(1);
+      expect(recs[0]).toMatchObject({ policy_version: "5", finish_reason: "stop" });
+    });
+  }
+
+  it("token mode names the aborted generation by its rid in /abort_request", async () => {
+    const engine = await startGenerateDouble();
+    cleanups.push(() => engine.close());
+    engine.queue.push({ output: [17453, 13, 151645], delayMs: 5_000 });
+    const p = await proxyFor("sglang", [engine.url]);
+    const s = session(p);
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(() => engine.generates().length).toBe(1);
+    await p.pause({ timeoutMs: 5_000, mode: "abort" });
+    const [first] = engine.generates();
+    expect(engine.aborted()).toEqual([first!.rid]);
+    p.resume();
+    await call;
+    const generates = engine.generates();
+    expect(generates).toHaveLength(2);
+    expect(generates[1]!.rid).not.toBe(first!.rid);
+    expect(generates[1]!.input_ids).toEqual(first!.input_ids);
+  });
+
+  it("vllm: cutting the request aborts it at the engine; the call is served again after resume", async () => {
+    const engine = await sim({ flavor: "vllm", decodeTokensPerSecond: 8 });
+    const p = await proxyFor("vllm", [engine.url]);
+    const s = session(p);
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(async () => (await stats(engine)).running, { timeout: 5000 }).toBe(1);
+    expect(await p.pause({ timeoutMs: 5_000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
+    await expect.poll(async () => (await stats(engine)).aborted_total).toBe(1);
+    p.resume();
+    expect((await call).choices[0]!.message.content).toBeTruthy();
+    expect(records(p, s.id)).toHaveLength(1);
+  });
+
+  it("a real stream that already sent bytes to the harness ends with an error event instead", async () => {
+    // A vLLM-shaped engine that streams one chunk with its token ids, then keeps generating.
+    let cut = false;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        const chunk = {
+          id: "chatcmpl-1",
+          created: 0,
+          model: MODEL,
+          prompt_token_ids: [1, 2, 3],
+          choices: [{ index: 0, delta: { role: "assistant", content: "Thinking" }, token_ids: [9707] }],
+        };
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        res.on("close", () => {
+          cut = true;
+        });
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    cleanups.push(
+      () =>
+        new Promise<void>((r) => {
+          server.closeAllConnections();
+          server.close(() => r());
+        }),
+    );
+    const p = await proxyFor("vllm", [`http://127.0.0.1:${(server.address() as AddressInfo).port}`]);
+    const s = session(p);
+    const res = await fetch(`${p.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages: ask, stream: true }),
+    });
+    const reader = res.body!.getReader();
+    let seen = "";
+    while (!seen.includes("Thinking")) seen += new TextDecoder().decode((await reader.read()).value);
+    expect(await p.pause({ timeoutMs: 5_000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
+    let rest = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    expect(rest).toMatch(/engine_aborted/);
+    await expect.poll(() => cut).toBe(true);
+    p.resume();
+    expect(records(p, s.id)).toHaveLength(0);
+    expect(p.status().reissued_calls).toBe(0);
+  });
+});
+
+describe("min_policy_version: replicas updated one at a time", { timeout: 40_000 }, () => {
+  it("holds a turn until a replica serves the version, and never sends it to one that does not", async () => {
+    const a = await sim({ seed: 1 });
+    const b = await sim({ seed: 2 });
+    const p = await proxyFor("sglang", [a.url, b.url]);
+    p.setPolicyVersion("1");
+    const s = session(p, { min_policy_version: 1 });
+    let answered = false;
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask }).then((r) => {
+      answered = true;
+      return r;
+    });
+    // Both replicas still serve the initial weights ("default" = version 0): the turn is held.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(answered).toBe(false);
+    expect((await stats(a)).requests_total + (await stats(b)).requests_total).toBe(0);
+    await updateWeights(b, "1");
+    await call;
+    const [held] = records(p, s.id);
+    expect(held).toMatchObject({ replica: b.url, weight_version_start: "1", weight_version: "1" });
+
+    // New groups that need version 1 go to b only while a is behind, whatever round-robin says.
+    for (let i = 0; i < 4; i++) {
+      const g = session(p, { min_policy_version: 1 });
+      await g.openai.chat.completions.create({ model: "m", messages: ask });
+      expect(records(p, g.id)[0]!.replica).toBe(b.url);
+    }
+    expect((await stats(a)).requests_total).toBe(0);
+    // A session that needs nothing may use either.
+    const free = session(p);
+    await free.openai.chat.completions.create({ model: "m", messages: ask });
+
+    // Now a is updated first to version 2: a group needing 2 goes to a, never to b.
+    await updateWeights(a, "2");
+    for (let i = 0; i < 3; i++) {
+      const g = session(p, { min_policy_version: 2 });
+      await g.openai.chat.completions.create({ model: "m", messages: ask });
+      expect(records(p, g.id)[0]).toMatchObject({ replica: a.url, weight_version: "2" });
+    }
+  });
+
+  it("a held turn is never failed: it waits through several re-checks, outside the fence", async () => {
+    const a = await sim({});
+    const p = await proxyFor("sglang-openai", [a.url]);
+    const s = session(p, { min_policy_version: 3 });
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+    await new Promise((r) => setTimeout(r, 2500));
+    // Held outside the fence: a pause drains at once.
+    expect(await p.pause({ timeoutMs: 1000 })).toEqual({ drained: true, inflight: 0 });
+    await fetch(`${a.url}/update_weight_version`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ new_version: "3" }),
+    });
+    p.resume();
+    await call;
+    expect(records(p, s.id)[0]).toMatchObject({ weight_version_start: "3", weight_version: "3" });
+  });
+});
