@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.parse
@@ -199,7 +200,7 @@ class PolarClient:
                                 return
                         elif event.event == "done":
                             return
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, http.client.HTTPException) as e:
                 # A connection cut mid-stream (or a torn event): reconnect from the last seq.
                 if failures >= max_reconnects:
                     raise Unreachable(0, "unreachable", f"SSE results of {batch_id}: {e}") from e

@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -117,7 +118,7 @@ class Transport:
             except ValueError:
                 parsed = None
             raise error_from_response(e.code, parsed, text, _retry_after(e.headers)) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             raise Unreachable(0, "unreachable", f"{method} {self.base_url}{path}: {reason}") from e
 
@@ -126,7 +127,7 @@ class Transport:
             status = res.status
             try:
                 text = res.read().decode("utf-8")
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, http.client.HTTPException) as e:
                 # The connection broke mid-body: no answer, as far as the caller can tell.
                 raise Unreachable(0, "unreachable", f"{method} {self.base_url}{path}: {e}") from e
         try:
