@@ -8,6 +8,7 @@ import time
 import pytest
 
 from polar_trainer.config import SchedulerConfig
+from polar_trainer.errors import SchedulerError
 from polar_trainer.scheduler import Exhausted, GroupScheduler
 
 pytestmark = pytest.mark.stack
@@ -134,3 +135,14 @@ def test_results_by_sse_transport(stack, run_id, state_dir):
     with GroupScheduler(stack.client(), cfg, [stack.task("calculator")], state_dir) as sched:
         b = sched.next_batch(timeout=150)
     assert len(b.groups[0].sessions) == 2
+
+
+def test_a_task_that_cannot_work_stops_the_scheduler_with_its_error(stack, run_id, state_dir):
+    broken = stack.task("calculator")
+    broken["agent"]["custom_shell"]["command"] = "echo no model today >&2; exit 3"
+    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_unusable_groups=3, poll_wait_seconds=5)
+    with GroupScheduler(stack.client(), cfg, [broken], state_dir) as sched:
+        with pytest.raises(SchedulerError, match="3 groups in a row had no trainable session") as e:
+            sched.next_batch(timeout=120)
+        assert "agent_error" in str(e.value) and "exited with code 3" in str(e.value)
+        assert sched.counters()["next_index"] <= 3 + cfg.max_in_flight  # admission stopped

@@ -45,6 +45,9 @@ class SchedulerConfig:
         poll_wait_seconds: the long-poll's ``wait``.
         max_groups: stop admitting after this many groups (None: as long as the task source gives).
         reward_fn: the session's reward from its result (default: the result's own rewards).
+        max_unusable_groups: this many groups in a row with no trainable session (a task that
+            cannot work: a bad grader command, a harness that fails at once) stop the scheduler
+            with an error naming the sessions' failure, instead of admitting groups forever.
 
     Example::
 
@@ -71,6 +74,7 @@ class SchedulerConfig:
     poll_wait_seconds: int = 20
     max_groups: Optional[int] = None
     reward_fn: Optional[Callable[[Dict[str, Any]], Any]] = field(default=None, repr=False)
+    max_unusable_groups: int = 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not _IDENT.match(self.run_id) or len(self.run_id) > MAX_RUN_ID_CHARS:
@@ -93,6 +97,8 @@ class SchedulerConfig:
             raise ValueError(f"poll_wait_seconds must be an integer from 1 to 60, got {self.poll_wait_seconds!r}")
         if self.max_groups is not None and (not isinstance(self.max_groups, int) or self.max_groups < 1):
             raise ValueError(f"max_groups must be an integer >= 1, got {self.max_groups!r}")
+        if not isinstance(self.max_unusable_groups, int) or self.max_unusable_groups < 1:
+            raise ValueError(f"max_unusable_groups must be an integer >= 1, got {self.max_unusable_groups!r}")
         self.groups  # checks the acceptance fields
 
     @property

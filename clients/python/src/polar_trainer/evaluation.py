@@ -37,6 +37,7 @@ class DatasetMetrics:
         sessions_by_kind: trainable / failed / excluded / refused counts (samples.classify).
         per_task: task_id → mean reward of its completed sessions.
         rows: one dict per session (task_id, session_id, status, reward, seed).
+        results: the session results themselves, by session id.
     """
 
     dataset: str
@@ -50,6 +51,7 @@ class DatasetMetrics:
     sessions_by_kind: Dict[str, int] = field(default_factory=dict)
     per_task: Dict[str, Optional[float]] = field(default_factory=dict)
     rows: List[Dict[str, Any]] = field(default_factory=list)
+    results: List[Dict[str, Any]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -145,6 +147,7 @@ def _metrics(name: str, tasks: int, results: List[Dict[str, Any]], threshold: fl
         sessions_by_kind=kinds,
         per_task={k: (sum(v) / len(v) if v else None) for k, v in sorted(per_task.items())},
         rows=sorted(rows, key=lambda x: str(x["session_id"])),
+        results=sorted(results, key=lambda r: str(r.get("session_id"))),
     )
 
 

@@ -134,6 +134,7 @@ class GroupScheduler:
         self._groups: Dict[str, Group] = {}
         self._results: Dict[str, Dict[int, Any]] = {}
         self._exhausted = False
+        self._unusable = 0
         self._started = False
         self._stamp_min: Optional[bool] = config.stamp_min_policy_version
         self._recover(policy_version, resume_step)
@@ -444,6 +445,8 @@ class GroupScheduler:
         g = self._groups[gid]
         for o in g.sessions:
             _bump(st["counters"]["sessions"], f"{o.kind}:{o.reason}")
+        if g.trainable:
+            self._unusable = 0
         verdict = judge(g, self._gcfg, self._tally)
         st["tally"] = self._tally.to_dict()
         if verdict.accepted:
@@ -453,10 +456,26 @@ class GroupScheduler:
             self._audit("accept", group_id=gid, index=rec["index"], version=g.version, counts=g.counts())
         else:
             _bump(st["counters"][verdict.outcome], verdict.reason or "unknown")
+            self._check_unusable(g)
             self._forget(gid)
             self._audit({"rejected": "reject", "dropped": "drop"}[verdict.outcome], group_id=gid, index=rec["index"], reason=verdict.reason, counts=g.counts())
         self._save()
         self._cond.notify_all()
+
+    def _check_unusable(self, g: Group) -> None:
+        if g.trainable:
+            return
+        self._unusable += 1
+        if self._unusable >= self.cfg.max_unusable_groups and self._fatal is None:
+            reasons: Dict[str, int] = {}
+            for o in g.sessions:
+                _bump(reasons, o.reason)
+            errors = [str((r.get("error") or {}).get("message", ""))[:300] for r in self._results.get(g.group_id, {}).values() if r.get("error")]
+            self._fatal = SchedulerError(
+                f"{self._unusable} groups in a row had no trainable session (last: {g.group_id}, sessions {reasons}"
+                + (f", e.g. {errors[0]!r}" if errors else "")
+                + "): the task cannot work as configured"
+            )
 
     def _forget(self, gid: str) -> None:
         self._state["groups"].pop(gid, None)
