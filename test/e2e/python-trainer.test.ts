@@ -1,9 +1,11 @@
 /**
- * The Python trainer client (examples/trainer/polar_client.py) against the real local stack:
- * its command line submits the calculator task and prints one line per result, then a Python
- * snippet reads the same batch with `iter_results` (whole, and resumed from a cursor), turns each
- * result into training samples with `to_samples`, checks `status` and `cancel`, and prints JSON
- * the test checks here. A wrong token must surface as `PolarError` with code `unauthorized`.
+ * The Python trainer example (examples/trainer/polar_client.py, a user of the polar_trainer
+ * package in clients/python) against the real local stack: its command line submits the calculator
+ * task and prints one line per result, then a Python snippet reads the same batch with the package's
+ * `iter_results` (whole, and resumed from a cursor), turns each result into training samples with
+ * `classify`, checks `status` and `cancel`, and prints JSON the test checks here. A wrong token must
+ * surface as `PolarError` with code `unauthorized`. The package's own suites run in
+ * test/e2e/python-package.test.ts.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,17 +18,19 @@ import { REPO_ROOT } from "../../cli/wrangler-dev";
 import { describeWith, probe } from "../support/optional-tools";
 
 const CLIENT = join(REPO_ROOT, "examples/trainer/polar_client.py");
+const PACKAGE_SRC = join(REPO_ROOT, "clients/python/src");
 
 const python = probe("python3") === null;
 
 interface Sample {
   tokens: number[];
-  prompt_len: number;
+  prompt_length: number;
   loss_mask: number[];
-  rollout_logprobs: number[] | null;
-  reward: number | null;
+  rollout_logprobs: number[];
+  token_versions: Array<number | null>;
+  reward: number;
   session_id: string;
-  finish_reason: string | null;
+  status: string;
 }
 
 interface SnippetOutput {
@@ -38,11 +42,12 @@ interface SnippetOutput {
   cancelled: { status: string; cancelled_at: number | null; cancel: { status: string } };
 }
 
-// Reads the finished batch through the module: every result, then resumed after the second one.
+// Reads the finished batch through the package: every result, then resumed after the second one.
 const SNIPPET = `
-import json, os, sys
-sys.path.insert(0, os.environ["CLIENT_DIR"])
-from polar_client import PolarClient, to_samples
+import dataclasses, json, os, sys
+sys.path.insert(0, os.environ["PACKAGE_SRC"])
+from polar_trainer import PolarClient
+from polar_trainer.samples import classify
 c = PolarClient(os.environ["POLAR_URL"], os.environ["POLAR_TRAINER_TOKEN"])
 batch_id = os.environ["BATCH_ID"]
 pairs = list(c.iter_results(batch_id, wait=5, timeout=60))
@@ -50,7 +55,7 @@ resumed = list(c.iter_results(batch_id, after=pairs[1][0], wait=5, timeout=60))
 out = {
   "seqs": [s for s, _ in pairs],
   "resumed_seqs": [s for s, _ in resumed],
-  "samples": [to_samples(r) for _, r in pairs],
+  "samples": [[dataclasses.asdict(s) for s in classify(r, trajectory_index=i).samples] for i, (_, r) in enumerate(pairs)],
   "response_lens": [[len(t["response_ids"]) for t in r["trajectory"]["traces"]] for _, r in pairs],
   "status": c.status(batch_id),
 }
@@ -104,10 +109,10 @@ describeWith(["python3"], "python trainer client on the calculator task", () => 
     for (const l of cliLines) expect(l.traces).toBeGreaterThan(0);
   });
 
-  it("iter_results + to_samples give aligned samples; resume from a cursor; status; cancel", async () => {
+  it("iter_results + classify give aligned samples; resume from a cursor; status; cancel", async () => {
     const run = await execa("python3", ["-c", SNIPPET], {
       env: {
-        CLIENT_DIR: join(REPO_ROOT, "examples/trainer"),
+        PACKAGE_SRC,
         POLAR_URL: stack.controlPlane.url,
         POLAR_TRAINER_TOKEN: stack.tokens.trainer,
         BATCH_ID: batchId,
@@ -130,17 +135,17 @@ describeWith(["python3"], "python trainer client on the calculator task", () => 
       samples.forEach((s, t) => {
         const responseLen = out.response_lens[r]![t]!;
         expect(responseLen).toBeGreaterThan(0);
-        expect(s.prompt_len).toBeGreaterThan(0);
-        expect(s.tokens.length).toBe(s.prompt_len + responseLen);
-        expect(s.loss_mask.length).toBe(s.tokens.length);
-        expect(s.loss_mask.slice(0, s.prompt_len).every((m) => m === 0)).toBe(true);
-        // The calculator's traces train on every sampled token.
-        expect(s.loss_mask.slice(s.prompt_len).every((m) => m === 1)).toBe(true);
-        expect(s.rollout_logprobs).not.toBeNull();
-        expect(s.rollout_logprobs!.length).toBe(responseLen);
-        for (const lp of s.rollout_logprobs!) expect(lp).toBeLessThanOrEqual(0);
+        expect(s.prompt_length).toBeGreaterThan(0);
+        expect(s.tokens.length).toBe(s.prompt_length + responseLen);
+        // Per response token: mask, logprob and version (slime's convention).
+        expect(s.loss_mask.length).toBe(responseLen);
+        expect(s.rollout_logprobs.length).toBe(responseLen);
+        expect(s.token_versions.length).toBe(responseLen);
+        expect(s.loss_mask.some((m) => m === 1)).toBe(true);
+        for (const lp of s.rollout_logprobs) expect(lp).toBeLessThanOrEqual(0);
         expect(s.session_id).toBe(cliLines[r]!.session_id);
         expect(s.reward).toBe(cliLines[r]!.reward);
+        expect(s.status).toBe("completed");
       });
     });
   });

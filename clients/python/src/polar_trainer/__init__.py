@@ -1,0 +1,57 @@
+"""Polar-TS for trainers: the client, the weight-update fence, the async group scheduler, samples,
+advantages, JSONL export, eval mode and a slime bridge. Standard library only.
+
+Example::
+
+    from polar_trainer import PolarClient
+    client = PolarClient("http://127.0.0.1:8787", token)
+"""
+
+from .client import PolarClient
+from .errors import (
+    BadRequest,
+    BadResponse,
+    Conflict,
+    FenceError,
+    Forbidden,
+    NotConfigured,
+    NotFound,
+    PayloadTooLarge,
+    PolarError,
+    RateLimited,
+    SchedulerError,
+    ServerError,
+    ServerUnavailable,
+    StateError,
+    Unauthorized,
+    Unreachable,
+    error_from_response,
+)
+from .fence import FenceResult, FenceState, NodeAck, weight_update
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BadRequest",
+    "BadResponse",
+    "Conflict",
+    "FenceError",
+    "FenceResult",
+    "FenceState",
+    "Forbidden",
+    "NodeAck",
+    "NotConfigured",
+    "NotFound",
+    "PayloadTooLarge",
+    "PolarClient",
+    "PolarError",
+    "RateLimited",
+    "SchedulerError",
+    "ServerError",
+    "ServerUnavailable",
+    "StateError",
+    "Unauthorized",
+    "Unreachable",
+    "error_from_response",
+    "weight_update",
+]

@@ -1,0 +1,102 @@
+"""Policy versions: decimal-integer strings, and which version each sampled token was drawn under.
+
+The trainer package numbers policy versions ``"0"``, ``"1"``, … (the fence stores strings). Every
+completion record and conversation turn carries ``policy_version`` (the fence's version when the
+call was admitted) plus the engine's ``weight_version_start`` / ``weight_version``; a token's
+version is the first of these that is a decimal integer (the fence's label is authoritative; an
+engine that reports ``"default"`` tells nothing). A group's version is the OLDEST version of any
+sampled token in it, so a session that spans an update counts as stale from its first turn.
+
+Example::
+
+    token_versions(trace)   # [3, 3, None, None, 4, 4] for a turn under "3", glue, a turn under "4"
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional
+
+_DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
+
+
+def parse_version(value: Any) -> Optional[int]:
+    """The int of a decimal-integer version (``"12"`` or 12), else None (``"default"``, ``"step-3"``, None).
+
+    Example::
+
+        assert parse_version("7") == 7 and parse_version("default") is None
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and _DECIMAL.match(value):
+        return int(value)
+    return None
+
+
+def version_of(meta: Dict[str, Any]) -> Optional[int]:
+    """The version a call's tokens were sampled under: ``policy_version``, else
+    ``weight_version_start``, else ``weight_version`` — the first that is a decimal integer.
+
+    Example::
+
+        version_of({"policy_version": None, "weight_version_start": "5", "weight_version": "6"})  # 5
+    """
+    for key in ("policy_version", "weight_version_start", "weight_version"):
+        v = parse_version(meta.get(key))
+        if v is not None:
+            return v
+    return None
+
+
+def token_versions(trace: Dict[str, Any]) -> List[Optional[int]]:
+    """One version per response token of a trace (None where unknown or not sampled).
+
+    * ``conversation`` traces: ``metadata.turns[]`` gives each turn's ``sampled_start`` and
+      ``sampled_len`` in ``response_ids``; those tokens get the turn's version, bridged tokens
+      (tool results, template glue: mask 0) get None.
+    * ``per_request`` traces: ``metadata`` of the one call; every response token gets it.
+    * ``prefix_merging`` traces: ``metadata.policy_versions`` (one per merged call) without offsets:
+      every token gets the OLDEST of them (conservative).
+
+    Example::
+
+        versions = token_versions(result["trajectory"]["traces"][0])
+    """
+    n = len(trace.get("response_ids") or [])
+    meta = trace.get("metadata") or {}
+    turns = meta.get("turns")
+    if isinstance(turns, list) and turns:
+        out: List[Optional[int]] = [None] * n
+        for turn in turns:
+            if not isinstance(turn, dict):
+                continue
+            start, length = turn.get("sampled_start"), turn.get("sampled_len")
+            if not isinstance(start, int) or not isinstance(length, int):
+                continue
+            v = version_of(turn)
+            for i in range(max(0, start), min(n, start + length)):
+                out[i] = v
+        return out
+    merged = meta.get("policy_versions")
+    if isinstance(merged, list):
+        known = [v for v in (parse_version(x) for x in merged) if v is not None]
+        if not known:
+            weights = [v for v in (parse_version(x) for x in meta.get("weight_versions") or []) if v is not None]
+            known = weights
+        return [min(known) if known else None] * n
+    return [version_of(meta)] * n
+
+
+def oldest(versions: Iterable[Optional[int]], mask: Optional[Iterable[int]] = None) -> Optional[int]:
+    """The smallest known version among the tokens whose mask is 1 (all tokens when ``mask`` is None).
+
+    Example::
+
+        oldest([3, None, 4], mask=[1, 0, 1])  # 3
+    """
+    pairs = zip(versions, mask) if mask is not None else ((v, 1) for v in versions)
+    known = [v for v, m in pairs if m and v is not None]
+    return min(known) if known else None
