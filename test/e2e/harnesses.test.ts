@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import { PRESET_PACKAGES } from "../../gateway-agent/harness";
-import { ensureHarnesses, INSTALL_SCRIPT } from "../../scripts/ensure-harnesses";
+import { ensureHarnesses } from "../../scripts/ensure-harnesses";
 import {
   checkHarnessRun,
   DEFAULT_HARNESS_DIR,
@@ -28,7 +28,7 @@ import {
   summarizeHarness,
 } from "../../scripts/run-harnesses";
 import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
-import { describeEachWith, type Needs, planFor } from "../support/optional-tools";
+import { describeEachWith, harnessClis, type Needs, planFor } from "../support/optional-tools";
 
 const HARNESSES = (process.env.POLAR_E2E_HARNESSES?.split(",") ?? [...HARNESS_NAMES]) as HarnessName[];
 
@@ -45,13 +45,7 @@ const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
 // Installed once, at collection, so the suites can be skipped (or failed) when the install cannot run.
 const install = await ensureHarnesses(HARNESSES, { log: (line) => console.log(line) });
 const NEEDS: Needs = {
-  require: [
-    {
-      name: "harness CLIs",
-      install: `${INSTALL_SCRIPT} (needs the npm registry)`,
-      probe: () => (install.ok ? null : install.reason!),
-    },
-  ],
+  require: [harnessClis(install)],
   prefer: [{ tool: "bubblewrap", without: "the CLIs ran without the sandbox" }],
 };
 
