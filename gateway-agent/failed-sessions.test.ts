@@ -12,7 +12,7 @@ import type { ProgressMessage } from "../protocol";
 import { describeWith } from "../test/support/optional-tools";
 import { FAILED_DIR } from "./failed-sessions";
 import { PRESET_PACKAGES, type PresetName } from "./harness";
-import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
+import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
 import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
 
 const TOKEN = "test-gateway-token";
@@ -26,16 +26,6 @@ afterEach(async () => {
     else process.env[k] = v;
   }
 });
-
-/** A logger that records what the gateway says. */
-function recordingLogger() {
-  const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
-  const at =
-    (level: string) =>
-    (msg: string, fields: object = {}) =>
-      lines.push({ level, msg, fields: fields as Record<string, unknown> });
-  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
-}
 
 /** `pathVar` without the folders that hold `bin`: a host where that CLI is not installed. */
 const pathWithout = (bin: string, pathVar: string) =>
