@@ -93,10 +93,21 @@ describeEachWith(NEEDS, HARNESSES)("%s on the calculator task × 4", (harness) =
     // The sim stratifies a group of four: two right fixes, one wrong edit, one session that edits nothing.
     expect(run.sessions.map((s) => s.result.reward).sort()).toEqual([0, 0, 1, 1]);
     expect(summarizeHarness(run).api).toBe(EXPECTED[harness].api);
-    for (const { result } of run.sessions) {
-      const ev = (result.trajectory.metadata as { evaluation: Record<string, unknown> }).evaluation;
-      expect(ev).toMatchObject({ strategy: "test_on_output", fresh_eval_runtime: true });
-    }
+    const evs = run.sessions.map(
+      ({ result }) => (result.trajectory.metadata as { evaluation: Record<string, unknown> }).evaluation,
+    );
+    for (const ev of evs)
+      expect(ev).toMatchObject({
+        strategy: "test_on_output",
+        fresh_eval_runtime: true,
+        verdict: "clean",
+        reward_discarded: false,
+      });
+    // The session that edits nothing scores 0 without running the tests; the three with a patch are
+    // graded from the JUnit report the runner wrote where only the grader looks, not from printed lines.
+    expect(evs.filter((ev) => ev.empty_generation).length).toBe(1);
+    for (const ev of evs.filter((e) => !e.empty_generation))
+      expect(ev).toMatchObject({ report_mode: "junit", weak_report: false });
   });
 
   it("the policy acted through the tools the CLI offered", () => {
