@@ -32,6 +32,7 @@ import {
   changeFence,
   type FenceChange,
   fenceDelivery,
+  fenceReaches,
   forPeer,
   readFence,
   UNAWAITED_REQUEST_PREFIX,
@@ -121,6 +122,8 @@ export interface GatewayStats {
   connected: boolean;
   draining: boolean;
   leases: number;
+  /** Sessions assigned since the gateway's last metrics (upstream's `dispatch_reservations`). */
+  reservations: number;
   capacity: { max_init: number; max_run: number; max_postrun: number };
   metrics: {
     init_queue_depth: number;
@@ -454,6 +457,29 @@ export class QueueDO extends DurableObject<Env> {
     return { fence, nodes };
   }
 
+  /**
+   * Brings the fence where `change` asks without fencing every gateway again when it is there
+   * already: then only `nodeId` (when connected here) gets the current fence, and its answer is
+   * collected. The upstream `/nodes` routes use it: a bridge fences each gateway of a queue at the
+   * same time, and the first call's fan-out already reached them all (or they got the fence in
+   * `welcome`). The check and the store are one synchronous step, so two calls never both store.
+   */
+  async ensureFence(
+    change: FenceChange,
+    timeoutSeconds: number,
+    nodeId: string,
+  ): Promise<{ fence: FenceState; nodes: FenceNode[] }> {
+    const fence = readFence(this.db, parseShardName(this.queueName).queue);
+    if (!fenceReaches(fence, change)) return this.changeFence(change, timeoutSeconds);
+    const waitMs = change.kind === "pause" ? timeoutSeconds * 1000 + this.fenceAckMarginMs : ACK_WAIT_MS;
+    const nodes = await this.collectAcks(
+      (requestId, peer) => fenceDelivery(fence, change.kind, requestId, timeoutSeconds, peer),
+      waitMs,
+      nodeId,
+    );
+    return { fence, nodes };
+  }
+
   /** The fence and every connected gateway's gate (`admin status`), changing nothing. */
   async fenceStatus(): Promise<{ fence: FenceState; nodes: FenceNode[] }> {
     const nodes = await this.collectAcks(
@@ -613,6 +639,7 @@ export class QueueDO extends DurableObject<Env> {
       connected: g.connected,
       draining: g.draining,
       leases: store.leasesOfNode(this.db, g.nodeId).length,
+      reservations: g.reservations,
       capacity: JSON.parse(g.capacity) as GatewayStats["capacity"],
       metrics: g.metrics ? (JSON.parse(g.metrics) as GatewayStats["metrics"]) : null,
       connected_at: g.connectedAt,
