@@ -11,9 +11,10 @@
  * --latency-ms 300 --blackhole-s 65 --pass-s 20 --reset-s 15 --json FILE`; `--cp-var K=V` sets a
  * Worker variable, `--gateway-arg X` passes a flag to `serve_gateway`).
  *
- * Prints per run: results, lost, duplicated, sessions run twice (an accepted result of attempt
- * > 1, i.e. the session was started again after a lease was declared lost), model calls beyond
- * one per session, COMPLETED sessions whose `GET /v1/sessions/:id/completions` is not 200, how
+ * Prints per run: results, lost, duplicated, sessions run twice (stale results: a run of a
+ * session whose result did not count because its lease had been declared lost), accepted results
+ * of attempt > 1 and requeued leases (an assign that vanished into a dead socket is requeued
+ * without having run), model calls beyond one per session, COMPLETED sessions whose `GET /v1/sessions/:id/completions` is not 200, how
  * long each side took to notice the silent WebSocket (from the last chunk the fault proxy
  * delivered to it to its close), and how soon results flowed again after each fault ended.
  */
@@ -100,6 +101,21 @@ async function api<T>(path: string, init: RequestInit = {}): Promise<{ status: n
   return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
 }
 
+interface Counters {
+  stale_results: number;
+  duplicate_results: number;
+  requeued_leases: number;
+}
+
+/** The dispatcher's counters, summed over the queue's shards. */
+async function counters(): Promise<Counters> {
+  const g = await api<{ queues: Array<{ counters: Counters }> }>("/v1/gateways");
+  const sum: Counters = { stale_results: 0, duplicate_results: 0, requeued_leases: 0 };
+  for (const q of g.body.queues)
+    for (const k of Object.keys(sum) as Array<keyof Counters>) sum[k] += q.counters[k] ?? 0;
+  return sum;
+}
+
 interface GatewayRow {
   node_id: string;
   connected: boolean;
@@ -113,7 +129,11 @@ interface RunReport {
   lost: number;
   duplicated: number;
   statuses: Record<string, number>;
+  /** Stale results: runs of a session whose result did not count (the session ran again). */
   runTwice: number;
+  /** Accepted results of attempt > 1 (requeued; an assign lost in the dead socket counts, though it never ran). */
+  laterAttempt: number;
+  requeued: number;
   extraModelCalls: number;
   missingRecords: number;
   uploadErrorsNoted: number;
@@ -132,6 +152,7 @@ const HARNESS = `s=\${POLAR_SESSION_ID##*.}; sleep $((2 + s % 7)); ${ASK}`;
 async function run(index: number): Promise<RunReport> {
   const batchId = `flaky-${index}`;
   const requestsBefore = await engineRequests();
+  const countersBefore = await counters();
   const sub = await api("/v1/batches", {
     method: "POST",
     body: JSON.stringify({
@@ -200,6 +221,8 @@ async function run(index: number): Promise<RunReport> {
   done = true;
   await Promise.all([reader, watcher]);
   const wallS = (Date.now() - t0) / 1000;
+  // Stale results of this run arrive when the gateway reconnects: before the batch completes.
+  const countersAfter = await counters();
 
   const ids = received.map((r) => r.result.session_id);
   const distinct = new Set(ids);
@@ -244,7 +267,9 @@ async function run(index: number): Promise<RunReport> {
     lost: SESSIONS - distinct.size,
     duplicated: received.length - distinct.size,
     statuses,
-    runTwice: received.filter((r) => r.result.attempt > 1).length,
+    runTwice: countersAfter.stale_results - countersBefore.stale_results,
+    laterAttempt: received.filter((r) => r.result.attempt > 1).length,
+    requeued: countersAfter.requeued_leases - countersBefore.requeued_leases,
     extraModelCalls: (await engineRequests()) - requestsBefore - SESSIONS,
     missingRecords: missing,
     uploadErrorsNoted: noted,
@@ -300,13 +325,13 @@ console.log(
   `\n${SESSIONS} sessions, max-run ${values["max-run"]}; faults: ${values["latency-s"]} s of ${values["latency-ms"]} ms latency, ${values["blackhole-s"]} s blackhole, ${values["pass-s"]} s pass, ${values["reset-s"]} s reset, pass\n`,
 );
 console.log(
-  "| run | results | lost | duplicated | run twice | extra model calls | missing records | upload errors noted | statuses | gateway noticed silence (s) | control plane noticed (s) | flow again after blackhole / reset (s) | wall (s) |",
+  "| run | results | lost | duplicated | run twice (stale results) | attempt > 1 (requeued leases) | extra model calls | missing records | upload errors noted | statuses | gateway noticed silence (s) | control plane noticed (s) | flow again after blackhole / reset (s) | wall (s) |",
 );
-console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|");
 for (const r of reports) {
   const fa = (v: number | null) => (v === null ? "—" : (v / 1000).toFixed(1));
   console.log(
-    `| ${r.run} | ${r.results} | ${r.lost} | ${r.duplicated} | ${r.runTwice} | ${r.extraModelCalls} | ${r.missingRecords} | ${r.uploadErrorsNoted} | ${Object.entries(
+    `| ${r.run} | ${r.results} | ${r.lost} | ${r.duplicated} | ${r.runTwice} | ${r.laterAttempt} (${r.requeued}) | ${r.extraModelCalls} | ${r.missingRecords} | ${r.uploadErrorsNoted} | ${Object.entries(
       r.statuses,
     )
       .map(([k, v]) => `${k} ${v}`)
