@@ -7,8 +7,8 @@
  *
  * Checked: every session ends exactly once, none runs twice when the gateway comes back within
  * the grace (the engine saw one call per session and no run's result was refused as stale), every
- * COMPLETED session's completion records are readable, each side closes a silent socket within
- * 3 s + 0.5 s of the last frame it got, results flow again within the reconnect bound (2 s dial +
+ * COMPLETED session's completion records are readable, each side closes a silent socket 3 s
+ * after the last frame it got (within 0.5 s more for the gateway, 1 s for the control plane), results flow again within the reconnect bound (2 s dial +
  * 1 s backoff, plus 5 s of slack for a loaded machine) after each fault, and a gateway killed
  * after its sessions finished while the link was down delivers them after a restart.
  */
@@ -241,15 +241,15 @@ describe("a flaky link between a gateway process and the control plane", { timeo
     await sleep(2000);
     proxy.set({ kind: "latency", ms: 300 });
     await sleep(3000);
+    const blackholeAt = Date.now(); // before set(): the proxy stamps the flows it kills in it
     proxy.set({ kind: "blackhole" });
-    const blackholeAt = Date.now();
     await sleep(6000);
     proxy.set({ kind: "pass" });
     const blackholeEnd = Date.now();
     await sleep(4000);
     // Longer than the old upload retries (about 7.5 s): records must wait in the journal.
-    proxy.set({ kind: "reset" });
     const resetAt = Date.now();
+    proxy.set({ kind: "reset" });
     await sleep(10_000);
     proxy.set({ kind: "pass" });
     const resetEnd = Date.now();
@@ -269,7 +269,8 @@ describe("a flaky link between a gateway process and the control plane", { timeo
       expect(first, "a result after the fault").toBeDefined();
       expect(first!.at - end).toBeLessThan(RECONNECT_BOUND_MS + SLACK_MS);
     }
-    // The WebSocket the blackhole caught: each side closed it 3 s (+0.5 s) after its last frame.
+    // The WebSocket the blackhole caught: each side closed it 3 s after its last frame (+0.5 s for
+    // the gateway's timer, +1 s for the control plane's alarm).
     const caught = proxy
       .connections()
       .filter(
@@ -293,7 +294,8 @@ describe("a flaky link between a gateway process and the control plane", { timeo
       `flaky link: silence noticed by the gateway after ${gatewaySide} ms, by the control plane after ${cpSide} ms (limit ${LIVENESS_MS} ms); results again ${flow[0]} ms after the blackhole, ${flow[1]} ms after the reset; ${later} accepted on attempt 2 (assign lost in the dead socket)`,
     );
     expect(cpSide).toBeGreaterThanOrEqual(LIVENESS_MS - 50);
-    expect(cpSide).toBeLessThan(LIVENESS_MS + 500);
+    // The alarm of workerd under wrangler dev fires up to a few hundred ms late on a busy machine.
+    expect(cpSide).toBeLessThan(LIVENESS_MS + 1000);
   });
 
   it("a gateway killed after its sessions finished while the link was down delivers them after a restart within the grace: not run twice, records readable", async () => {
