@@ -1,43 +1,14 @@
 /**
  * Identifiers minted by the control plane. Session ids are deterministic so re-creating a batch
  * (idempotent replay, outbox redelivery) names the same sessions, and so a session id can be
- * routed to its BatchDO by splitting from the right.
+ * routed to its BatchDO by splitting from the right (`protocol/session-id.ts`).
  *
  * @module
  */
 
-/**
- * Session id of sample `sampleIndex` of task `taskIndex` in batch `batchId`.
- *
- * @example
- * ```ts
- * sessionIdOf("b_1", 0, 3); // "b_1.0.3"
- * ```
- */
-export function sessionIdOf(batchId: string, taskIndex: number, sampleIndex: number): string {
-  return `${batchId}.${taskIndex}.${sampleIndex}`;
-}
-
-/** The parts of a session id, or null when it is not one of ours. */
-export interface SessionIdParts {
-  batchId: string;
-  taskIndex: number;
-  sampleIndex: number;
-}
-
-/**
- * Splits a session id from the right (batch ids may contain dots).
- *
- * @example
- * ```ts
- * parseSessionId("my.batch.2.0"); // { batchId: "my.batch", taskIndex: 2, sampleIndex: 0 }
- * ```
- */
-export function parseSessionId(sessionId: string): SessionIdParts | null {
-  const match = /^(.+)\.(\d+)\.(\d+)$/.exec(sessionId);
-  if (!match) return null;
-  return { batchId: match[1]!, taskIndex: Number(match[2]), sampleIndex: Number(match[3]) };
-}
+// Session ids (`batch.task.sample`) are defined once, in the protocol; re-exported here beside
+// the other ids the control plane mints.
+export { parseSessionId, type SessionIdParts, sessionIdOf } from "../protocol";
 
 function randomHex(bytes: number): string {
   const buf = crypto.getRandomValues(new Uint8Array(bytes));

@@ -17,12 +17,12 @@ import {
   type ArtifactKind,
   ArtifactRef,
   LIMITS,
+  type Logger,
   type ResultMessage,
   type SessionResult,
   WIRE_VERSION,
 } from "../protocol";
 import { type ControlPlaneHttp, ControlPlaneRequestError } from "./control-http";
-import type { GatewayLogger } from "./errors";
 
 /** How failed uploads are retried: jittered exponential backoff, at most `concurrency` at once. */
 export interface UploadPolicy {
@@ -50,7 +50,7 @@ export const DEFAULT_UPLOAD_POLICY: UploadPolicy = {
 export interface UploadTarget {
   http: ControlPlaneHttp;
   policy?: UploadPolicy;
-  logger: GatewayLogger;
+  logger: Logger;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { WIRE_VERSION } from "../protocol";
+import { type Logger, WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
-import { type GatewayLogger, GatewayRefusedError } from "./errors";
+import { GatewayRefusedError } from "./errors";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
 import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
 
@@ -34,7 +34,7 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     cp = null;
   });
 
-  function dial(url: string, token: string, logger: GatewayLogger) {
+  function dial(url: string, token: string, logger: Logger) {
     const refused: GatewayRefusedError[] = [];
     const conn = new ControlConnection({
       controlPlaneUrl: url,

@@ -23,11 +23,12 @@ import {
   type ErrorMessage,
   type GatewayMessage,
   type HelloMessage,
+  type Logger,
   PING,
   PONG,
   type WelcomeMessage,
 } from "../protocol";
-import { type GatewayLogger, GatewayRefusedError, messageOf } from "./errors";
+import { GatewayRefusedError, messageOf } from "./errors";
 
 /** Reconnect backoff; defaults: first retry after ~0.5 s, doubling, capped at 10 s. */
 export interface ReconnectPolicy {
@@ -66,7 +67,7 @@ export interface ControlConnectionOptions {
   /** This gateway's node id, sent on the connect URL so a sharded queue routes it to its shard. */
   nodeId?: string;
   token: string;
-  logger: GatewayLogger;
+  logger: Logger;
   reconnect?: ReconnectPolicy;
   /** Longest a dial may take until the socket is open; default {@link DEFAULT_CONNECT_TIMEOUT_MS}. */
   connectTimeoutMs?: number;

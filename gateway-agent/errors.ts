@@ -4,7 +4,11 @@
  *
  * @module
  */
-import type { ErrorKind } from "../protocol";
+import type { ErrorKind, Logger, TimeoutInfo } from "../protocol";
+
+// The timeout classification is part of the protocol (`protocol/stage.ts`): re-exported here beside
+// the interrupt that carries it.
+export type { TimeoutInfo } from "../protocol";
 
 /**
  * A session failed for a known reason.
@@ -49,16 +53,6 @@ export class SessionInterrupt extends Error {
 }
 
 /**
- * Upstream's timeout classification: `timeout_source` is the budget that ran out (`session` =
- * `timeout_seconds` from INIT, `agent` = `metadata.agent_timeout` from RUN), `timeout_stage` where
- * (`init`, `ready`, `setup`, `exec`, `postprocess`, `evaluate`).
- */
-export interface TimeoutInfo {
-  timeout_source: "session" | "agent" | "evaluator";
-  timeout_stage: string;
-}
-
-/**
  * The control plane refused this gateway for good: a wrong protocol version (close 4400), a
  * token that belongs to another node (close 4403), or a token it does not accept (HTTP 401/403 on
  * the upgrade). Reconnecting cannot help, so the gateway stops and `polar serve_gateway` exits
@@ -88,15 +82,8 @@ export class GatewayRefusedError extends Error {
   }
 }
 
-/** Where the gateway writes its diagnostics. */
-export interface GatewayLogger {
-  info(message: string, fields?: object): void;
-  warn(message: string, fields?: object): void;
-  error(message: string, fields?: object): void;
-}
-
 /** Default logger: one line per event on the console. */
-export const consoleLogger: GatewayLogger = {
+export const consoleLogger: Logger = {
   info: (m, f) => console.info(`[gateway] ${m}`, f ?? ""),
   warn: (m, f) => console.warn(`[gateway] ${m}`, f ?? ""),
   error: (m, f) => console.error(`[gateway] ${m}`, f ?? ""),

@@ -14,8 +14,8 @@
  */
 import { cp, mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
-import type { SessionResult } from "../protocol";
-import { type GatewayLogger, messageOf } from "./errors";
+import type { Logger, SessionResult } from "../protocol";
+import { messageOf } from "./errors";
 
 /** Failed sessions whose logs are kept by default. */
 export const DEFAULT_KEEP_FAILED_SESSIONS = 20;
@@ -46,7 +46,7 @@ export class FailedSessionKeeper {
     workRoot: string,
     /** How many failed sessions to keep (0 = none). */
     readonly keep: number,
-    private readonly logger: GatewayLogger,
+    private readonly logger: Logger,
   ) {
     this.dir = path.join(workRoot, FAILED_DIR);
   }

@@ -7,13 +7,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type HelloMessage, type RuntimeSpec, WIRE_VERSION } from "../protocol";
+import { type HelloMessage, type Logger, type RuntimeSpec, WIRE_VERSION } from "../protocol";
 import { startProxy } from "../proxy";
 import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { ControlPlaneHttp, DEFAULT_REQUEST_TIMEOUTS, type RequestTimeouts } from "./control-http";
-import { consoleLogger, type GatewayLogger, type GatewayRefusedError, messageOf } from "./errors";
+import { consoleLogger, type GatewayRefusedError, messageOf } from "./errors";
 import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
 import { HarnessAvailability } from "./harness/availability";
@@ -104,7 +104,7 @@ export interface GatewayOptions {
   reconnect?: ReconnectPolicy;
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
   connectTimeoutMs?: number;
-  logger?: GatewayLogger;
+  logger?: Logger;
 }
 
 /** The proxy's token-mode options among the gateway's (unset ones are left to the proxy's defaults). */

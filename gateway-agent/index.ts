@@ -23,7 +23,6 @@ export {
 } from "./control-http";
 export {
   consoleLogger,
-  type GatewayLogger,
   GatewayRefusedError,
   SessionFailure,
   SessionInterrupt,

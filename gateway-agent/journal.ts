@@ -16,8 +16,8 @@ import { mkdirSync } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import type { Logger } from "../protocol";
 import { ResultMessage } from "../protocol";
-import type { GatewayLogger } from "./errors";
 
 const SUFFIX = ".result.json";
 
@@ -58,7 +58,7 @@ export class ResultJournal {
 
   constructor(
     readonly dir: string,
-    private readonly logger: GatewayLogger,
+    private readonly logger: Logger,
   ) {
     mkdirSync(dir, { recursive: true });
   }

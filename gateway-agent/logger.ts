@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { GatewayLogger } from "./errors";
+import type { Logger } from "../protocol";
 
 /**
  * @example
@@ -17,7 +17,7 @@ import type { GatewayLogger } from "./errors";
 export function jsonLogger(
   base: Record<string, unknown>,
   write: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
-): GatewayLogger {
+): Logger {
   const emit = (level: string, msg: string, fields?: object) => {
     let line: string;
     try {

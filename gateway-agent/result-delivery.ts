@@ -13,7 +13,7 @@
  *
  * @module
  */
-import type { CompletionRecord, LeaseRef, ResultMessage, SessionResult } from "../protocol";
+import type { CompletionRecord, LeaseRef, Logger, ResultMessage, SessionResult } from "../protocol";
 import {
   DEFAULT_UPLOAD_POLICY,
   fitToWire,
@@ -25,7 +25,7 @@ import {
   type UploadTarget,
   uploadArtifact,
 } from "./artifacts";
-import { type GatewayLogger, messageOf } from "./errors";
+import { messageOf } from "./errors";
 import type { JournalEntry, ResultJournal } from "./journal";
 import { Semaphore } from "./semaphore";
 
@@ -49,7 +49,7 @@ export interface ResultDeliveryOptions {
   maxJournalBytes?: number;
   /** Sends on the control-plane socket; false when it is down (re-sent after the next welcome). */
   send(message: ResultMessage): boolean;
-  logger: GatewayLogger;
+  logger: Logger;
   /** The journal went back under its bound (credit may be granted again). */
   onRoom?(): void;
 }

@@ -22,6 +22,7 @@ import {
   type GatewayMessage,
   type GatewayStage,
   type LeaseRef,
+  type Logger,
   type ResultMessage,
   type RuntimeSpec,
   type SessionAssignment,
@@ -30,7 +31,7 @@ import {
   WIRE_VERSION,
 } from "../protocol";
 import type { UploadTarget } from "./artifacts";
-import { type GatewayLogger, messageOf, SessionInterrupt } from "./errors";
+import { messageOf, SessionInterrupt } from "./errors";
 import type { ResultJournal } from "./journal";
 import { type PipelineDeps, type PipelineSession, runSessionPipeline } from "./pipeline";
 import { type DeliveryStats, ResultDelivery } from "./result-delivery";
@@ -71,7 +72,7 @@ export interface SessionRunnerOptions {
   upload?: UploadTarget | null;
   /** Above this many journaled bytes no credit is granted (default `DEFAULT_JOURNAL_MAX_BYTES`). */
   journalMaxBytes?: number;
-  logger: GatewayLogger;
+  logger: Logger;
   /** Sends a message to the control plane; false when the socket is down (the message is dropped). */
   send(message: GatewayMessage): boolean;
   /** Preset availability on this host (null: not checked). */
@@ -404,7 +405,6 @@ export class SessionRunner {
 
   private async execute(s: ActiveSession): Promise<void> {
     const o = this.opts;
-    const session = sessionProxy(o.proxy, harnessName(s.assignment));
     let outcome: Awaited<ReturnType<typeof runSessionPipeline>>;
     try {
       outcome = await runSessionPipeline(s, {
@@ -416,7 +416,7 @@ export class SessionRunner {
         pools: this.pools,
         runtimeSettings: o.runtimeSettings,
         defaultRuntime: o.defaultRuntime ?? null,
-        proxy: session.proxy,
+        proxy: o.proxy,
         logger: o.logger,
         harnesses: o.harnesses ?? null,
         failedSessions: o.failedSessions ?? null,
@@ -425,15 +425,6 @@ export class SessionRunner {
     } catch (err) {
       this.active.delete(s.leaseId);
       throw err;
-    }
-    const verdicts = session.verdicts();
-    if (verdicts) {
-      const t = outcome.result.trajectory;
-      const flags = session.flags();
-      outcome.result.trajectory = {
-        ...t,
-        metadata: { ...t.metadata, bridge_verdicts: verdicts, ...(flags ? { bridge_flags: flags } : {}) },
-      };
     }
     const r = outcome.result;
     if (r.status === "ERROR" || r.status === "TIMEOUT") {
@@ -477,52 +468,6 @@ export class SessionRunner {
     // Unsent credit is not promised: the next hello grants the free capacity anyway.
     if (sent) this.outstandingCredit += grant;
   }
-}
-
-/** The name a session's token-bridge verdicts are tallied under: the preset, else the module path. */
-export function harnessName(a: SessionAssignment): string {
-  return a.agent.harness ?? a.agent.import_path ?? "unknown";
-}
-
-/**
- * One session's view of the proxy: `openSession` adds `harness` to the session meta (the proxy
- * tallies bridge verdicts per harness × model by it), and `closeSession` first keeps the
- * session's verdict and flag counts, which the proxy forgets on close.
- *
- * @example
- * ```ts
- * const session = sessionProxy(proxy, "codex");
- * await runSessionPipeline(s, { ...deps, proxy: session.proxy });
- * session.verdicts(); // { extended: 7, new_chain: 1, ... } in token mode, else null
- * session.flags(); // { reasoning_dropped: 0 } in token mode, else null
- * ```
- */
-export function sessionProxy(
-  proxy: SessionRunnerOptions["proxy"],
-  harness: string,
-): {
-  proxy: PipelineDeps["proxy"];
-  verdicts(): Record<string, number> | null;
-  flags(): Record<string, number> | null;
-} {
-  let verdicts: Record<string, number> | null = null;
-  let flags: Record<string, number> | null = null;
-  return {
-    proxy: {
-      get url() {
-        return proxy.url;
-      },
-      openSession: (id, meta) => proxy.openSession(id, { ...meta, harness }),
-      completions: (id) => proxy.completions(id),
-      closeSession: (id) => {
-        verdicts = proxy.bridgeVerdicts?.(id) ?? null;
-        flags = proxy.bridgeFlags?.(id) ?? null;
-        return proxy.closeSession(id);
-      },
-    },
-    verdicts: () => verdicts,
-    flags: () => flags,
-  };
 }
 
 function refusedResult(a: SessionAssignment, nodeId: string, message: string): SessionResult {

@@ -8,38 +8,50 @@
  *
  * @module
  */
-import type { GatewayCapacity, StageMetrics } from "../protocol";
+import type { GatewayCapacity, GatewayStage, StageMetrics } from "../protocol";
 import { Semaphore } from "./semaphore";
 
 /**
  * @example
  * ```ts
  * const pools = new StagePools({ max_init: 4, max_run: 2, max_postrun: 4 });
- * await pools.init.acquire(signal, priority);
+ * await pools.of("INITIALIZING").acquire(signal, priority);
  * ```
  */
 export class StagePools {
-  readonly init: Semaphore;
-  readonly ready: Semaphore;
-  readonly run: Semaphore;
-  readonly post: Semaphore;
+  /** One pool per stage, named by the stage it admits to. */
+  private readonly slots: Record<GatewayStage, Semaphore>;
 
   constructor(readonly capacity: GatewayCapacity) {
-    this.init = new Semaphore(capacity.max_init);
-    this.ready = new Semaphore(capacity.max_run);
-    this.run = new Semaphore(capacity.max_run);
-    this.post = new Semaphore(capacity.max_postrun);
+    this.slots = {
+      INITIALIZING: new Semaphore(capacity.max_init),
+      READY: new Semaphore(capacity.max_run),
+      RUNNING: new Semaphore(capacity.max_run),
+      POST_RUN: new Semaphore(capacity.max_postrun),
+    };
+  }
+
+  /**
+   * The pool of one stage.
+   *
+   * @example
+   * ```ts
+   * pools.of("READY").release();
+   * ```
+   */
+  of(stage: GatewayStage): Semaphore {
+    return this.slots[stage];
   }
 
   /** Sessions per stage, as reported with credit and progress. */
   metrics(): StageMetrics {
     return {
-      init_queue_depth: this.init.waiting,
-      init_inflight: this.init.inUse,
-      ready_depth: this.ready.inUse,
-      run_inflight: this.run.inUse,
-      postrun_queue_depth: this.post.waiting,
-      postrun_inflight: this.post.inUse,
+      init_queue_depth: this.slots.INITIALIZING.waiting,
+      init_inflight: this.slots.INITIALIZING.inUse,
+      ready_depth: this.slots.READY.inUse,
+      run_inflight: this.slots.RUNNING.inUse,
+      postrun_queue_depth: this.slots.POST_RUN.waiting,
+      postrun_inflight: this.slots.POST_RUN.inUse,
     };
   }
 
@@ -50,7 +62,7 @@ export class StagePools {
 
   /** Sessions held before RUN (queued for INIT, in INIT, or READY). */
   get intakeUsed(): number {
-    return this.init.waiting + this.init.inUse + this.ready.inUse;
+    return this.slots.INITIALIZING.waiting + this.slots.INITIALIZING.inUse + this.slots.READY.inUse;
   }
 
   /**
@@ -58,7 +70,7 @@ export class StagePools {
    * none while post-run is backed up to twice its pool (upstream refuses work then too).
    */
   creditAvailable(): number {
-    if (this.post.waiting >= 2 * this.capacity.max_postrun) return 0;
+    if (this.slots.POST_RUN.waiting >= 2 * this.capacity.max_postrun) return 0;
     return Math.max(0, this.intakeCapacity - this.intakeUsed);
   }
 }

@@ -26,7 +26,7 @@ export const LIMITS = {
   maxInlineResultBytes: 1_900_000,
   /**
    * Longest client-chosen `batch_id` (characters). Session ids are `${batch_id}.${task}.${sample}`
-   * and must still fit an `Identifier` (128): 96 + ".999.1023" leaves room.
+   * (`session-id.ts`) and must still fit an `Identifier` (128): 96 + ".999.1023" leaves room.
    */
   maxBatchIdChars: 96,
   /** Largest single task spec once encoded as JSON (bytes): it is stored in one SQLite row (2 MB cap). */

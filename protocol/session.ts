@@ -25,10 +25,6 @@ export const SessionStatus = z.enum([
 ]);
 export type SessionStatus = z.infer<typeof SessionStatus>;
 
-/** States a gateway may report while a session is in its hands. */
-export const GatewayStage = z.enum(["INITIALIZING", "READY", "RUNNING", "POST_RUN"]);
-export type GatewayStage = z.infer<typeof GatewayStage>;
-
 /** States that end a session. */
 export const TerminalStatus = z.enum(["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"]);
 export type TerminalStatus = z.infer<typeof TerminalStatus>;

@@ -16,7 +16,8 @@
  */
 import { z } from "zod";
 import { FenceState } from "./fence";
-import { GatewayStage, SessionResult } from "./session";
+import { SessionResult } from "./session";
+import { GatewayStage } from "./stage";
 import { AgentSpec, EvaluatorSpec, Identifier, JsonObject, RuntimeSpec, StrategySpec } from "./task";
 
 /**

@@ -7,11 +7,10 @@
  * @module
  */
 import type http from "node:http";
-import type { JsonObject } from "../protocol";
+import type { JsonObject, Logger } from "../protocol";
 import { ROUTING_KEY_HEADER } from "./engines/sglang-openai";
 import type { FenceTicket, InferenceFence } from "./fence";
 import type { ReplicaSet } from "./replicas";
-import type { ProxyLogger } from "./server";
 import { postJson } from "./upstream";
 
 /**
@@ -48,7 +47,7 @@ export interface Admission {
 export interface AdmissionDeps {
   fence: InferenceFence;
   replicas: ReplicaSet;
-  logger?: ProxyLogger;
+  logger?: Logger;
 }
 
 /**

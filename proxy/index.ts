@@ -41,7 +41,6 @@ export { DEFAULT_HEALTH_INTERVAL_MS, ReplicaSet, type ReplicaStatus } from "./re
 export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   MAX_REQUEST_BODY_BYTES,
-  type ProxyLogger,
   type ProxyOptions,
   type ProxyStatus,
   type RecordingProxy,

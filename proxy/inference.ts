@@ -6,7 +6,7 @@
  */
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
-import type { CompletionRecord, JsonObject } from "../protocol";
+import type { CompletionRecord, JsonObject, Logger } from "../protocol";
 import { newRid } from "../tokenizer/sglang-generate";
 import { type Admission, abortRequest, admitted } from "./admission";
 import { type CaptureStore, newCompletionId, type SessionView } from "./capture";
@@ -24,7 +24,6 @@ import type { Family, ParsedRequest } from "./families/types";
 import type { InferenceFence } from "./fence";
 import { isObject, randomId } from "./json";
 import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
-import type { ProxyLogger } from "./server";
 import { serveTokenTurn } from "./token-inference";
 import type { TokenMode } from "./token-mode";
 import { postJson, postStream } from "./upstream";
@@ -40,7 +39,7 @@ export interface InferenceDeps {
   replicas: ReplicaSet;
   modelServed: string;
   timeoutMs: number;
-  logger?: ProxyLogger;
+  logger?: Logger;
 }
 
 /** The call as the proxy handles it. */

@@ -8,7 +8,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { CompletionRecord, FenceMode, JsonObject } from "../protocol";
+import type { CompletionRecord, FenceMode, JsonObject, Logger } from "../protocol";
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
@@ -39,13 +39,6 @@ import { TokenMode, type TokenModeOptions } from "./token-mode";
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
 /** Default engine request timeout: 900 s, long agent turns on big models included. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 900_000;
-
-/** Where the proxy writes its own diagnostics. */
-export interface ProxyLogger {
-  info(message: string, fields?: object): void;
-  warn(message: string, fields?: object): void;
-  error(message: string, fields?: object): void;
-}
 
 /** Options of {@link startProxy}. */
 export interface ProxyOptions {
@@ -93,7 +86,7 @@ export interface ProxyOptions {
   onTemplateMismatch?: "bridge" | "new_chain";
   /** Token mode (`sglang`): parse with SGLang's `/separate_reasoning` + `/parse_function_call`. */
   delegateParsing?: boolean;
-  logger?: ProxyLogger;
+  logger?: Logger;
 }
 
 /** Everything `status()` reports. */
@@ -142,7 +135,7 @@ export interface RecordingProxy {
   close(): Promise<void>;
 }
 
-const consoleLogger: ProxyLogger = {
+const consoleLogger: Logger = {
   info: (m, f) => console.info(`[proxy] ${m}`, f ?? ""),
   warn: (m, f) => console.warn(`[proxy] ${m}`, f ?? ""),
   error: (m, f) => console.error(`[proxy] ${m}`, f ?? ""),
@@ -205,7 +198,7 @@ export class ProxyServer {
 
   constructor(
     readonly opts: ProxyOptions,
-    readonly log: ProxyLogger,
+    readonly log: Logger,
     /** Token mode state; given exactly when `opts.engine` is `sglang`. */
     readonly tokenMode: TokenMode | null = null,
   ) {

@@ -5,7 +5,7 @@
  * @module
  */
 import { and, asc, eq, inArray, lte, min } from "drizzle-orm";
-import { type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
+import { parseSessionId, type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
 
@@ -178,7 +178,7 @@ export function addWithdrawals(
     queueOf.set(t.taskIndex, t.queue);
   const byQueue = new Map<string, typeof withdrawals>();
   for (const w of withdrawals) {
-    const taskIndex = Number(/\.(\d+)\.\d+$/.exec(w.session_id)?.[1] ?? -1);
+    const taskIndex = parseSessionId(w.session_id)?.taskIndex ?? -1;
     const queue = queueOf.get(taskIndex);
     if (queue === undefined) continue;
     byQueue.set(queue, [...(byQueue.get(queue) ?? []), w]);

@@ -9,7 +9,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import type { SessionAssignment } from "../../protocol";
+import type { SessionAssignment, StepOf } from "../../protocol";
 import { SessionFailure } from "../errors";
 import { hostPathOf } from "../runtime/prepare";
 import type { CommandResult, Runtime } from "../runtime/types";
@@ -56,8 +56,8 @@ export interface PlanContext {
 /** A harness: a preset, `shell`, or a custom module's export. */
 export type Harness = (ctx: PlanContext) => HarnessPlan;
 
-/** Stages of a harness run, for timeout classification. */
-export type HarnessStage = "setup" | "exec" | "postprocess";
+/** Steps of a harness run: the steps of the RUNNING stage (`protocol/stage.ts`). */
+export type HarnessStage = StepOf<"RUNNING">;
 
 /** How a harness run ended. */
 export interface AgentRunResult {
