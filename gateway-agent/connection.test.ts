@@ -124,3 +124,83 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     await conn.close();
   });
 });
+
+describe("ControlConnection liveness", { timeout: 30_000 }, () => {
+  const TOKEN = "liveness-token";
+  let cp: FakeControlPlane | null = null;
+  let conn: ControlConnection | null = null;
+  afterEach(async () => {
+    await conn?.close();
+    conn = null;
+    await cp?.close();
+    cp = null;
+  });
+
+  function open(url: string, logger: Logger, downs: string[] = []): ControlConnection {
+    const c = new ControlConnection({
+      controlPlaneUrl: url,
+      queue: "q",
+      nodeId: "gpu-l",
+      token: TOKEN,
+      logger,
+      reconnect: { initialDelayMs: 100, maxDelayMs: 400 },
+      hello: () => ({
+        v: WIRE_VERSION,
+        type: "hello",
+        node_id: "gpu-l",
+        agent_version: "test",
+        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
+        capabilities: { runtimes: [], harnesses: [], engines: [] },
+        credit: 0,
+        leases: [],
+      }),
+      onWelcome() {},
+      onMessage() {},
+      onDown: (why) => downs.push(why),
+    });
+    c.start();
+    return c;
+  }
+
+  const helloOn = (n: number) => (m: { type: string }, r: { connection: number }) =>
+    m.type === "hello" && r.connection === n;
+
+  it("reconnects after the socket drops, within the jittered backoff, and says hello again", async () => {
+    cp = await startFakeControlPlane({ token: TOKEN });
+    const { lines, logger } = recordingLogger();
+    const downs: string[] = [];
+    conn = open(cp.url, logger, downs);
+    await cp.waitFor(helloOn(0));
+    cp.drop();
+    await cp.waitFor(helloOn(1));
+    expect(cp.upgrades).toHaveLength(2);
+    expect(conn.connected).toBe(true);
+    expect(downs).toHaveLength(1);
+    const line = lines.find((l) => l.msg === "control plane connection closed; reconnecting");
+    // First retry: half to all of initialDelayMs (the jitter).
+    const delay = (line?.fields as { delay_ms: number }).delay_ms;
+    expect(delay).toBeGreaterThanOrEqual(50);
+    expect(delay).toBeLessThanOrEqual(100);
+  });
+
+  it("replaces a socket silent for 3 ping intervals, and keeps one that answers its pings", async () => {
+    cp = await startFakeControlPlane({ token: TOKEN, pingIntervalSeconds: 0.3 });
+    const { lines, logger } = recordingLogger();
+    const downs: string[] = [];
+    conn = open(cp.url, logger, downs);
+    await cp.waitFor((m) => m.type === "hello");
+    // Pongs answered: four ping intervals pass without a replacement.
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(cp.upgrades).toHaveLength(1);
+    cp.mute = true;
+    const mutedAt = Date.now();
+    await expect.poll(() => cp!.upgrades.length, { timeout: 10_000 }).toBe(2);
+    cp.mute = false;
+    await cp.waitFor(helloOn(1));
+    expect(Date.now() - mutedAt).toBeGreaterThanOrEqual(900 - 300); // the last pong may predate the mute by an interval
+    const line = lines.find((l) => l.msg === "control plane silent; replacing the socket");
+    expect(line?.fields).toMatchObject({ limit_ms: 900 });
+    expect((line?.fields as { silent_ms: number }).silent_ms).toBeGreaterThanOrEqual(900);
+    expect(downs[0]).toMatch(/^silent for \d+ ms$/);
+  });
+});
