@@ -18,6 +18,9 @@
 import { performance } from "node:perf_hooks";
 import type { CompletionRecord, JsonObject } from "../protocol";
 import { buildPrefixMerging } from "../proxy/builders";
+import { buildConversationTraces } from "../proxy/builders/conversation";
+import type { GenerateResult } from "../proxy/engines/sglang-token/generate";
+import { turnOutcome } from "../proxy/engines/sglang-token/turn";
 import { TokenBridge } from "../tokenizer/bridge";
 import {
   type ChatMessage,
@@ -25,9 +28,6 @@ import {
   sglangToolDumps,
   type ToolDefinition,
 } from "../tokenizer/chat-tokenizer";
-import { buildConversationTraces } from "../tokenizer/conversation-builder";
-import type { GenerateResult } from "../tokenizer/sglang-generate";
-import { turnOutcome } from "../tokenizer/token-turn";
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 300);
 const SEED = Number(process.env.BENCH_SEED ?? 1);

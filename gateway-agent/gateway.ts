@@ -8,8 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { type HelloMessage, type Logger, type RuntimeSpec, WIRE_VERSION } from "../protocol";
-import { startProxy } from "../proxy";
-import type { ProxyOptions } from "../proxy/server";
+import { pickTokenModeOptions, startProxy, type TokenModeOptions } from "../proxy";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { ControlPlaneHttp, DEFAULT_REQUEST_TIMEOUTS, type RequestTimeouts } from "./control-http";
@@ -32,8 +31,8 @@ import { type AdminControls, type RunnerStats, SessionRunner } from "./session-r
 /** Version this agent reports in `hello`. */
 export const AGENT_VERSION = "0.1.0";
 
-/** Options of {@link startGateway}. */
-export interface GatewayOptions {
+/** Options of {@link startGateway}; the token-mode options (`TokenModeOptions`) go to the proxy as they are. */
+export interface GatewayOptions extends TokenModeOptions {
   /** Control plane base URL, `http(s)://…`; the socket goes to `<url>/v1/gateways/connect`. */
   controlPlaneUrl: string;
   /** This host's id (an `Identifier`). */
@@ -47,18 +46,6 @@ export interface GatewayOptions {
    * template and calls `/generate` with ids, see `docs/token-mode.md`), `sglang-openai` or `vllm`.
    */
   engine: Parameters<typeof startProxy>[0]["engine"];
-  /** Tokenizer + chat template folder (token mode; default the bundled Qwen3 files). */
-  tokenizerPath?: string;
-  /** Token mode: tool-call parser (`qwen3`, `qwen3_coder`, …); default `qwen3`. */
-  toolCallParser?: string;
-  /** Token mode: reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default `qwen3`. */
-  reasoningParser?: string;
-  /** Token mode: the model's context window; default 40 960. */
-  contextLength?: number;
-  /** Token mode: `bridge` (default) or `new_chain` when the template rewrites history. */
-  onTemplateMismatch?: ProxyOptions["onTemplateMismatch"];
-  /** Token mode: parse with SGLang's `/separate_reasoning` + `/parse_function_call`. */
-  delegateParsing?: boolean;
   /** Engine base URL, e.g. `http://127.0.0.1:30000`. */
   engineUrl: string;
   /** More engine replicas (data-parallel servers), when the proxy supports several. */
@@ -105,19 +92,6 @@ export interface GatewayOptions {
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
   connectTimeoutMs?: number;
   logger?: Logger;
-}
-
-/** The proxy's token-mode options among the gateway's (unset ones are left to the proxy's defaults). */
-function tokenModeOptions(opts: GatewayOptions): Partial<ProxyOptions> {
-  const keys = [
-    "tokenizerPath",
-    "toolCallParser",
-    "reasoningParser",
-    "contextLength",
-    "onTemplateMismatch",
-    "delegateParsing",
-  ] as const;
-  return Object.fromEntries(keys.filter((k) => opts[k] !== undefined).map((k) => [k, opts[k]]));
 }
 
 /** Snapshot for monitoring and tests. */
@@ -222,7 +196,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
-    ...tokenModeOptions(opts),
+    ...pickTokenModeOptions(opts),
     logger,
   } as Parameters<typeof startProxy>[0])) as GatewayProxy;
   let connection: ControlConnection | null = null;

@@ -33,6 +33,16 @@ export {
   ROUTING_KEY_HEADER,
   validateChatRequest,
 } from "./engines/sglang-openai";
+export {
+  DEFAULT_CONTEXT_LENGTH,
+  MAX_BRIDGED_SESSIONS,
+  pickTokenModeOptions,
+  TOKEN_MODE_OPTION_KEYS,
+  TokenMode,
+  TokenModeConfigError,
+  type TokenModeOptions,
+} from "./engines/sglang-token/mode";
+export { TOKEN_ENGINE_NAME } from "./engines/sglang-token/serve";
 export { buildVllmChatRequest, normalizeVllmChatResponse } from "./engines/vllm";
 export * from "./errors";
 export { type ApiType, detectFamily, requestKey } from "./families";
@@ -47,11 +57,3 @@ export {
   type RecordingProxy as Proxy,
   startProxy,
 } from "./server";
-export { TOKEN_ENGINE_NAME } from "./token-inference";
-export {
-  DEFAULT_CONTEXT_LENGTH,
-  MAX_BRIDGED_SESSIONS,
-  TokenMode,
-  TokenModeConfigError,
-  type TokenModeOptions,
-} from "./token-mode";

@@ -6,56 +6,19 @@
  */
 import type http from "node:http";
 import { performance } from "node:perf_hooks";
-import type { CompletionRecord, JsonObject, Logger } from "../protocol";
-import { newRid } from "../tokenizer/sglang-generate";
+import type { CompletionRecord, JsonObject } from "../protocol";
 import { type Admission, abortRequest, admitted } from "./admission";
-import { type CaptureStore, newCompletionId, type SessionView } from "./capture";
+import { headersOf, type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "./call";
+import { newCompletionId } from "./capture";
 import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
 import { validateChatRequest } from "./engines/sglang-openai";
-import {
-  classifyError,
-  EngineContractError,
-  EngineStatusError,
-  EngineUnreachableError,
-  ProxyHttpError,
-} from "./errors";
-import { completionDeltas, openAiChat } from "./families";
-import type { Family, ParsedRequest } from "./families/types";
-import type { InferenceFence } from "./fence";
+import { newRid } from "./engines/sglang-token/generate";
+import { serveTokenTurn } from "./engines/sglang-token/serve";
+import { classifyError, EngineContractError, EngineStatusError, ProxyHttpError } from "./errors";
+import { openAiChat } from "./families";
+import type { Family } from "./families/types";
 import { isObject, randomId } from "./json";
-import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
-import { serveTokenTurn } from "./token-inference";
-import type { TokenMode } from "./token-mode";
 import { postJson, postStream } from "./upstream";
-
-/** What a call needs from the proxy around it. */
-export interface InferenceDeps {
-  /** The chat engine adapter; null in token mode (`sglang`). */
-  engine: EngineAdapter | null;
-  /** Token mode state (engine `sglang`): the proxy renders, bridges and parses itself. */
-  tokenMode: TokenMode | null;
-  store: CaptureStore;
-  fence: InferenceFence;
-  replicas: ReplicaSet;
-  modelServed: string;
-  timeoutMs: number;
-  logger?: Logger;
-}
-
-/** The call as the proxy handles it. */
-export interface InferenceCall {
-  family: Family;
-  session: SessionView;
-  /** The body the harness sent, as parsed JSON. */
-  original: JsonObject;
-  parsed: ParsedRequest;
-  path: string;
-  res: http.ServerResponse;
-}
-
-function headersOf(contentType: string): Record<string, string> {
-  return { "content-type": contentType, "cache-control": "no-cache", connection: "keep-alive" };
-}
 
 /**
  * Writes an error in the family's native shape. OpenAI Chat harnesses get the engine's own error
@@ -105,17 +68,15 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   let committed = false;
   try {
     const engine = deps.engine;
-    const tokenMode = deps.tokenMode;
     // Token mode prepares the prompt once (the bridge counts turns); each admission sends it.
-    const serve: ((a: Admission) => Promise<CompletionRecord | null>) | null = tokenMode
-      ? serveTokenTurn(deps, tokenMode, call)
-      : engine
-        ? (a) =>
+    const serve: (a: Admission) => Promise<CompletionRecord | null> =
+      engine === null
+        ? serveTokenTurn(deps, deps.tokenMode, call)
+        : (a) =>
             call.parsed.stream && engine.streamsWithIds
               ? streamReal(deps, engine, call, a)
-              : serveWhole(deps, engine, call, a)
-        : null;
-    const record = serve ? await admitted(deps, call.session.meta, call.res, clientGone.signal, serve) : null;
+              : serveWhole(deps, engine, call, a);
+    const record = await admitted(deps, call.session.meta, call.res, clientGone.signal, serve);
     if (record) {
       deps.store.commit(call.session.sessionId, record);
       committed = true;
@@ -123,69 +84,6 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   } finally {
     call.res.off("close", onClose);
     if (!committed) deps.store.release(call.session.sessionId);
-  }
-}
-
-/**
- * Statuses that mean "this replica cannot take the call now", not "the call is wrong": SGLang's 503
- * while it starts, shuts down or is overloaded, and a router's 502/504 in front of a dead worker.
- */
-export const UNAVAILABLE_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
-
-/** The HTTP status of an engine answer (`UpstreamResponse`, or a failed `UpstreamStream`), if any. */
-function statusOf(value: unknown): number | null {
-  if (!isObject(value) || value.ok === true) return null;
-  return typeof value.status === "number" ? value.status : null;
-}
-
-/**
- * Tries replicas in turn, each at most once and at most {@link MAX_CALL_ATTEMPTS} of them. A
- * transport failure or a 502/503/504 answer moves on to the next replica: the attempt happens
- * before any byte goes to the harness, and an unavailable replica sampled nothing, so the retried
- * call is the only generation. The session is re-pinned to the replica that answered. When every
- * attempt failed, the last answer (or error) is returned (thrown) to be passed through. A 4xx is
- * the call's own fault and is never retried.
- *
- * @example
- * ```ts
- * const { value, url } = await withReplica(deps, sessionId, (base) => postJson(`${base}/generate`, body, {}, { timeoutMs }));
- * ```
- */
-export async function withReplica<T>(
-  deps: InferenceDeps,
-  sessionId: string,
-  attempt: (url: string) => Promise<T>,
-  exclude: ReadonlySet<string> = new Set(),
-): Promise<{ value: T; url: string }> {
-  // Replicas behind the session's min_policy_version are never tried (nor count as attempts).
-  const tried = new Set<string>(exclude);
-  const limit = Math.min(deps.replicas.size, MAX_CALL_ATTEMPTS + exclude.size);
-  for (;;) {
-    const url = deps.replicas.pick(sessionId, tried);
-    if (url === null) throw new EngineUnreachableError("(no replica)", "no engine replica is configured");
-    tried.add(url);
-    // The version the call starts under: re-read when weights may have changed since it was known.
-    await deps.replicas.ensureVersion(url);
-    const end = deps.replicas.begin(url);
-    const last = tried.size >= limit;
-    let value: T;
-    try {
-      value = await attempt(url);
-    } catch (err) {
-      const transport = err instanceof EngineUnreachableError;
-      end({ ok: false, error: err instanceof Error ? err.message : String(err), transport });
-      if (!transport || last) throw err;
-      continue;
-    }
-    const status = statusOf(value);
-    if (status === null || (status >= 200 && status < 300)) {
-      end({ ok: true });
-      return { value, url };
-    }
-    const unavailable = UNAVAILABLE_STATUSES.has(status);
-    // A 4xx is the request's fault, not the replica's: no completion, no failure either.
-    end({ ok: false, failed: status >= 500, error: `HTTP ${status}`, unavailable });
-    if (!unavailable || last) return { value, url };
   }
 }
 
@@ -296,34 +194,6 @@ function withRid(engine: EngineAdapter, body: JsonObject, sessionId: string): st
   const rid = newRid(sessionId, 0);
   body.rid = rid;
   return rid;
-}
-
-/**
- * Answers a complete (internal-form) completion in the harness's family: JSON, or the family's
- * stream synthesised from the whole answer when the harness asked to stream.
- *
- * @example
- * ```ts
- * replyWhole(call, { id: "c1", choices: [{ index: 0, message, finish_reason: "stop" }], usage });
- * ```
- */
-export function replyWhole(call: InferenceCall, completion: JsonObject): void {
-  const { res, family, parsed } = call;
-  if (!parsed.stream) {
-    const text = JSON.stringify(family.respond(completion, parsed));
-    res
-      .writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })
-      .end(text);
-    return;
-  }
-  const writer = family.stream(parsed, {
-    id: String(completion.id ?? randomId("")),
-    created: typeof completion.created === "number" ? completion.created : Math.floor(Date.now() / 1000),
-  });
-  let out = writer.start();
-  for (const ev of completionDeltas(completion, parsed.reply.wantLogprobs === true)) out += writer.delta(ev);
-  out += writer.finish(completion);
-  res.writeHead(200, headersOf(writer.contentType)).end(out);
 }
 
 /**

@@ -12,6 +12,7 @@ import type { CompletionRecord, FenceMode, JsonObject, Logger } from "../protoco
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
+import type { InferenceDeps } from "./call";
 import {
   CaptureStore,
   MAX_RECORDS_PER_SESSION,
@@ -19,6 +20,7 @@ import {
   type SessionOptions,
 } from "./capture";
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
+import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
 import { openAiError, ProxyHttpError } from "./errors";
 import {
   anthropicToChat,
@@ -30,18 +32,20 @@ import {
 } from "./families";
 import type { Family } from "./families/types";
 import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
-import { type InferenceDeps, sendFamilyError, serveCall } from "./inference";
+import { sendFamilyError, serveCall } from "./inference";
 import { isObject } from "./json";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
-import { TokenMode, type TokenModeOptions } from "./token-mode";
 
 /** Largest request body a harness may send (bytes); above it the proxy answers 413. */
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
 /** Default engine request timeout: 900 s, long agent turns on big models included. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 900_000;
 
-/** Options of {@link startProxy}. */
-export interface ProxyOptions {
+/**
+ * Options of {@link startProxy}. The token-mode options (`TokenModeOptions`) apply to engine `sglang`; `tokenizerPath` also gives
+ * the chat engines exact `count_tokens` answers (else an estimate of 4 characters per token).
+ */
+export interface ProxyOptions extends TokenModeOptions {
   /** Interface to listen on; default `127.0.0.1` (harnesses run on the same host). */
   host?: string;
   /** Port; default 0 (any free port). */
@@ -70,22 +74,6 @@ export interface ProxyOptions {
   captureDir?: string;
   /** Enables the standalone session API and `/admin/inference/*` for this bearer token. */
   adminToken?: string;
-  /**
-   * Tokenizer folder (`tokenizer.json`, `tokenizer_config.json` or `chat_template.jinja`). Engine
-   * `sglang` renders prompts with it (default: the bundled Qwen3 files); the chat engines use it
-   * for exact `count_tokens` answers (else an estimate of 4 characters per token).
-   */
-  tokenizerPath?: string;
-  /** Token mode (`sglang`): tool-call parser; default `qwen3`. */
-  toolCallParser?: string;
-  /** Token mode (`sglang`): reasoning parser; default `qwen3`. */
-  reasoningParser?: string;
-  /** Token mode (`sglang`): the model's context window; default 40 960. */
-  contextLength?: number;
-  /** Token mode (`sglang`): `bridge` (default) or `new_chain` when the template rewrites history. */
-  onTemplateMismatch?: "bridge" | "new_chain";
-  /** Token mode (`sglang`): parse with SGLang's `/separate_reasoning` + `/parse_function_call`. */
-  delegateParsing?: boolean;
   logger?: Logger;
 }
 
@@ -210,7 +198,8 @@ export class ProxyServer {
     );
     if (isTokenEngine(opts.engine) !== (tokenMode !== null))
       throw new Error("engine: token mode state is required exactly for engine 'sglang'");
-    this.engine = tokenMode ? null : engineAdapter(opts.engine);
+    const engine = tokenMode ? null : engineAdapter(opts.engine);
+    this.engine = engine;
     const urls = [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])];
     this.replicas = new ReplicaSet(urls, {
       ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
@@ -225,8 +214,7 @@ export class ProxyServer {
     // Weights may have changed during a pause: re-read each replica's version before using it.
     this.fence.onResume(() => this.replicas.markVersionsStale());
     this.deps = {
-      engine: this.engine,
-      tokenMode,
+      ...(tokenMode ? { engine: null, tokenMode } : { engine: engine as EngineAdapter, tokenMode: null }),
       store: this.store,
       fence: this.fence,
       replicas: this.replicas,
@@ -361,17 +349,6 @@ export class ProxyServer {
   }
 }
 
-function tokenModeOptions(opts: ProxyOptions): TokenModeOptions {
-  return {
-    ...(opts.tokenizerPath !== undefined ? { tokenizerPath: opts.tokenizerPath } : {}),
-    ...(opts.toolCallParser !== undefined ? { toolCallParser: opts.toolCallParser } : {}),
-    ...(opts.reasoningParser !== undefined ? { reasoningParser: opts.reasoningParser } : {}),
-    ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
-    ...(opts.onTemplateMismatch !== undefined ? { onTemplateMismatch: opts.onTemplateMismatch } : {}),
-    ...(opts.delegateParsing !== undefined ? { delegateParsing: opts.delegateParsing } : {}),
-  };
-}
-
 /**
  * Starts the proxy on `host:port` (default `127.0.0.1:0`).
  *
@@ -388,7 +365,7 @@ function tokenModeOptions(opts: ProxyOptions): TokenModeOptions {
 export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
   const log = opts.logger ?? consoleLogger;
   const tokenMode = isTokenEngine(opts.engine)
-    ? await TokenMode.create(tokenModeOptions(opts), opts.modelServed)
+    ? await TokenMode.create(pickTokenModeOptions(opts), opts.modelServed)
     : null;
   const server = new ProxyServer(opts, log, tokenMode);
   await server.replicas.start();

@@ -5,10 +5,11 @@
  *
  * @module
  */
+
+import { buildGenerateRequest, parseGenerateResponse } from "../proxy/engines/sglang-token/generate";
+import { turnOutcome } from "../proxy/engines/sglang-token/turn";
 import type { BridgedTurn, BridgeRequest, PreparedTurn, TokenBridge } from "./bridge";
 import type { ChatMessage, ChatTokenizer, ToolDefinition } from "./chat-tokenizer";
-import { buildGenerateRequest, parseGenerateResponse } from "./sglang-generate";
-import { turnOutcome } from "./token-turn";
 
 /** A deterministic synthetic logprob for a sampled id at a position. */
 export function fakeLogprob(id: number, position: number): number {

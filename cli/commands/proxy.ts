@@ -5,8 +5,8 @@
  * @module
  */
 import { ENGINE_NAMES, type EngineName } from "../../proxy/engines";
+import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { startProxy } from "../../proxy/server";
-import { TokenModeConfigError } from "../../proxy/token-mode";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
 

@@ -14,7 +14,7 @@ import {
 } from "../../gateway-agent";
 import { gatewayOptionsFromTopology, loadTopology, TopologyError } from "../../gateway-agent/topology";
 import { ENGINE_NAMES } from "../../proxy/engines";
-import { TokenModeConfigError } from "../../proxy/token-mode";
+import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
 

@@ -9,8 +9,8 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { BUILDER_STRATEGIES, type BuilderStrategy, isModulePath, type JsonObject } from "../../protocol";
-import { conversationBuilder } from "../../tokenizer/conversation-builder";
 import { UnknownBuilderError } from "../errors";
+import { conversationBuilder } from "./conversation";
 import { type BuildContext, buildPerRequest, type TrajectoryBuilder } from "./per-request";
 import { buildPrefixMerging } from "./prefix-merging";
 

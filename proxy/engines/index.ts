@@ -107,7 +107,7 @@ const ADAPTERS: Record<ChatEngineName, EngineAdapter> = {
 
 /**
  * Looks up the chat adapter of an engine; throws on an unknown name and for `sglang` (token mode
- * has no chat adapter: see `proxy/token-inference.ts`).
+ * has no chat adapter: see `proxy/engines/sglang-token/`).
  *
  * @example
  * ```ts

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { buildConversationTraces } from "../../proxy/builders/conversation";
 import {
   type ChatMessage,
   type ChatTokenizer,
@@ -6,7 +7,6 @@ import {
   sglangToolDumps,
   type ToolDefinition,
 } from "../chat-tokenizer";
-import { buildConversationTraces } from "../conversation-builder";
 import { pythonJsonDumps } from "../parsers/json-text";
 import { scriptedTurn } from "../testing";
 import { BridgeError, normalizeMessages, TokenBridge, VerdictTally } from "./index";
@@ -115,7 +115,7 @@ describe("TokenBridge", () => {
   });
 
   it("gives a retried request the same prompt and place; the builder trains shared turns once", async () => {
-    const { buildConversationTraces } = await import("../conversation-builder");
+    const { buildConversationTraces } = await import("../../proxy/builders/conversation");
     const bridge = new TokenBridge(tok);
     const m1 = [sys, u("Pick a number")];
     const t1 = scriptedTurn(tok, bridge, { messages: m1 }, [...ids("7"), EOT]);

@@ -4,8 +4,8 @@
  * sampled `<think>` ids. Real Qwen3 tokenizer and template.
  */
 import { beforeAll, describe, expect, it } from "vitest";
+import { buildConversationTraces } from "../../proxy/builders/conversation";
 import { type ChatMessage, type ChatTokenizer, loadChatTokenizer, sglangToolDumps } from "../chat-tokenizer";
-import { buildConversationTraces } from "../conversation-builder";
 import { scriptedTurn } from "../testing";
 import { reasoningDropped, TokenBridge, VerdictTally } from "./index";
 

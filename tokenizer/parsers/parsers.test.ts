@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { visibleOutputText } from "../../proxy/engines/sglang-token/generate";
 import { type ChatTokenizer, loadChatTokenizer, type ToolDefinition } from "../chat-tokenizer";
-import { visibleOutputText } from "../sglang-generate";
 import {
   parseAssistantOutput,
   separateThinking,

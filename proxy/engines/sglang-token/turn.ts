@@ -5,10 +5,10 @@
  *
  * @module
  */
-import type { TurnOutcome, TurnProvenance } from "./bridge";
-import type { ChatMessage, ChatTokenizer, ToolDefinition } from "./chat-tokenizer";
-import { type AssistantView, parseAssistantOutput } from "./parsers";
-import { type GenerateResult, openaiFinishReason, visibleOutputText } from "./sglang-generate";
+import type { TurnOutcome, TurnProvenance } from "../../../tokenizer/bridge";
+import type { ChatMessage, ChatTokenizer, ToolDefinition } from "../../../tokenizer/chat-tokenizer";
+import { type AssistantView, parseAssistantOutput } from "../../../tokenizer/parsers";
+import { type GenerateResult, openaiFinishReason, visibleOutputText } from "./generate";
 
 /** Options of {@link turnOutcome}. */
 export interface TurnOutcomeOptions {

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { type ChatTokenizer, loadChatTokenizer } from "./chat-tokenizer";
+import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import {
   buildGenerateRequest,
   collectImageData,
@@ -10,7 +10,7 @@ import {
   SamplingParamError,
   samplingFromRequest,
   visibleOutputText,
-} from "./sglang-generate";
+} from "./generate";
 
 let tok: ChatTokenizer;
 beforeAll(async () => {

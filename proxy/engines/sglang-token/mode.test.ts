@@ -6,12 +6,17 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CompletionRecord, type JsonObject, Trace } from "../protocol";
-import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
-import { loadChatTokenizer } from "../tokenizer/chat-tokenizer";
-import { getBuilder } from "./builders";
-import { type RecordingProxy, startProxy } from "./server";
-import { doubleLogprob, type GenerateDouble, IM_END, startGenerateDouble } from "./testing/generate-double";
+import { CompletionRecord, type JsonObject, Trace } from "../../../protocol";
+import type { ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { getBuilder } from "../../builders";
+import { type RecordingProxy, startProxy } from "../../server";
+import {
+  doubleLogprob,
+  type GenerateDouble,
+  IM_END,
+  startGenerateDouble,
+} from "../../testing/generate-double";
 
 const MODEL = "Qwen/Qwen3-8B";
 const quiet = { info() {}, warn() {}, error() {} };

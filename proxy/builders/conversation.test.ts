@@ -1,14 +1,14 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { type CompletionRecord, Trajectory } from "../protocol";
-import { type BridgedTurn, TokenBridge } from "./bridge";
-import { type ChatTokenizer, loadChatTokenizer } from "./chat-tokenizer";
+import { type CompletionRecord, Trajectory } from "../../protocol";
+import { type BridgedTurn, TokenBridge } from "../../tokenizer/bridge";
+import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
+import { scriptedTurn } from "../../tokenizer/testing";
 import {
   buildConversationTraces,
   ConversationBuildError,
   conversationBuilder,
   conversationTurnFromRecord,
-} from "./conversation-builder";
-import { scriptedTurn } from "./testing";
+} from "./conversation";
 
 let tok: ChatTokenizer;
 let turns: BridgedTurn[];

@@ -9,9 +9,9 @@
  *
  * @module
  */
-import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../protocol";
-import { BRIDGE_FLAGS, type BridgedTurn, type BridgeFlag, emptyFlagCounts } from "./bridge";
-import type { ChatMessage } from "./chat-tokenizer";
+import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../../protocol";
+import { BRIDGE_FLAGS, type BridgedTurn, type BridgeFlag, emptyFlagCounts } from "../../tokenizer/bridge";
+import type { ChatMessage } from "../../tokenizer/chat-tokenizer";
 
 /** The part of a turn the builder reads (a {@link BridgedTurn}, or one rebuilt from a record). */
 export type ConversationTurn = Pick<

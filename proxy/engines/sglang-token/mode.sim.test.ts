@@ -5,11 +5,11 @@
  */
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CompletionRecord, type JsonObject, Trace } from "../protocol";
-import { type SimEngineHandle, startSimEngine } from "../sim/server";
-import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
-import { getBuilder } from "./builders";
-import { type RecordingProxy, startProxy } from "./server";
+import { CompletionRecord, type JsonObject, Trace } from "../../../protocol";
+import { type SimEngineHandle, startSimEngine } from "../../../sim/server";
+import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { getBuilder } from "../../builders";
+import { type RecordingProxy, startProxy } from "../../server";
 
 const MODEL = "Qwen/Qwen3-0.6B";
 const quiet = { info() {}, warn() {}, error() {} };

@@ -3,17 +3,17 @@
  * output parsers + conversation builder, all with the real Qwen3 tokenizer and template.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { Trace } from "../protocol";
-import { TokenBridge } from "./bridge";
+import { Trace } from "../../../protocol";
+import { TokenBridge } from "../../../tokenizer/bridge";
 import {
   type ChatMessage,
   type ChatTokenizer,
   loadChatTokenizer,
   sglangToolDumps,
   type ToolDefinition,
-} from "./chat-tokenizer";
-import { buildConversationTraces } from "./conversation-builder";
-import { scriptedTurn } from "./testing";
+} from "../../../tokenizer/chat-tokenizer";
+import { scriptedTurn } from "../../../tokenizer/testing";
+import { buildConversationTraces } from "../../builders/conversation";
 
 let tok: ChatTokenizer;
 let EOT: number;

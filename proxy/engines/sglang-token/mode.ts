@@ -5,16 +5,16 @@
  *
  * @module
  */
-import type { JsonObject } from "../protocol";
+import type { JsonObject } from "../../../protocol";
 import {
   type BridgeFlag,
   TokenBridge,
   type Verdict,
   type VerdictRow,
   VerdictTally,
-} from "../tokenizer/bridge";
-import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
-import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../tokenizer/parsers";
+} from "../../../tokenizer/bridge";
+import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../../../tokenizer/parsers";
 
 /**
  * Context window (prompt + completion tokens) assumed when none is configured: Qwen3's 40 960
@@ -39,6 +39,38 @@ export interface TokenModeOptions {
   onTemplateMismatch?: "bridge" | "new_chain";
   /** Ask SGLang (`/separate_reasoning`, `/parse_function_call`) instead of parsing in TS. */
   delegateParsing?: boolean;
+}
+
+/**
+ * The token-mode option names, spelled once: the proxy's and the gateway's options extend
+ * {@link TokenModeOptions} and pass these keys on with {@link pickTokenModeOptions}.
+ *
+ * @example
+ * ```ts
+ * TOKEN_MODE_OPTION_KEYS.includes("onTemplateMismatch"); // true
+ * ```
+ */
+export const TOKEN_MODE_OPTION_KEYS = [
+  "tokenizerPath",
+  "toolCallParser",
+  "reasoningParser",
+  "contextLength",
+  "onTemplateMismatch",
+  "delegateParsing",
+] as const satisfies readonly (keyof TokenModeOptions)[];
+
+/**
+ * The token-mode options set among `opts` (unset ones are left out, so defaults apply).
+ *
+ * @example
+ * ```ts
+ * pickTokenModeOptions({ engine: "sglang", toolCallParser: "hermes" }); // { toolCallParser: "hermes" }
+ * ```
+ */
+export function pickTokenModeOptions(opts: TokenModeOptions): TokenModeOptions {
+  const picked: Record<string, unknown> = {};
+  for (const key of TOKEN_MODE_OPTION_KEYS) if (opts[key] !== undefined) picked[key] = opts[key];
+  return picked as TokenModeOptions;
 }
 
 /**

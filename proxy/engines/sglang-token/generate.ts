@@ -11,7 +11,7 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import type { ChatMessage, ChatTokenizer } from "./chat-tokenizer";
+import type { ChatMessage, ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 
 /**
  * A harness request field is unusable in token mode (HTTP 400 for the harness).

@@ -8,16 +8,23 @@
  * @module
  */
 import { performance } from "node:perf_hooks";
-import type { CompletionRecord, JsonObject } from "../protocol";
-import type { PreparedTurn } from "../tokenizer/bridge";
+import type { CompletionRecord, JsonObject } from "../../../protocol";
+import type { PreparedTurn } from "../../../tokenizer/bridge";
 import {
   type ChatMessage,
   ChatTemplateError,
   sglangToolDumps,
   type ToolDefinition,
-} from "../tokenizer/chat-tokenizer";
-import type { AssistantView } from "../tokenizer/parsers";
-import { newToolCallId, pythonJsonDumps, tryParseJson } from "../tokenizer/parsers";
+} from "../../../tokenizer/chat-tokenizer";
+import type { AssistantView } from "../../../tokenizer/parsers";
+import { newToolCallId, pythonJsonDumps, tryParseJson } from "../../../tokenizer/parsers";
+import { type Admission, abortRequest } from "../../admission";
+import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "../../call";
+import { newCompletionId } from "../../capture";
+import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpError } from "../../errors";
+import { isObject, objects } from "../../json";
+import { postJson } from "../../upstream";
+import { ROUTING_KEY_HEADER } from "../sglang-openai";
 import {
   buildGenerateRequest,
   collectImageData,
@@ -28,16 +35,9 @@ import {
   SamplingParamError,
   samplingFromRequest,
   visibleOutputText,
-} from "../tokenizer/sglang-generate";
-import { turnOutcome } from "../tokenizer/token-turn";
-import { type Admission, abortRequest } from "./admission";
-import { newCompletionId } from "./capture";
-import { ROUTING_KEY_HEADER } from "./engines/sglang-openai";
-import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpError } from "./errors";
-import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "./inference";
-import { isObject, objects } from "./json";
-import type { TokenMode } from "./token-mode";
-import { postJson } from "./upstream";
+} from "./generate";
+import type { TokenMode } from "./mode";
+import { turnOutcome } from "./turn";
 
 /** The engine name token-mode records carry. */
 export const TOKEN_ENGINE_NAME = "sglang";
