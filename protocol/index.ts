@@ -6,6 +6,7 @@
  * @module
  */
 export * from "./api";
+export * from "./bounded-body";
 export * from "./errors";
 export * from "./evaluation";
 export * from "./fence";

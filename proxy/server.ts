@@ -8,7 +8,13 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { CompletionRecord, FenceMode, JsonObject, Logger } from "../protocol";
+import {
+  type CompletionRecord,
+  type FenceMode,
+  type JsonObject,
+  type Logger,
+  readBoundedBody,
+} from "../protocol";
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
@@ -138,28 +144,11 @@ const consoleLogger: Logger = {
  * ```
  */
 export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        reject(
-          new ProxyHttpError(
-            413,
-            "invalid_request_error",
-            "request_too_large",
-            `body exceeds ${limit} bytes`,
-          ),
-        );
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
+  return readBoundedBody(
+    req,
+    limit,
+    (n) => new ProxyHttpError(413, "invalid_request_error", "request_too_large", `body exceeds ${n} bytes`),
+  );
 }
 
 /**

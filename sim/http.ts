@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { z } from "zod";
-import { describeIssues, fieldIssues } from "../protocol";
+import { describeIssues, fieldIssues, readBoundedBody } from "../protocol";
 import { ChatTemplateError } from "../tokenizer/chat-tokenizer";
 import { EngineInputError } from "./engine";
 import { DuplicateRidError, EngineUnavailableError } from "./scheduler";
@@ -45,14 +45,11 @@ export class HttpError extends Error {
 export async function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<unknown> {
   const declared = Number(req.headers["content-length"] ?? 0);
   if (declared > limitBytes) throw new HttpError(413, `request body is larger than ${limitBytes} bytes`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limitBytes) throw new HttpError(413, `request body is larger than ${limitBytes} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString("utf8");
+  const text = await readBoundedBody(
+    req,
+    limitBytes,
+    (n) => new HttpError(413, `request body is larger than ${n} bytes`),
+  );
   if (text.trim() === "") throw new HttpError(400, "request body is empty; expected a JSON object");
   try {
     return JSON.parse(text) as unknown;
