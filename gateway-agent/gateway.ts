@@ -7,7 +7,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type HelloMessage, type Logger, type RuntimeSpec, WIRE_VERSION } from "../protocol";
+import {
+  type GatewayCapacity,
+  type HelloMessage,
+  type Logger,
+  type RuntimeSpec,
+  WIRE_VERSION,
+} from "../protocol";
 import { pickTokenModeOptions, startProxy, type TokenModeOptions } from "../proxy";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
@@ -121,24 +127,18 @@ export interface Gateway {
   refused: Promise<GatewayRefusedError>;
 }
 
-/**
- * Starts a gateway: its proxy on `127.0.0.1:<free port>`, then the outbound connection.
- *
- * @example
- * ```ts
- * const gateway = await startGateway({
- *   controlPlaneUrl: "http://127.0.0.1:8787",
- *   nodeId: "gpu-0",
- *   token: process.env.POLAR_GATEWAY_TOKEN!,
- *   engine: "sglang-openai",
- *   engineUrl: "http://127.0.0.1:30000",
- *   model: "Qwen/Qwen3-8B",
- * });
- * process.once("SIGTERM", () => gateway.stop());
- * ```
- */
-export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
-  const logger = opts.logger ?? consoleLogger;
+/** What `startGateway` checks and sets up on the host before the proxy starts. */
+interface HostSetup {
+  limitFields: { mechanism: string; detail: string };
+  capacity: GatewayCapacity;
+  workRoot: string;
+  runtimeSettings: RuntimeSettings;
+  failedSessions: FailedSessionKeeper;
+  harnesses: HarnessAvailability;
+}
+
+/** Checks the options, cleans the work root, detects limits and harness presets (logged once). */
+async function prepareHost(opts: GatewayOptions, logger: Logger): Promise<HostSetup> {
   // Detected once: how the local runtime enforces runtime.cpus/memory_mb on this host.
   const limits = detectLimits();
   const limitFields = { mechanism: limits.mechanism, detail: limits.detail };
@@ -173,6 +173,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     sandboxed: local.sandbox !== "never" && bwrapAvailable(local.bwrapPath),
     workRoot,
   });
+  logHarnesses(harnesses, logger);
+  return { limitFields, capacity, workRoot, runtimeSettings, failedSessions, harnesses };
+}
+
+/** Logs which harness presets local sessions can run here (and why not, with the fix). */
+function logHarnesses(harnesses: HarnessAvailability, logger: Logger): void {
   const harnessReport = harnesses.report();
   const unavailable = Object.entries(harnessReport).filter(([, c]) => !c.available);
   const harnessFields = {
@@ -190,6 +196,79 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       },
     );
   } else logger.info("harness presets", harnessFields);
+}
+
+/** The operator server's `/health` body. */
+function healthOf(
+  nodeId: string,
+  s: GatewayStats,
+  proxy: GatewayProxy,
+  limitFields: HostSetup["limitFields"],
+  harnesses: HarnessAvailability,
+  failedSessions: FailedSessionKeeper,
+) {
+  return {
+    status: "ok",
+    node_id: nodeId,
+    connected: s.connected,
+    draining: s.draining,
+    inference: (({ paused, mode, inflight, waiting, policy_version }) => ({
+      paused,
+      mode,
+      inflight,
+      waiting,
+      policy_version,
+    }))(proxy.status()),
+    ...s.metrics,
+    unacked_results: s.unackedResults,
+    uploading_results: s.uploadingResults,
+    journal_bytes: s.journalBytes,
+    local_limits: limitFields,
+    harnesses: harnesses.report(),
+    failed_sessions: { dir: failedSessions.dir, keep: failedSessions.keep },
+  };
+}
+
+/** The `hello` of every (re)connect: who this gateway is, and the credit and leases it holds now. */
+function helloOf(opts: GatewayOptions, capacity: GatewayCapacity, runner: SessionRunner): HelloMessage {
+  return {
+    v: WIRE_VERSION,
+    type: "hello",
+    node_id: opts.nodeId,
+    agent_version: AGENT_VERSION,
+    capacity,
+    capabilities: {
+      runtimes: [...BUILTIN_RUNTIMES],
+      harnesses: [...SUPPORTED_HARNESSES],
+      engines: [opts.engine],
+    },
+    credit: runner.resetCreditForHello(),
+    leases: runner.heldLeases(),
+  };
+}
+
+/**
+ * Starts a gateway: its proxy on `127.0.0.1:<free port>`, then the outbound connection.
+ *
+ * @example
+ * ```ts
+ * const gateway = await startGateway({
+ *   controlPlaneUrl: "http://127.0.0.1:8787",
+ *   nodeId: "gpu-0",
+ *   token: process.env.POLAR_GATEWAY_TOKEN!,
+ *   engine: "sglang-openai",
+ *   engineUrl: "http://127.0.0.1:30000",
+ *   model: "Qwen/Qwen3-8B",
+ * });
+ * process.once("SIGTERM", () => gateway.stop());
+ * ```
+ */
+export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
+  const logger = opts.logger ?? consoleLogger;
+  const { limitFields, capacity, workRoot, runtimeSettings, failedSessions, harnesses } = await prepareHost(
+    opts,
+    logger,
+  );
   const proxy = (await startProxy({
     engine: opts.engine,
     engineUrl: opts.engineUrl,
@@ -226,20 +305,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     onFinished: (result, runStartMs) => metrics?.observe(result, runStartMs),
   });
   await runner.recover();
-  const hello = (): HelloMessage => ({
-    v: WIRE_VERSION,
-    type: "hello",
-    node_id: opts.nodeId,
-    agent_version: AGENT_VERSION,
-    capacity,
-    capabilities: {
-      runtimes: [...BUILTIN_RUNTIMES],
-      harnesses: [...SUPPORTED_HARNESSES],
-      engines: [opts.engine],
-    },
-    credit: runner.resetCreditForHello(),
-    leases: runner.heldLeases(),
-  });
+  const hello = (): HelloMessage => helloOf(opts, capacity, runner);
   let stopGateway: (() => Promise<void>) | null = null;
   let refusal: GatewayRefusedError | null = null;
   // Nothing this gateway runs can be reported any more: stop (results stay journaled).
@@ -293,29 +359,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     ops = await startGatewayHttp({
       ...opts.http,
       metrics,
-      health: () => {
-        const s = stats();
-        return {
-          status: "ok",
-          node_id: opts.nodeId,
-          connected: s.connected,
-          draining: s.draining,
-          inference: (({ paused, mode, inflight, waiting, policy_version }) => ({
-            paused,
-            mode,
-            inflight,
-            waiting,
-            policy_version,
-          }))(proxy.status()),
-          ...s.metrics,
-          unacked_results: s.unackedResults,
-          uploading_results: s.uploadingResults,
-          journal_bytes: s.journalBytes,
-          local_limits: limitFields,
-          harnesses: harnesses.report(),
-          failed_sessions: { dir: failedSessions.dir, keep: failedSessions.keep },
-        };
-      },
+      health: () => healthOf(opts.nodeId, stats(), proxy, limitFields, harnesses, failedSessions),
     });
   }
   stopGateway = () => {
