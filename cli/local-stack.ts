@@ -32,6 +32,11 @@ export interface LocalStackOptions {
   controlPlaneVars?: Record<string, string>;
   /** The control plane's `POLAR_DEV_MODE=1` (default true; see `startControlPlaneDev`). */
   devMode?: boolean;
+  /**
+   * Starts the engine on `port` instead of the simulated one (e.g. `referenceEngineProcess` of
+   * `cli/reference-engine.ts`); it must answer `GET /health` there.
+   */
+  startEngine?: (port: number) => PolarProcess;
 }
 
 export interface LocalStack {
@@ -71,7 +76,9 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   };
   try {
     const enginePort = await freePort();
-    const engine = spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
+    const engine = opts.startEngine
+      ? opts.startEngine(enginePort)
+      : spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
     started.push(engine);
     const [controlPlane] = await Promise.all([
       startControlPlaneDev({
@@ -80,7 +87,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
         ...(opts.controlPlaneVars ? { vars: opts.controlPlaneVars } : {}),
         ...(opts.devMode === undefined ? {} : { devMode: opts.devMode }),
       }),
-      waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`),
+      waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`, 120_000),
     ]);
     started.push(controlPlane);
     const engineUrl = `http://127.0.0.1:${enginePort}`;
