@@ -84,6 +84,8 @@ mkdirSync(out, { recursive: true });
 const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE), { batchId: "demo-rl" });
 const task = { ...batch.tasks[0]! } as Record<string, unknown>;
 delete task.task_id;
+// One task per GRPO group: the scheduler submits it with num_samples = the group size.
+task.num_samples = groupSize;
 const evaluator = task.evaluator as { config: { words: string[]; target: string } };
 writeFileSync(join(out, "task.json"), `${JSON.stringify(task, null, 2)}\n`);
 
