@@ -8,6 +8,7 @@
 # ray, docker or podman with the SWE-Gym images pulled, this repository (npm ci) for the gateway,
 # and `pip install -e clients/python` in slime's Python for the bridge.
 #
+# doc-test: syntax needs an 8-GPU host with slime, ray and the SWE-Gym images
 #   POLAR_URL=https://polar.example.workers.dev POLAR_TRAINER_TOKEN=... POLAR_GATEWAY_TOKEN=... \
 #   SLIME_DIR=~/slime HF_CHECKPOINT=~/models/Qwen3-4B bash examples/swegym_slime_grpo/run.sh
 #
