@@ -8,13 +8,16 @@
  *
  * @module
  */
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { startSupervised } from "./child-process";
 import { freePort } from "./ports";
 import { type PolarProcess, waitForProcessHttp } from "./processes";
 import { REPO_ROOT } from "./wrangler-dev";
+
+const execFileAsync = promisify(execFile);
 
 /** The package's source folder (put on `PYTHONPATH`, so nothing needs `pip install`). */
 export const REFERENCE_ENGINE_SRC = join(REPO_ROOT, "clients", "reference-engine", "src");
@@ -120,19 +123,20 @@ export interface TinyModelOptions {
 
 /**
  * Creates a tiny checkpoint (Qwen3 architecture and vocabulary, tied embeddings) in `outDir`;
- * returns what its `polar_init.json` records.
+ * resolves to what its `polar_init.json` records. Asynchronous, so a launcher can start the
+ * control plane meanwhile (importing torch and building the model takes seconds).
  *
  * @example
  * ```ts
- * const info = initTinyModel(python, ".polar/tiny", { favor: ["red", "blue", "<|im_end|>"] });
+ * const info = await initTinyModel(python, ".polar/tiny", { favor: ["red", "blue", "<|im_end|>"] });
  * info.parameters; // 4892864
  * ```
  */
-export function initTinyModel(
+export async function initTinyModel(
   python: string,
   outDir: string,
   opts: TinyModelOptions = {},
-): Record<string, unknown> {
+): Promise<Record<string, unknown>> {
   const args = [
     "-m",
     "polar_reference_engine",
@@ -153,14 +157,19 @@ export function initTinyModel(
     ...flag("--seed", opts.seed),
     ...flag("--favored-mass", opts.favoredMass),
   );
-  const r = spawnSync(python, args, {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...referenceEngineEnv() },
-    encoding: "utf8",
-    timeout: 300_000,
-  });
-  if (r.status !== 0) throw new Error(`polar_reference_engine init failed: ${r.stderr || r.error?.message}`);
-  const line = r.stdout.trim().split("\n").at(-1) ?? "{}";
+  let stdout: string;
+  try {
+    ({ stdout } = await execFileAsync(python, args, {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...referenceEngineEnv() },
+      encoding: "utf8",
+      timeout: 300_000,
+    }));
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(`polar_reference_engine init failed: ${e.stderr || e.message}`);
+  }
+  const line = stdout.trim().split("\n").at(-1) ?? "{}";
   return JSON.parse(line) as Record<string, unknown>;
 }
 

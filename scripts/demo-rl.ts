@@ -90,26 +90,27 @@ const evaluator = task.evaluator as { config: { words: string[]; target: string 
 writeFileSync(join(out, "task.json"), `${JSON.stringify(task, null, 2)}\n`);
 
 const v0 = join(out, "weights", "v0");
-const init = initTinyModel(python, v0, {
-  favor: [...evaluator.config.words, "<|im_end|>"],
-  hidden,
-  contextLength: CONTEXT,
-  seed,
-});
-say(
-  `model: Qwen3 architecture, ${init.parameters} parameters (hidden ${hidden}, 2 layers, tied embeddings, Qwen3 vocabulary); ` +
-    `initial policy favours ${(init.favor as string[]).join(" ")} (${(100 * Number(init.favored_mass)).toFixed(0)}% of the mass)`,
-);
-
 const stack = await startLocalStack({
   gateways: 1,
   engine: "sglang",
   model: "polar-reference-tiny",
-  startEngine: (port) =>
-    referenceEngineProcess(
+  // The checkpoint is written while wrangler dev starts; the engine serves it once it exists.
+  startEngine: async (port) => {
+    const init = await initTinyModel(python, v0, {
+      favor: [...evaluator.config.words, "<|im_end|>"],
+      hidden,
+      contextLength: CONTEXT,
+      seed,
+    });
+    say(
+      `model: Qwen3 architecture, ${init.parameters} parameters (hidden ${hidden}, 2 layers, tied embeddings, Qwen3 vocabulary); ` +
+        `initial policy favours ${(init.favor as string[]).join(" ")} (${(100 * Number(init.favored_mass)).toFixed(0)}% of the mass)`,
+    );
+    return referenceEngineProcess(
       { python, modelPath: v0, weightVersion: "0", contextLength: CONTEXT, seed, maxBatch: 64 },
       port,
-    ),
+    );
+  },
   gatewayArgs: ["--context-length", String(CONTEXT), "--max-run=8", "--max-init=8", "--max-postrun=8"],
 });
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {

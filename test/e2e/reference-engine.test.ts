@@ -49,7 +49,7 @@ async function recompute(model: string, ids: number[], promptLength: number): Pr
 beforeAll(async () => {
   if (!ready) return;
   root = mkdtempSync(join(tmpdir(), "polar-ref-e2e-"));
-  initTinyModel(python, join(root, "m"), { hidden: 16, contextLength: 256, seed: 3 });
+  await initTinyModel(python, join(root, "m"), { hidden: 16, contextLength: 256, seed: 3 });
   engine = await startReferenceEngine({
     python,
     modelPath: join(root, "m"),
