@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(PACKAGE))
 sys.path.insert(0, os.path.join(PACKAGE, "src"))
 sys.path.insert(0, HERE)
 
-from polar_trainer import PolarClient  # noqa: E402
+from polar_trainer import PolarClient, engines  # noqa: E402
 
 #: More run slots than the default 2, so groups overlap as they would on a real fleet.
 GATEWAY_ARGS = ["--gateway-arg=--max-run=4", "--gateway-arg=--max-init=4", "--gateway-arg=--max-postrun=4"]
@@ -72,9 +72,10 @@ class Stack:
             self._tasks[example] = task
         return json.loads(json.dumps(self._tasks[example]))
 
-    def set_version(self, version: Any) -> None:
-        """Stamps a policy version on every gateway (the admin fan-out route of this tree)."""
-        self.admin().transport.request("POST", "/v1/admin/policy_version", {"policy_version": str(version)}, idempotent=True)
+    def push_weights(self, version: str) -> None:
+        """A trainer's update function: the simulated engine "loads" a checkpoint and reports
+        ``version`` (what ``min_policy_version`` is checked against)."""
+        engines.update_weights_from_disk(self.engine_url, f"sim-checkpoints/{version}", version)
 
 
 @pytest.fixture(scope="session")

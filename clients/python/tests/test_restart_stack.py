@@ -32,6 +32,7 @@ def start(stack, run_id, state_dir, ckpt, **env):
             **os.environ,
             "POLAR_URL": stack.url,
             "POLAR_TRAINER_TOKEN": stack.tokens["trainer"],
+            "ENGINE_URL": stack.engine_url,
             "RUN_ID": run_id,
             "TASK_JSON": json.dumps(stack.task("calculator")),
             **env,

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from polar_trainer import engines
 from polar_trainer.config import SchedulerConfig
 from polar_trainer.errors import SchedulerError
 from polar_trainer.scheduler import Exhausted, GroupScheduler
@@ -73,8 +74,13 @@ def test_groups_are_admitted_continuously_within_the_bound_and_steps_take_the_fi
 
 def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_version(stack, run_id, state_dir):
     cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_async_level=3, max_off_policy_steps=0, poll_wait_seconds=5)
-    stack.set_version(0)
-    with GroupScheduler(stack.client(), cfg, [stack.task("calculator")], state_dir) as sched:
+    client = stack.client()
+    submitted = []
+    submit = client.submit
+    client.submit = lambda body: (submitted.append(body), submit(body))[1]
+    with GroupScheduler(client, cfg, [stack.task("calculator")], state_dir) as sched:
+        # A fresh run is at version 0 and puts the queue's fence there too (turns are labelled by it).
+        assert client.fence_status("default").fence.policy_version == "0"
         first = sched.next_batch(timeout=150)
         assert first.groups[0].version == 0 and first.groups[0].staleness == 0
         sched.commit(first.step)
@@ -82,8 +88,17 @@ def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_versi
         while sched.counters()["queued"] < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert sched.counters()["queued"] >= 2  # accepted under version 0, not taken yet
-        stack.set_version(1)  # what the fence does after an update (the admin route of this tree)
-        sched.set_policy_version(1)
+        seen = []
+
+        def push(version: str) -> None:
+            seen.append(client.fence_status("default").fence.paused)
+            stack.push_weights(version)
+
+        # The real fence: pause (drain) → the engine reports "1" → resume with version 1.
+        sched.update_weights(push)
+        assert seen == [True] and sched.policy_version == 1
+        assert client.fence_status("default").fence.policy_version == "1"
+        assert engines.weight_versions(stack.engine_url) == {stack.engine_url: "1"}
         dropped = sched.counters()["dropped"].get("stale", 0)
         assert dropped >= 2
         second = sched.next_batch(timeout=150)
@@ -96,6 +111,23 @@ def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_versi
         # Groups still in flight under version 0 when it changed are dropped when they arrive.
         assert all(e["reason"] == "stale" for e in drops) and len(drops) == sched.counters()["dropped"]["stale"] >= dropped
         assert not set(e["group_id"] for e in drops) & set(second.group_ids)
+        # Groups submitted after the update need the engine at version 1 (the gateway holds their
+        # turns until a replica reports it); every turn of one ran on weights "1".
+        stamps = [(b["tasks"][0]["metadata"]["policy_version"], b["tasks"][0]["min_policy_version"]) for b in submitted]
+        assert (1, 1) in stamps and all(v == m for v, m in stamps)
+
+
+def test_a_queue_left_at_another_version_is_set_to_the_schedulers_at_start(stack, run_id, state_dir):
+    client = stack.client()
+    client.set_policy_version("default", 7)  # e.g. another run's last update
+    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_groups=1, poll_wait_seconds=5)
+    with GroupScheduler(client, cfg, [stack.task("calculator")], state_dir, policy_version=0) as sched:
+        assert client.fence_status("default").fence.policy_version == "0"
+        b = sched.next_batch(timeout=150)
+    g = b.groups[0]
+    # Without the sync the tokens would say 7 and the group would look 7 versions NEWER than the trainer.
+    assert g.version == 0 and g.staleness == 0
+    assert [e["was"] for e in sched.events if e["event"] == "fence_version"] == ["7"]
 
 
 def test_selection_drops_all_equal_groups_and_admits_others(stack, run_id, state_dir):
@@ -147,3 +179,22 @@ def test_a_task_that_cannot_work_stops_the_scheduler_with_its_error(stack, run_i
             sched.next_batch(timeout=120)
         assert "agent_error" in str(e.value) and "exited with code 3" in str(e.value)
         assert sched.counters()["next_index"] <= 3 + cfg.max_in_flight  # admission stopped
+
+
+def test_a_run_closed_with_cancel_in_flight_restarts_without_resubmitting(stack, run_id, state_dir):
+    slow = stack.task("calculator")
+    slow["agent"]["custom_shell"]["command"] = "sleep 30; " + slow["agent"]["custom_shell"]["command"]
+    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_async_level=2, max_groups=2, poll_wait_seconds=5)
+    sched = GroupScheduler(stack.client(), cfg, [slow], state_dir).start()
+    deadline = time.monotonic() + 60
+    while sched.counters()["submitted"] < 2:
+        assert time.monotonic() < deadline, sched.counters()
+        time.sleep(0.2)
+    sched.close(cancel_in_flight=True)
+    # The restart reads the cancelled groups' results instead of resubmitting them (a 409).
+    with GroupScheduler(stack.client(), cfg, [slow], state_dir) as again:
+        with pytest.raises(Exhausted):
+            again.next_batch(timeout=90)
+        c = again.counters()
+    assert c["submitted"] == 2 and c["replayed"] == 0 and c["accepted"] == 0
+    assert sum(c["rejected"].values()) == 2 and c["sessions"].get("excluded:cancelled") == 4
