@@ -25,6 +25,15 @@ function nonNegativeInt(name: string) {
   };
 }
 
+/** Parses a positive number flag (seconds may have a fraction), naming the flag in the error. */
+function positiveNumber(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a number > 0`);
+    return n;
+  };
+}
+
 /** Parses a TCP port flag (0 = any free port). */
 function port(value: string): number {
   const n = Number(value);
@@ -90,6 +99,21 @@ program
   .option("--http-port <n>", "serve /health and /metrics on this port (0 = any)", port)
   .option("--http-host <host>", "address for /health and /metrics", "127.0.0.1")
   .option("--log-format <format>", "json | text (default: json with -c)")
+  .option(
+    "--journal-max-mb <n>",
+    "take no new sessions while the result journal holds more than N MiB (default 1024)",
+    positiveInt("--journal-max-mb"),
+  )
+  .option(
+    "--connect-timeout-seconds <s>",
+    "give up a dial of the control plane not open after S seconds (default 10)",
+    positiveNumber("--connect-timeout-seconds"),
+  )
+  .option(
+    "--reconnect-max-seconds <s>",
+    "longest wait between reconnect attempts (default 10; keep it under the lease grace)",
+    positiveNumber("--reconnect-max-seconds"),
+  )
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program

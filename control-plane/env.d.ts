@@ -15,6 +15,8 @@ declare namespace Cloudflare {
     POLAR_ALLOW_PRIVATE_CALLBACKS?: string;
     /** Seconds a disconnected gateway has to reclaim its leases (default LIMITS.leaseGraceSeconds). */
     POLAR_LEASE_GRACE_SECONDS?: string;
+    /** Seconds between gateway pings (default 15); a socket silent for 3 of them is declared dead. */
+    POLAR_PING_INTERVAL_SECONDS?: string;
     /** Seconds after a session's budget before it ends as TIMEOUT (default LIMITS.deadlineGraceSeconds). */
     POLAR_DEADLINE_GRACE_SECONDS?: string;
     /** Seconds a queue may have no gateway before its waiting sessions end (default LIMITS.noGatewaySeconds). */

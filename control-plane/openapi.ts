@@ -17,6 +17,7 @@ import {
   FenceChangeResponse,
   FenceStatusResponse,
   LIMITS,
+  MAX_FENCE_TIMEOUT_SECONDS,
   ResultsPage,
   SessionResult,
   TaskSpec,
@@ -30,6 +31,7 @@ import {
   PolicyVersionBody,
   ResumeBody,
 } from "./routes/admin";
+import { GatewayNodeInfo, GenerationStatus } from "./upstream/nodes";
 
 type Method = "get" | "post" | "put" | "delete";
 
@@ -386,11 +388,57 @@ function build(): OpenAPIHono {
       z.object({
         tasks: z.record(z.string(), z.string()),
         pipeline: z.object({ pending_sessions: z.number() }),
-        nodes: z.object({ nodes: z.array(z.record(z.string(), z.unknown())) }),
+        nodes: z.object({ nodes: z.array(GatewayNodeInfo) }),
       }),
       "Status",
     ),
   });
+  path(
+    "get",
+    "/nodes",
+    "Upstream-compatible gateway fleet: one row per gateway (and per queue without one), gateway_url a fence URL",
+    { 200: json(z.array(GatewayNodeInfo), "Nodes") },
+  );
+  for (const [route, what] of [
+    ["/queues/{queue}/gateways/{node_id}/admin/inference", "one gateway (the queue's durable fence)"],
+    ["/queues/{queue}/admin/inference", "a queue's durable fence"],
+  ] as const) {
+    const params = route.includes("{node_id}")
+      ? z.object({ queue: z.string(), node_id: z.string() })
+      : z.object({ queue: z.string() });
+    path(
+      "post",
+      `${route}/pause`,
+      `Upstream-compatible pause of ${what}; drains`,
+      {
+        200: json(GenerationStatus, "Paused (timed_out: calls still in flight)"),
+        502: json(ErrorBody, "A gateway did not acknowledge"),
+        503: json(ErrorBody, "The gateway is not connected: its drain cannot be confirmed"),
+      },
+      {
+        params,
+        query: z.object({ timeout_seconds: z.number().min(0).max(MAX_FENCE_TIMEOUT_SECONDS).optional() }),
+      },
+    );
+    path(
+      "post",
+      `${route}/resume`,
+      `Upstream-compatible resume of ${what}`,
+      {
+        200: json(GenerationStatus, "Resumed"),
+      },
+      { params },
+    );
+    path(
+      "get",
+      `${route}/status`,
+      `Upstream-compatible fence status of ${what}`,
+      {
+        200: json(GenerationStatus, "Status"),
+      },
+      { params },
+    );
+  }
   return doc;
 }
 

@@ -4,59 +4,76 @@
  * `PUT <control plane>/v1/sessions/:session_id/artifacts/:kind?lease_id=L` (gateway token, JSON
  * body) → 201 `ArtifactRef`.
  *
- * Failures are retried with jittered exponential backoff; when an upload still fails the result
- * is not lost: a trajectory that fits the wire limit travels inline instead, completion records
- * are dropped (their absence and the reason are noted in the trajectory's metadata), and a
- * trajectory too large for the wire loses its traces with an explicit error.
+ * One call is one attempt: `result-delivery.ts` retries, for as long as it takes, while the
+ * result waits in the journal. Only an answer that retrying cannot change (4xx other than 408 and
+ * 429: a lease no longer current, a body over the limit, no such route) ends the attempts; then a
+ * trajectory that fits the wire travels inline instead, completion records are left out (the
+ * reason noted in the trajectory's metadata), and a trajectory too large for the wire loses its
+ * traces with an explicit error.
  *
  * @module
  */
 import {
   type ArtifactKind,
   ArtifactRef,
-  type CompletionRecord,
   LIMITS,
   type ResultMessage,
   type SessionResult,
   WIRE_VERSION,
 } from "../protocol";
-import { type GatewayLogger, messageOf } from "./errors";
+import { type ControlPlaneHttp, ControlPlaneRequestError } from "./control-http";
+import type { GatewayLogger } from "./errors";
 
-/** Retry policy of uploads. */
+/** How failed uploads are retried: jittered exponential backoff, at most `concurrency` at once. */
 export interface UploadPolicy {
-  attempts: number;
   initialDelayMs: number;
   maxDelayMs: number;
-  /** Per-request timeout. */
-  timeoutMs: number;
+  /** Uploads in flight at once (a reconnect after a long outage starts many). */
+  concurrency: number;
 }
 
+/**
+ * 0.5 s doubling to 15 s, four at a time; a reconnect retries at once whatever the backoff.
+ *
+ * @example
+ * ```ts
+ * startGateway({ ...opts, uploadPolicy: { ...DEFAULT_UPLOAD_POLICY, concurrency: 8 } });
+ * ```
+ */
 export const DEFAULT_UPLOAD_POLICY: UploadPolicy = {
-  attempts: 5,
   initialDelayMs: 500,
   maxDelayMs: 15_000,
-  timeoutMs: 120_000,
+  concurrency: 4,
 };
 
 /** Where and how to upload. */
 export interface UploadTarget {
-  controlPlaneUrl: string;
-  token: string;
+  http: ControlPlaneHttp;
   policy?: UploadPolicy;
   logger: GatewayLogger;
 }
 
-class UploadError extends Error {
+/**
+ * An upload that failed; `retryable` unless the control plane's answer says retrying cannot help.
+ *
+ * @example
+ * ```ts
+ * try { await uploadArtifact(t, id, lease, "completions", records); }
+ * catch (e) { if (e instanceof UploadError && !e.retryable) giveUp(e); }
+ * ```
+ */
+export class UploadError extends Error {
   constructor(
     message: string,
     readonly retryable: boolean,
   ) {
     super(message);
+    this.name = "UploadError";
   }
 }
 
 /**
- * One upload with retries. Throws the last error when every attempt failed.
+ * One upload attempt. Throws {@link UploadError}.
  *
  * @example
  * ```ts
@@ -70,115 +87,97 @@ export async function uploadArtifact(
   kind: ArtifactKind,
   body: unknown,
 ): Promise<ArtifactRef> {
-  const policy = target.policy ?? DEFAULT_UPLOAD_POLICY;
-  const url = new URL(
-    `${target.controlPlaneUrl.replace(/\/+$/, "")}/v1/sessions/${encodeURIComponent(sessionId)}/artifacts/${kind}`,
-  );
-  url.searchParams.set("lease_id", leaseId);
   const payload = JSON.stringify(body);
   if (Buffer.byteLength(payload) > LIMITS.maxArtifactBytes)
     throw new UploadError(
       `${kind} is ${Buffer.byteLength(payload)} bytes, over LIMITS.maxArtifactBytes`,
       false,
     );
-  let last: unknown;
-  for (let attempt = 1; attempt <= policy.attempts; attempt++) {
-    try {
-      const res = await fetch(url, {
-        method: "PUT",
-        headers: { authorization: `Bearer ${target.token}`, "content-type": "application/json" },
-        body: payload,
-        signal: AbortSignal.timeout(policy.timeoutMs),
-      });
-      const text = await res.text();
-      if (res.status === 201 || res.status === 200) {
-        const parsed = ArtifactRef.safeParse(JSON.parse(text));
-        if (parsed.success) return parsed.data;
-        throw new UploadError(`upload answer is not an ArtifactRef: ${text.slice(0, 200)}`, false);
-      }
-      // 4xx other than 408/429 will not improve on retry (no route, stale lease, too large).
-      const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
-      throw new UploadError(`HTTP ${res.status}: ${text.slice(0, 200)}`, retryable);
-    } catch (err) {
-      last = err;
-      if (err instanceof UploadError && !err.retryable) break;
-      if (attempt < policy.attempts) {
-        const ceiling = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** (attempt - 1));
-        await new Promise((r) => setTimeout(r, Math.round(ceiling * (0.5 + Math.random() * 0.5))));
-      }
-    }
+  const where = `/v1/sessions/${encodeURIComponent(sessionId)}/artifacts/${kind}?lease_id=${encodeURIComponent(leaseId)}`;
+  let answer: Awaited<ReturnType<ControlPlaneHttp["request"]>>;
+  try {
+    answer = await target.http.request("PUT", where, payload);
+  } catch (err) {
+    if (err instanceof ControlPlaneRequestError) throw new UploadError(err.message, err.retryable);
+    throw err;
   }
-  throw last instanceof Error ? last : new Error(String(last));
+  const { status, text } = answer;
+  if (status === 201 || status === 200) {
+    let json: unknown = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // reported below
+    }
+    const parsed = ArtifactRef.safeParse(json);
+    if (parsed.success) return parsed.data;
+    // A proxy's error page with a 200 is not an upload: try again.
+    throw new UploadError(`upload answer is not an ArtifactRef: ${text.slice(0, 200)}`, true);
+  }
+  // 4xx other than 408/429 will not improve on retry (no route, stale lease, too large).
+  const retryable = status >= 500 || status === 408 || status === 429;
+  throw new UploadError(`HTTP ${status}: ${text.slice(0, 200)}`, retryable);
 }
 
 /**
- * Builds the `result` message for a finished session, uploading what must be uploaded.
+ * Whether a result's trajectory is too large to travel inline (it is uploaded instead).
  *
  * @example
  * ```ts
- * const message = await prepareResultMessage(target, leaseId, result, proxy.completions(id));
+ * if (trajectoryNeedsUpload(result)) await uploadArtifact(t, id, lease, "trajectory", result.trajectory);
  * ```
  */
-export async function prepareResultMessage(
-  target: UploadTarget | null,
-  leaseId: string,
-  result: SessionResult,
-  records: readonly CompletionRecord[],
-): Promise<ResultMessage> {
-  const message: ResultMessage = { v: WIRE_VERSION, type: "result", lease_id: leaseId, result };
-  const notes: Record<string, string> = {};
-  if (target && records.length > 0) {
-    try {
-      message.completions_ref = await uploadArtifact(
-        target,
-        result.session_id,
-        leaseId,
-        "completions",
-        records,
-      );
-    } catch (err) {
-      notes.completions_upload_error = messageOf(err);
-      target.logger.warn("completion records upload failed; result sent without them", {
-        session_id: result.session_id,
-        error: messageOf(err),
-      });
-    }
-  }
-  const trajectoryBytes = Buffer.byteLength(JSON.stringify(result.trajectory));
-  if (target && trajectoryBytes > LIMITS.inlineTrajectoryBytes) {
-    try {
-      message.trajectory_ref = await uploadArtifact(
-        target,
-        result.session_id,
-        leaseId,
-        "trajectory",
-        result.trajectory,
-      );
-      message.result = { ...result, trajectory: { ...result.trajectory, traces: [] } };
-    } catch (err) {
-      notes.trajectory_upload_error = messageOf(err);
-      target.logger.warn("trajectory upload failed; sending it inline", {
-        session_id: result.session_id,
-        bytes: trajectoryBytes,
-        error: messageOf(err),
-      });
-    }
-  }
-  if (Object.keys(notes).length) {
-    const traj = message.result.trajectory;
-    message.result = { ...message.result, trajectory: { ...traj, metadata: { ...traj.metadata, ...notes } } };
-  }
+export function trajectoryNeedsUpload(result: SessionResult): boolean {
+  return Buffer.byteLength(JSON.stringify(result.trajectory)) > LIMITS.inlineTrajectoryBytes;
+}
+
+/**
+ * The `result` message of a finished session, before any upload.
+ *
+ * @example
+ * ```ts
+ * const message = resultMessage(leaseId, result);
+ * ```
+ */
+export function resultMessage(leaseId: string, result: SessionResult): ResultMessage {
+  return { v: WIRE_VERSION, type: "result", lease_id: leaseId, result };
+}
+
+/**
+ * Adds notes to the trajectory's metadata (e.g. why records are missing).
+ *
+ * @example
+ * ```ts
+ * noteOnTrajectory(message, { completions_upload_error: "HTTP 413: …" });
+ * ```
+ */
+export function noteOnTrajectory(message: ResultMessage, notes: Record<string, string>): void {
+  const traj = message.result.trajectory;
+  message.result = { ...message.result, trajectory: { ...traj, metadata: { ...traj.metadata, ...notes } } };
+}
+
+/**
+ * The last step before a result is sent: a message over the wire limit would be refused and
+ * re-sent forever, so it becomes an infra error that says why.
+ *
+ * @example
+ * ```ts
+ * send(fitToWire(message));
+ * ```
+ */
+export function fitToWire(message: ResultMessage): ResultMessage {
   const size = Buffer.byteLength(JSON.stringify(message));
-  if (size > LIMITS.maxWireMessageBytes) {
-    // The control plane would refuse it and we would re-send it forever: report why instead.
-    const why = `result of ${size} bytes exceeds the wire limit of ${LIMITS.maxWireMessageBytes} bytes and could not be uploaded`;
-    message.result = {
+  if (size <= LIMITS.maxWireMessageBytes) return message;
+  const why = `result of ${size} bytes exceeds the wire limit of ${LIMITS.maxWireMessageBytes} bytes and could not be uploaded`;
+  const out: ResultMessage = {
+    ...message,
+    result: {
       ...message.result,
       status: "ERROR",
       trajectory: { ...message.result.trajectory, status: "ERROR", traces: [], error: why },
       error: { kind: "infra", message: why },
-    };
-    delete message.trajectory_ref;
-  }
-  return message;
+    },
+  };
+  delete out.trajectory_ref;
+  return out;
 }

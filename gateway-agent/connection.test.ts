@@ -3,7 +3,7 @@ import { WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
 import { type GatewayLogger, GatewayRefusedError } from "./errors";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
-import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
+import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
 
 describe("connectUrl", () => {
   it("maps http→ws and https→wss, keeps a path prefix, encodes the queue", () => {
@@ -33,15 +33,6 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     await cp?.close();
     cp = null;
   });
-
-  function recording() {
-    const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
-    const at =
-      (level: string) =>
-      (msg: string, fields: object = {}) =>
-        lines.push({ level, msg, fields: fields as Record<string, unknown> });
-    return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
-  }
 
   function dial(url: string, token: string, logger: GatewayLogger) {
     const refused: GatewayRefusedError[] = [];
@@ -80,7 +71,7 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     [4400, "unsupported_version", "unsupported_version", "same Polar version"],
   ] as const) {
     it(`close ${code}: stops the gateway at once, logs the reason and the fix at error level`, async () => {
-      const { lines, logger } = recording();
+      const { lines, logger } = recordingLogger();
       rig = await startGatewayRig({ nodeId: "gpu-r", token: TOKEN, gateway: { logger } });
       if (code === 4403)
         rig.cp.send({
@@ -110,7 +101,7 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
 
   it("HTTP 401 on the upgrade (a token the control plane does not accept) is final too", async () => {
     cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: 401 });
-    const { lines, logger } = recording();
+    const { lines, logger } = recordingLogger();
     const { conn, refused } = dial(cp.url, "wrong-token", logger);
     await expect.poll(() => refused.length).toBe(1);
     expect(refused[0]).toMatchObject({ httpStatus: 401, closeCode: null });
@@ -125,7 +116,7 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
 
   it("other refused upgrades (503) are retried until the control plane lets it in", async () => {
     cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: (i) => (i < 2 ? 503 : null) });
-    const { logger } = recording();
+    const { logger } = recordingLogger();
     const { conn, refused } = dial(cp.url, TOKEN, logger);
     await cp.waitFor((m) => m.type === "hello");
     expect(cp.upgrades).toHaveLength(3);

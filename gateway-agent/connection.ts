@@ -4,6 +4,12 @@
  * interval the control plane asks for, reconnects with jittered exponential backoff, and hands
  * every valid control message to its owner; malformed ones are logged and dropped.
  *
+ * Liveness: a socket on which nothing arrived for `MISSED_PINGS_BEFORE_RECONNECT` ping intervals
+ * (45 s at the default 15 s) is replaced. The check is a timer armed from the last frame received,
+ * not a test on the ping tick, so a silent socket is closed at that limit after its last frame
+ * (plus timer lateness, milliseconds), never a ping interval later. A dial whose upgrade does not
+ * complete within `connectTimeoutMs` (10 s) is abandoned and retried.
+ *
  * A refusal that no reconnect can cure — close 4400 (another protocol version), close 4403 (the
  * token belongs to another node), HTTP 401/403 on the upgrade (a token the control plane does not
  * accept) — stops the connection for good: it is logged at error level with the fix and handed to
@@ -23,13 +29,31 @@ import {
 } from "../protocol";
 import { type GatewayLogger, GatewayRefusedError, messageOf } from "./errors";
 
-/** Reconnect backoff; defaults: first retry after ~0.5 s, doubling, capped at 30 s. */
+/** Reconnect backoff; defaults: first retry after ~0.5 s, doubling, capped at 10 s. */
 export interface ReconnectPolicy {
   initialDelayMs: number;
   maxDelayMs: number;
 }
 
-export const DEFAULT_RECONNECT: ReconnectPolicy = { initialDelayMs: 500, maxDelayMs: 30_000 };
+/**
+ * The cap (10 s, jittered down to 5–10 s) is well under the control plane's lease grace (60 s):
+ * a gateway whose link comes back within the grace is connected again before its leases go.
+ *
+ * @example
+ * ```ts
+ * new ControlConnection({ ...opts, reconnect: { ...DEFAULT_RECONNECT, maxDelayMs: 5_000 } });
+ * ```
+ */
+export const DEFAULT_RECONNECT: ReconnectPolicy = { initialDelayMs: 500, maxDelayMs: 10_000 };
+/**
+ * Longest a dial may take until the WebSocket is open (ms).
+ *
+ * @example
+ * ```ts
+ * new ControlConnection({ ...opts, connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS });
+ * ```
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Ping interval until `welcome` says otherwise (seconds). */
 export const DEFAULT_PING_INTERVAL_SECONDS = 15;
 /** Pings without any answer after which the socket is considered dead and is replaced. */
@@ -44,6 +68,8 @@ export interface ControlConnectionOptions {
   token: string;
   logger: GatewayLogger;
   reconnect?: ReconnectPolicy;
+  /** Longest a dial may take until the socket is open; default {@link DEFAULT_CONNECT_TIMEOUT_MS}. */
+  connectTimeoutMs?: number;
   /** Builds the `hello` sent on each new socket (credit and leases are current at that moment). */
   hello(): HelloMessage;
   /** Called after `welcome` on each connection (e.g. to re-send unacknowledged results). */
@@ -52,6 +78,11 @@ export interface ControlConnectionOptions {
   onMessage(message: Exclude<ControlMessage, WelcomeMessage | ErrorMessage>): void;
   /** The control plane refused this gateway for good; the connection has stopped. */
   onRefused?(error: GatewayRefusedError): void;
+  /**
+   * A socket closed, failed to open, or was declared silent: the link is down until the next
+   * `welcome` (e.g. drop pooled HTTP connections, which may have died the same way).
+   */
+  onDown?(why: string): void;
 }
 
 /**
@@ -116,7 +147,10 @@ export class ControlConnection {
   private attempt = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
   private lastHeard = Date.now();
+  /** Silence after which the socket is replaced (3 ping intervals). */
+  private livenessMs = DEFAULT_PING_INTERVAL_SECONDS * 1000 * MISSED_PINGS_BEFORE_RECONNECT;
   /** The last `error` message of the control plane (it explains the close that follows). */
   private lastError: string | null = null;
   /** Set once refused for good. */
@@ -160,6 +194,7 @@ export class ControlConnection {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
     clearInterval(this.pingTimer);
+    clearTimeout(this.watchdog);
     const socket = this.socket;
     this.socket = null;
     if (!socket || socket.readyState === WebSocket.CLOSED) return;
@@ -181,7 +216,7 @@ export class ControlConnection {
     const socket = new WebSocket(this.url, {
       headers: { authorization: `Bearer ${this.opts.token}` },
       maxPayload: 64 * 1024 * 1024,
-      handshakeTimeout: 15_000,
+      handshakeTimeout: this.opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     });
     this.socket = socket;
     socket.on("open", () => this.guard("open", () => this.onOpen(socket)));
@@ -238,6 +273,31 @@ export class ControlConnection {
     this.startPinging(DEFAULT_PING_INTERVAL_SECONDS);
   }
 
+  /**
+   * Arms the liveness timer for `lastHeard + livenessMs`. When it fires early (frames arrived
+   * meanwhile) it re-arms from the newest frame; when the socket was silent that long, it goes.
+   */
+  private armWatchdog(): void {
+    clearTimeout(this.watchdog);
+    const due = this.lastHeard + this.livenessMs - Date.now();
+    this.watchdog = setTimeout(
+      () =>
+        this.guard("liveness", () => {
+          const socket = this.socket;
+          if (!socket || socket.readyState !== WebSocket.OPEN) return;
+          const silentMs = Date.now() - this.lastHeard;
+          if (silentMs < this.livenessMs) return this.armWatchdog();
+          this.opts.logger.warn("control plane silent; replacing the socket", {
+            silent_ms: silentMs,
+            limit_ms: this.livenessMs,
+          });
+          this.opts.onDown?.(`silent for ${silentMs} ms`);
+          socket.terminate();
+        }),
+      Math.max(0, due),
+    );
+  }
+
   private onData(socket: WebSocket, data: WebSocket.RawData, isBinary: boolean): void {
     if (socket !== this.socket) return;
     this.lastHeard = Date.now();
@@ -286,7 +346,9 @@ export class ControlConnection {
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
     clearInterval(this.pingTimer);
+    clearTimeout(this.watchdog);
     this.socket = null;
+    if (!this.stopped) this.opts.onDown?.(`closed (${code})`);
     const fatal = FATAL_CLOSE_CODES[code];
     if (fatal && !this.stopped) {
       const said = this.lastError ?? reason;
@@ -315,6 +377,7 @@ export class ControlConnection {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
     clearInterval(this.pingTimer);
+    clearTimeout(this.watchdog);
     this.opts.logger.error("control plane refused this gateway for good; not reconnecting", {
       reason: error.reason,
       fix: error.fix,
@@ -324,20 +387,17 @@ export class ControlConnection {
     this.opts.onRefused?.(error);
   }
 
+  /** Pings every interval; the liveness limit follows the interval (and is re-armed). */
   private startPinging(intervalSeconds: number): void {
     clearInterval(this.pingTimer);
     const intervalMs = intervalSeconds * 1000;
+    this.livenessMs = intervalMs * MISSED_PINGS_BEFORE_RECONNECT;
+    this.armWatchdog();
     this.pingTimer = setInterval(
       () =>
         this.guard("ping", () => {
           const socket = this.socket;
-          if (!socket || socket.readyState !== WebSocket.OPEN) return;
-          if (Date.now() - this.lastHeard > intervalMs * MISSED_PINGS_BEFORE_RECONNECT) {
-            this.opts.logger.warn("control plane silent; replacing the socket");
-            socket.terminate();
-            return;
-          }
-          socket.send(PING);
+          if (socket?.readyState === WebSocket.OPEN) socket.send(PING);
         }),
       intervalMs,
     );

@@ -9,124 +9,107 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ProgressMessage } from "../protocol";
+import { describeWith } from "../test/support/optional-tools";
 import { FAILED_DIR } from "./failed-sessions";
 import { PRESET_PACKAGES, type PresetName } from "./harness";
-import { bwrapAvailable } from "./runtime/bwrap";
-import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
+import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
 import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
 
 const TOKEN = "test-gateway-token";
 let rig: GatewayRig | null = null;
-const saved = process.env.POLAR_HARNESS_DIR;
+const saved = { POLAR_HARNESS_DIR: process.env.POLAR_HARNESS_DIR, PATH: process.env.PATH };
 afterEach(async () => {
   await rig?.stop();
   rig = null;
-  if (saved === undefined) delete process.env.POLAR_HARNESS_DIR;
-  else process.env.POLAR_HARNESS_DIR = saved;
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
 });
 
-/** A logger that records what the gateway says. */
-function recordingLogger() {
-  const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
-  const at =
-    (level: string) =>
-    (msg: string, fields: object = {}) =>
-      lines.push({ level, msg, fields: fields as Record<string, unknown> });
-  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
-}
+/** `pathVar` without the folders that hold `bin`: a host where that CLI is not installed. */
+const pathWithout = (bin: string, pathVar: string) =>
+  pathVar
+    .split(":")
+    .filter((d) => d && !existsSync(path.join(d, bin)))
+    .join(":");
 
-const onPath = (bin: string) => {
-  try {
-    execFileSync("bash", ["-c", `command -v ${bin}`], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-};
-/** A preset whose CLI this machine does not have on PATH (codex unless it is installed). */
-const missing = (Object.keys(PRESET_PACKAGES) as PresetName[])
-  .filter((n) => PRESET_PACKAGES[n].via === "npm")
-  .find((n) => !onPath(PRESET_PACKAGES[n].bin));
-
-describe.skipIf(!bwrapAvailable("bwrap") || !missing)(
-  "a harness the host cannot run",
-  { timeout: 60_000 },
-  () => {
-    it("is reported at start (log, /health, /metrics) and fails its session at once as a configuration error", async () => {
-      const name = missing as PresetName;
-      const scratch = await mkdtemp(path.join(tmpdir(), "polar-avail-gw-"));
-      // An empty harness folder: nothing pre-installed, and bubblewrap makes the install step impossible.
-      process.env.POLAR_HARNESS_DIR = path.join(scratch, "harnesses");
-      await mkdir(path.join(process.env.POLAR_HARNESS_DIR, "bin"), { recursive: true });
-      const { lines, logger } = recordingLogger();
-      rig = await startGatewayRig({
-        nodeId: "gpu-avail",
-        token: TOKEN,
-        scratch,
-        gateway: {
-          logger,
-          http: { host: "127.0.0.1", port: 0 },
-          runtimeSettings: { local: { sandbox: "always", bwrapPath: "bwrap" } },
-        },
-      });
-      const startLine = lines.find((l) => l.msg.startsWith("harness presets not available"));
-      expect(startLine?.level).toBe("warn");
-      expect(startLine?.fields.unavailable).toContain(name);
-      expect(String((startLine?.fields.why as Record<string, string> | undefined)?.[name])).toContain(
-        `scripts/install-harnesses.sh ${name}`,
-      );
-      const health = (await (await fetch(`${rig.gateway.httpUrl}/health`)).json()) as {
-        harnesses: Record<string, { available: boolean; reason: string; fix: string }>;
-        failed_sessions: { keep: number };
-      };
-      expect(health.harnesses[name]).toMatchObject({
-        available: false,
-        reason: expect.stringContaining("bubblewrap, where the host filesystem is read-only"),
-        fix: expect.stringContaining(`POLAR_HARNESS_DIR=${process.env.POLAR_HARNESS_DIR}`),
-      });
-      expect(health.failed_sessions.keep).toBe(20);
-
-      const a = makeAssign({ command: "", agent: { harness: name }, runtime: { allow_internet: false } });
-      const sent = Date.now();
-      rig.cp.send(a);
-      const { result } = await rig.cp.waitFor(isResultOf(a.lease_id));
-      expect(Date.now() - sent).toBeLessThan(10_000); // not after an install attempt's timeout
-      expect(result).toMatchObject({
-        status: "ERROR",
-        reward: null,
-        error: {
-          kind: "configuration",
-          message: expect.stringContaining(
-            `agent.harness: '${name}' is not available on gateway node 'gpu-avail'`,
-          ),
-        },
-      });
-      expect(result.error?.message).toContain(
-        `Fix: on the gateway host run scripts/install-harnesses.sh ${name}`,
-      );
-      // Failed while queued: it never reached INIT, so no budget was spent and nothing was installed.
-      const stages = rig.cp.received
-        .map((r) => r.message)
-        .filter((m): m is ProgressMessage => m.type === "progress" && m.lease_id === a.lease_id)
-        .map((m) => m.status);
-      expect(stages).toEqual(["POST_RUN"]);
-      expect(result.timing.init_ms).toBe(0);
-      expect(
-        lines.some(
-          (l) => l.level === "warn" && l.msg === "session failed" && l.fields.kind === "configuration",
-        ),
-      ).toBe(true);
-      const metrics = await (await fetch(`${rig.gateway.httpUrl}/metrics`)).text();
-      expect(metrics).toMatch(
-        new RegExp(`polar_gateway_harness_available\\{harness="${name}",node_id="gpu-avail"\\} 0`),
-      );
-      expect(metrics).toMatch(
-        /polar_gateway_harness_available\{harness="[a-z_]+",node_id="gpu-avail"\} [01]/,
-      );
-      expect(metrics).toMatch(/polar_gateway_errors_total\{kind="configuration",node_id="gpu-avail"\} 1/);
+describeWith(["bubblewrap"], "a harness the host cannot run", { timeout: 60_000 }, () => {
+  it("is reported at start (log, /health, /metrics) and fails its session at once as a configuration error", async () => {
+    const name: PresetName = "codex";
+    // The sandbox by its full path, then a PATH without codex even where this host has it installed.
+    const bwrapPath = execFileSync("bash", ["-c", "command -v bwrap"], { encoding: "utf8" }).trim();
+    process.env.PATH = pathWithout(PRESET_PACKAGES[name].bin, process.env.PATH ?? "");
+    const scratch = await mkdtemp(path.join(tmpdir(), "polar-avail-gw-"));
+    // An empty harness folder: nothing pre-installed, and bubblewrap makes the install step impossible.
+    process.env.POLAR_HARNESS_DIR = path.join(scratch, "harnesses");
+    await mkdir(path.join(process.env.POLAR_HARNESS_DIR, "bin"), { recursive: true });
+    const { lines, logger } = recordingLogger();
+    rig = await startGatewayRig({
+      nodeId: "gpu-avail",
+      token: TOKEN,
+      scratch,
+      gateway: {
+        logger,
+        http: { host: "127.0.0.1", port: 0 },
+        runtimeSettings: { local: { sandbox: "always", bwrapPath } },
+      },
     });
-  },
-);
+    const startLine = lines.find((l) => l.msg.startsWith("harness presets not available"));
+    expect(startLine?.level).toBe("warn");
+    expect(startLine?.fields.unavailable).toContain(name);
+    expect(String((startLine?.fields.why as Record<string, string> | undefined)?.[name])).toContain(
+      `scripts/install-harnesses.sh ${name}`,
+    );
+    const health = (await (await fetch(`${rig.gateway.httpUrl}/health`)).json()) as {
+      harnesses: Record<string, { available: boolean; reason: string; fix: string }>;
+      failed_sessions: { keep: number };
+    };
+    expect(health.harnesses[name]).toMatchObject({
+      available: false,
+      reason: expect.stringContaining("bubblewrap, where the host filesystem is read-only"),
+      fix: expect.stringContaining(`POLAR_HARNESS_DIR=${process.env.POLAR_HARNESS_DIR}`),
+    });
+    expect(health.failed_sessions.keep).toBe(20);
+
+    const a = makeAssign({ command: "", agent: { harness: name }, runtime: { allow_internet: false } });
+    const sent = Date.now();
+    rig.cp.send(a);
+    const { result } = await rig.cp.waitFor(isResultOf(a.lease_id));
+    expect(Date.now() - sent).toBeLessThan(10_000); // not after an install attempt's timeout
+    expect(result).toMatchObject({
+      status: "ERROR",
+      reward: null,
+      error: {
+        kind: "configuration",
+        message: expect.stringContaining(
+          `agent.harness: '${name}' is not available on gateway node 'gpu-avail'`,
+        ),
+      },
+    });
+    expect(result.error?.message).toContain(
+      `Fix: on the gateway host run scripts/install-harnesses.sh ${name}`,
+    );
+    // Failed while queued: it never reached INIT, so no budget was spent and nothing was installed.
+    const stages = rig.cp.received
+      .map((r) => r.message)
+      .filter((m): m is ProgressMessage => m.type === "progress" && m.lease_id === a.lease_id)
+      .map((m) => m.status);
+    expect(stages).toEqual(["POST_RUN"]);
+    expect(result.timing.init_ms).toBe(0);
+    expect(
+      lines.some(
+        (l) => l.level === "warn" && l.msg === "session failed" && l.fields.kind === "configuration",
+      ),
+    ).toBe(true);
+    const metrics = await (await fetch(`${rig.gateway.httpUrl}/metrics`)).text();
+    expect(metrics).toMatch(
+      new RegExp(`polar_gateway_harness_available\\{harness="${name}",node_id="gpu-avail"\\} 0`),
+    );
+    expect(metrics).toMatch(/polar_gateway_harness_available\{harness="[a-z_]+",node_id="gpu-avail"\} [01]/);
+    expect(metrics).toMatch(/polar_gateway_errors_total\{kind="configuration",node_id="gpu-avail"\} 1/);
+  });
+});
 
 describe("logs of failed sessions", { timeout: 60_000 }, () => {
   const failing = (tag: string) =>

@@ -12,6 +12,7 @@ import { startProxy } from "../proxy";
 import type { ProxyOptions } from "../proxy/server";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
+import { ControlPlaneHttp, DEFAULT_REQUEST_TIMEOUTS, type RequestTimeouts } from "./control-http";
 import { consoleLogger, type GatewayLogger, type GatewayRefusedError, messageOf } from "./errors";
 import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
@@ -81,8 +82,15 @@ export interface GatewayOptions {
   defaultRuntime?: RuntimeSpec | null;
   /** Operator HTTP server (`/health`, `/metrics`); omitted = none. */
   http?: { host: string; port: number };
-  /** Artifact upload retries. */
+  /** Artifact upload retries (backoff and concurrency; they go on until the upload succeeds). */
   uploadPolicy?: UploadPolicy;
+  /** Deadline of each HTTP request to the control plane, by size; default 15 s + 256 KiB/s. */
+  requestTimeouts?: RequestTimeouts;
+  /**
+   * Bytes of results the journal may hold before the gateway takes no new sessions (default
+   * `DEFAULT_JOURNAL_MAX_BYTES`, 1 GiB); nothing journaled is ever dropped.
+   */
+  journalMaxBytes?: number;
   /** Keep each session's folder after teardown (debugging). */
   keepWorkspaces?: boolean;
   /**
@@ -92,8 +100,10 @@ export interface GatewayOptions {
   keepFailedSessions?: number;
   /** Engine request timeout of the proxy (ms); default 900 s. */
   requestTimeoutMs?: number;
-  /** Reconnect backoff; default 0.5 s doubling to 30 s, jittered. */
+  /** Reconnect backoff; default 0.5 s doubling to 10 s, jittered. */
   reconnect?: ReconnectPolicy;
+  /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
+  connectTimeoutMs?: number;
   logger?: GatewayLogger;
 }
 
@@ -217,6 +227,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   } as Parameters<typeof startProxy>[0])) as GatewayProxy;
   let connection: ControlConnection | null = null;
   let metrics: GatewayMetrics | null = null;
+  const controlHttp = new ControlPlaneHttp(
+    opts.controlPlaneUrl,
+    opts.token,
+    opts.requestTimeouts ?? DEFAULT_REQUEST_TIMEOUTS,
+  );
   const runner = new SessionRunner({
     nodeId: opts.nodeId,
     capacity,
@@ -228,12 +243,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     runtimeSettings,
     defaultRuntime: opts.defaultRuntime ?? null,
     journal: new ResultJournal(path.join(workRoot, "journal"), logger),
-    upload: {
-      controlPlaneUrl: opts.controlPlaneUrl,
-      token: opts.token,
-      policy: opts.uploadPolicy ?? DEFAULT_UPLOAD_POLICY,
-      logger,
-    },
+    upload: { http: controlHttp, policy: opts.uploadPolicy ?? DEFAULT_UPLOAD_POLICY, logger },
+    ...(opts.journalMaxBytes !== undefined ? { journalMaxBytes: opts.journalMaxBytes } : {}),
     logger,
     harnesses,
     failedSessions,
@@ -277,11 +288,18 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     token: opts.token,
     logger,
     reconnect: opts.reconnect,
+    ...(opts.connectTimeoutMs !== undefined ? { connectTimeoutMs: opts.connectTimeoutMs } : {}),
     hello,
     onWelcome: (welcome) => {
       // Before any assignment of this connection is handled: a paused queue pauses this gateway.
       runner.applyWelcomeFence(welcome.fence);
-      runner.resendUnacked();
+      runner.linkUp();
+    },
+    onDown: () => {
+      // Whatever killed the socket may have killed the pooled upload connections too: never
+      // write into one of them again.
+      controlHttp.resetConnections();
+      runner.linkDown();
     },
     onMessage: (message) => runner.handle(message),
     onRefused: (err) => onRefused(err),
@@ -317,6 +335,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           }))(proxy.status()),
           ...s.metrics,
           unacked_results: s.unackedResults,
+          uploading_results: s.uploadingResults,
+          journal_bytes: s.journalBytes,
           local_limits: limitFields,
           harnesses: harnesses.report(),
           failed_sessions: { dir: failedSessions.dir, keep: failedSessions.keep },
@@ -328,6 +348,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     stopping ??= (async () => {
       await runner.shutdown();
       await conn.close();
+      controlHttp.close();
       await ops?.close();
       await proxy.close();
     })();

@@ -9,10 +9,18 @@ export {
   ControlConnection,
   type ControlConnectionOptions,
   connectUrl,
+  DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_RECONNECT,
   FATAL_CLOSE_CODES,
   type ReconnectPolicy,
 } from "./connection";
+export {
+  ControlPlaneHttp,
+  ControlPlaneRequestError,
+  DEFAULT_REQUEST_TIMEOUTS,
+  type RequestTimeouts,
+  timeoutForBytes,
+} from "./control-http";
 export {
   consoleLogger,
   type GatewayLogger,
@@ -26,9 +34,10 @@ export { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sess
 export { AGENT_VERSION, type Gateway, type GatewayOptions, type GatewayStats, startGateway } from "./gateway";
 export * from "./harness";
 export { GatewayMetrics, startGatewayHttp } from "./http-server";
-export { ResultJournal } from "./journal";
+export { JournalEntry, ResultJournal } from "./journal";
 export { jsonLogger } from "./logger";
 export { agentTimeoutMs, runSessionPipeline } from "./pipeline";
+export { DEFAULT_JOURNAL_MAX_BYTES, ResultDelivery, type ResultDeliveryOptions } from "./result-delivery";
 export * from "./runtime";
 export { Semaphore } from "./semaphore";
 export {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PolarProcess, spawnPolar } from "../cli/processes";
 import { type GatewayMessage, type HelloMessage, type ResultMessage, WIRE_VERSION } from "../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
-import { ResultJournal } from "./journal";
+import { type JournalEntry, ResultJournal } from "./journal";
 import { startFakeControlPlane } from "./testing/fake-control-plane";
 import { ASK, makeAssign } from "./testing/session-fixtures";
 
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 describe("ResultJournal", () => {
-  it("keeps results across instances until removed, and moves unreadable entries aside", async () => {
+  it("keeps entries (records pending upload included) across instances until removed, loads the earlier format, moves unreadable entries aside, counts bytes", async () => {
     const dir = path.join(scratch, "unit");
     const a = makeAssign({ command: "true" });
     const message: ResultMessage = {
@@ -46,13 +46,28 @@ describe("ResultJournal", () => {
         metadata: {},
       },
     };
-    await new ResultJournal(dir, quiet).put(message);
+    const records = [{ opaque: "record" }];
+    const entry: JournalEntry = { v: 2, message, pending: { completions: records }, finished_at: 1 };
+    const journal = new ResultJournal(dir, quiet);
+    const bytes = await journal.put(entry);
+    expect(journal.bytes).toBe(bytes);
     const { writeFile } = await import("node:fs/promises");
     await writeFile(path.join(dir, "garbage.result.json"), "{not json");
+    // The earlier format (a bare result message, uploads done) still loads, with nothing pending.
+    const legacy: ResultMessage = { ...message, lease_id: "legacy-lease" };
+    await writeFile(path.join(dir, "bGVnYWN5LWxlYXNl.result.json"), JSON.stringify(legacy));
     const reopened = new ResultJournal(dir, quiet);
-    expect(await reopened.load()).toEqual([message]);
+    const loaded = await reopened.load();
+    expect(loaded).toContainEqual(entry);
+    expect(loaded.find((e) => e.message.lease_id === "legacy-lease")).toMatchObject({
+      message: legacy,
+      pending: {},
+    });
     expect((await readdir(dir)).filter((n) => n.endsWith(".corrupt"))).toHaveLength(1);
+    expect(reopened.bytes).toBeGreaterThan(bytes);
     await reopened.remove(message.lease_id);
+    await reopened.remove("legacy-lease");
+    expect(reopened.bytes).toBe(0);
     expect(await new ResultJournal(dir, quiet).load()).toEqual([]);
   });
 });

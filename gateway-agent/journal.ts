@@ -1,30 +1,61 @@
 /**
- * The result journal: every finished result is written to disk before it is sent and removed
- * when the control plane acknowledges it, so a gateway killed between the two re-sends it after a
- * restart (the control plane accepts a session's result once; a re-send is acked `duplicate`).
+ * The result journal: a session's result is written to disk the moment the session finishes —
+ * with its completion records and its trajectory while their uploads are still to do — and
+ * removed when the control plane acknowledges it. A gateway killed at any point in between
+ * (uploading, sent, waiting for the ack) loads it after a restart, lists its lease as held in
+ * `hello`, finishes the uploads and sends it (the control plane accepts a session's result once;
+ * a re-send is acked `duplicate`).
  *
  * One file per lease, written to a temporary name, fsynced and renamed: rename is atomic on
- * POSIX filesystems, so a crash leaves either the old state or the whole new file.
+ * POSIX filesystems, so a crash leaves either the old state or the whole new file. Entries of the
+ * earlier format (a bare `result` message) still load.
  *
  * @module
  */
 import { mkdirSync } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
+import { z } from "zod";
 import { ResultMessage } from "../protocol";
 import type { GatewayLogger } from "./errors";
 
 const SUFFIX = ".result.json";
 
 /**
+ * One journaled result: the message to send (artifact refs filled in as uploads succeed) and what
+ * is still to upload. Completion records stay opaque JSON here: they are uploaded as they were
+ * recorded.
+ *
+ * @example
+ * ```ts
+ * const entry: JournalEntry = { v: 2, message, pending: { completions: records }, finished_at: Date.now() };
+ * ```
+ */
+export const JournalEntry = z.strictObject({
+  v: z.literal(2),
+  message: ResultMessage,
+  pending: z.strictObject({
+    /** Completion records not uploaded yet. */
+    completions: z.array(z.unknown()).optional(),
+    /** The trajectory (inline in `message.result`) is still to be uploaded. */
+    trajectory: z.boolean().optional(),
+  }),
+  finished_at: z.number(),
+});
+export type JournalEntry = z.infer<typeof JournalEntry>;
+
+/**
  * @example
  * ```ts
  * const journal = new ResultJournal("/var/lib/polar/journal", logger);
- * for (const m of await journal.load()) runner.adoptUnacked(m);
- * await journal.put(message); send(message); // later, on ack: await journal.remove(leaseId)
+ * for (const entry of await journal.load()) delivery.adopt(entry);
+ * await journal.put(entry); // later, on ack: await journal.remove(leaseId)
  * ```
  */
 export class ResultJournal {
+  private readonly sizes = new Map<string, number>();
+  private total = 0;
+
   constructor(
     readonly dir: string,
     private readonly logger: GatewayLogger,
@@ -32,18 +63,34 @@ export class ResultJournal {
     mkdirSync(dir, { recursive: true });
   }
 
+  /** Bytes of the entries on disk (as written or loaded by this instance). */
+  get bytes(): number {
+    return this.total;
+  }
+
   private file(leaseId: string): string {
     // Lease ids are opaque strings: encode so any id is one safe file name.
     return path.join(this.dir, `${Buffer.from(leaseId).toString("base64url")}${SUFFIX}`);
   }
 
-  /** Durably records a result (before it is sent). */
-  async put(message: ResultMessage): Promise<void> {
-    const target = this.file(message.lease_id);
+  private account(leaseId: string, bytes: number | null): void {
+    this.total -= this.sizes.get(leaseId) ?? 0;
+    if (bytes === null) this.sizes.delete(leaseId);
+    else {
+      this.sizes.set(leaseId, bytes);
+      this.total += bytes;
+    }
+  }
+
+  /** Durably records (or replaces) an entry; returns its size in bytes. */
+  async put(entry: JournalEntry): Promise<number> {
+    const leaseId = entry.message.lease_id;
+    const target = this.file(leaseId);
     const tmp = `${target}.tmp`;
+    const text = JSON.stringify(entry);
     const handle = await open(tmp, "w");
     try {
-      await handle.writeFile(JSON.stringify(message));
+      await handle.writeFile(text);
       await handle.sync();
     } finally {
       await handle.close();
@@ -56,28 +103,43 @@ export class ResultJournal {
     } finally {
       await dirHandle.close();
     }
+    const bytes = Buffer.byteLength(text);
+    this.account(leaseId, bytes);
+    return bytes;
   }
 
   /** Forgets an acknowledged result. */
   async remove(leaseId: string): Promise<void> {
     await rm(this.file(leaseId), { force: true });
+    this.account(leaseId, null);
   }
 
-  /** Results still waiting for an ack (oldest first); unreadable files are logged and skipped. */
-  async load(): Promise<ResultMessage[]> {
+  /** Entries still waiting for an ack (oldest first); unreadable files are logged and moved aside. */
+  async load(): Promise<JournalEntry[]> {
     const names = (await readdir(this.dir)).filter((n) => n.endsWith(SUFFIX)).sort();
-    const out: Array<{ at: number; message: ResultMessage }> = [];
+    const out: JournalEntry[] = [];
     for (const name of names) {
       const file = path.join(this.dir, name);
       try {
-        const message = ResultMessage.parse(JSON.parse(await readFile(file, "utf8")));
-        const { mtimeMs } = await stat(file);
-        out.push({ at: mtimeMs, message });
+        const text = await readFile(file, "utf8");
+        const json: unknown = JSON.parse(text);
+        const entry = JournalEntry.safeParse(json);
+        const parsed: JournalEntry = entry.success
+          ? entry.data
+          : {
+              // The earlier format: a result message whose uploads were done before it was written.
+              v: 2,
+              message: ResultMessage.parse(json),
+              pending: {},
+              finished_at: (await stat(file)).mtimeMs,
+            };
+        this.account(parsed.message.lease_id, Buffer.byteLength(text));
+        out.push(parsed);
       } catch (err) {
         this.logger.error("journal entry unreadable; moved aside", { file, error: String(err) });
         await rename(file, `${file}.corrupt`).catch(() => {});
       }
     }
-    return out.sort((a, b) => a.at - b.at).map((e) => e.message);
+    return out.sort((a, b) => a.finished_at - b.finished_at);
   }
 }

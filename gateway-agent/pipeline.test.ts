@@ -53,7 +53,7 @@ async function start(extra: Partial<GatewayOptions> = {}, cpOpts: Partial<FakeCo
     model: MODEL,
     workRoot: path.join(scratch, "work"),
     reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
-    uploadPolicy: { attempts: 4, initialDelayMs: 10, maxDelayMs: 50, timeoutMs: 10_000 },
+    uploadPolicy: { initialDelayMs: 10, maxDelayMs: 50, concurrency: 4 },
     logger: quiet,
     runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
     ...extra,

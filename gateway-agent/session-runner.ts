@@ -1,6 +1,7 @@
 /**
  * The gateway's session bookkeeping: admission by credit, the pipeline per session, results
- * journaled and kept until acknowledged, cancel and admin messages.
+ * handed to the delivery (journaled and held from the moment a session finishes until
+ * acknowledged), cancel and admin messages.
  *
  * Credit (upstream's rule): the gateway offers its free INIT slots plus its READY gap
  * (`max_init + max_run` minus sessions queued for INIT, in INIT or READY); granted-but-unused
@@ -28,10 +29,11 @@ import {
   type StageMetrics,
   WIRE_VERSION,
 } from "../protocol";
-import { prepareResultMessage, type UploadTarget } from "./artifacts";
+import type { UploadTarget } from "./artifacts";
 import { type GatewayLogger, messageOf, SessionInterrupt } from "./errors";
 import type { ResultJournal } from "./journal";
 import { type PipelineDeps, type PipelineSession, runSessionPipeline } from "./pipeline";
+import { type DeliveryStats, ResultDelivery } from "./result-delivery";
 import type { RuntimeSettings } from "./runtime";
 import { StagePools } from "./stage-pools";
 
@@ -67,6 +69,8 @@ export interface SessionRunnerOptions {
   journal?: ResultJournal | null;
   /** Artifact uploads (null: everything inline). */
   upload?: UploadTarget | null;
+  /** Above this many journaled bytes no credit is granted (default `DEFAULT_JOURNAL_MAX_BYTES`). */
+  journalMaxBytes?: number;
   logger: GatewayLogger;
   /** Sends a message to the control plane; false when the socket is down (the message is dropped). */
   send(message: GatewayMessage): boolean;
@@ -81,7 +85,12 @@ export interface SessionRunnerOptions {
 /** Counters for `Gateway.stats()`. */
 export interface RunnerStats {
   active: number;
+  /** Finished sessions whose result is held until acknowledged (uploading or sent). */
   unackedResults: number;
+  /** Of those, results whose artifact uploads are not done yet. */
+  uploadingResults: number;
+  journalBytes: number;
+  uploadFailures: number;
   outstandingCredit: number;
   finished: number;
   draining: boolean;
@@ -102,7 +111,7 @@ interface ActiveSession extends PipelineSession {
  */
 export class SessionRunner {
   private readonly active = new Map<string, ActiveSession>();
-  private readonly unacked = new Map<string, ResultMessage>();
+  readonly delivery: ResultDelivery;
   readonly pools: StagePools;
   private outstandingCredit = 0;
   private draining = false;
@@ -112,38 +121,47 @@ export class SessionRunner {
 
   constructor(private readonly opts: SessionRunnerOptions) {
     this.pools = new StagePools(opts.capacity);
+    this.delivery = new ResultDelivery({
+      journal: opts.journal ?? null,
+      upload: opts.upload ?? null,
+      ...(opts.journalMaxBytes !== undefined ? { maxJournalBytes: opts.journalMaxBytes } : {}),
+      send: (m) => opts.send(m),
+      logger: opts.logger,
+      onRoom: () => this.grantCredit(),
+    });
   }
 
-  /** Loads journaled results of an earlier run: they are re-sent and their leases announced. */
-  async recover(): Promise<number> {
-    const pending = (await this.opts.journal?.load()) ?? [];
-    for (const m of pending) this.unacked.set(m.lease_id, m);
-    if (pending.length) this.opts.logger.info("journaled results to re-send", { count: pending.length });
-    return pending.length;
+  /** Loads journaled results of an earlier run: their leases are announced, their delivery resumes. */
+  recover(): Promise<number> {
+    return this.delivery.recover();
+  }
+
+  /** Intake open for new sessions: free slots, unless the journal is at its bound. */
+  private creditAvailable(): number {
+    return this.delivery.full() ? 0 : this.pools.creditAvailable();
   }
 
   /** Credit for a (re)connect's `hello`: replaces whatever credit the control plane had. */
   resetCreditForHello(): number {
-    this.outstandingCredit = this.draining ? 0 : this.pools.creditAvailable();
+    this.outstandingCredit = this.draining ? 0 : this.creditAvailable();
     return this.outstandingCredit;
   }
 
-  /** Leases held: running sessions and finished ones whose result is not acknowledged yet. */
+  /**
+   * Leases held: running sessions and finished ones whose result is not acknowledged yet (still
+   * uploading or sent), so a reconnect within the lease grace keeps every one of them.
+   */
   heldLeases(): LeaseRef[] {
     const running = [...this.active.values()].map((s) => ({
       lease_id: s.leaseId,
       session_id: s.assignment.session_id,
     }));
-    const finished = [...this.unacked.values()].map((m) => ({
-      lease_id: m.lease_id,
-      session_id: m.result.session_id,
-    }));
-    return [...running, ...finished];
+    return [...running, ...this.delivery.held()];
   }
 
   /** Results sent but not acknowledged, oldest first. */
   unackedResults(): ResultMessage[] {
-    return [...this.unacked.values()];
+    return this.delivery.sentMessages();
   }
 
   /**
@@ -178,9 +196,14 @@ export class SessionRunner {
     return { drained: true, inflight: p.status?.().inflight ?? 0 };
   }
 
-  /** Re-sends every unacknowledged result (after `welcome` on a new connection). */
-  resendUnacked(): void {
-    for (const message of this.unacked.values()) this.opts.send(message);
+  /** After `welcome` on a new connection: re-sends unacknowledged results, resumes uploads at once. */
+  linkUp(): void {
+    this.delivery.linkUp();
+  }
+
+  /** The control-plane socket is gone: uploads wait for the next connection. */
+  linkDown(): void {
+    this.delivery.linkDown();
   }
 
   metrics(): StageMetrics {
@@ -188,9 +211,13 @@ export class SessionRunner {
   }
 
   stats(): RunnerStats {
+    const d: DeliveryStats = this.delivery.stats();
     return {
       active: this.active.size,
-      unackedResults: this.unacked.size,
+      unackedResults: d.held,
+      uploadingResults: d.uploading,
+      journalBytes: d.journalBytes,
+      uploadFailures: d.uploadFailures,
       outstandingCredit: this.outstandingCredit,
       finished: this.finished,
       draining: this.draining,
@@ -231,21 +258,18 @@ export class SessionRunner {
       s.evalAbort.abort(why);
     }
     await Promise.allSettled([...this.active.values()].map((s) => s.done));
+    // Results not delivered yet stay journaled: the next start delivers them.
+    this.delivery.close();
   }
 
   private onAck(message: AckMessage): void {
-    if (!this.unacked.delete(message.lease_id)) {
+    if (!this.delivery.ack(message.lease_id))
       this.opts.logger.info("ack for a result not pending", { lease_id: message.lease_id });
-      return;
-    }
-    void this.opts.journal?.remove(message.lease_id).catch((err: unknown) => {
-      this.opts.logger.warn("journal remove failed", { lease_id: message.lease_id, error: messageOf(err) });
-    });
   }
 
   private onAssign(message: AssignMessage): void {
     const { lease_id: leaseId, session } = message;
-    if (this.active.has(leaseId) || this.unacked.has(leaseId)) {
+    if (this.active.has(leaseId) || this.delivery.has(leaseId)) {
       this.opts.logger.warn("duplicate assign ignored", {
         lease_id: leaseId,
         session_id: session.session_id,
@@ -286,7 +310,12 @@ export class SessionRunner {
   private onCancel(message: CancelMessage): void {
     const s = this.active.get(message.lease_id);
     if (!s) {
-      this.opts.logger.info("cancel for a lease not held", { lease_id: message.lease_id });
+      if (this.delivery.has(message.lease_id))
+        // Finished already: the result still goes out, and the ledger decides whether it counts.
+        this.opts.logger.info("cancel for a finished session; its result is delivered as it is", {
+          lease_id: message.lease_id,
+        });
+      else this.opts.logger.info("cancel for a lease not held", { lease_id: message.lease_id });
       return;
     }
     const why = new SessionInterrupt("cancelled", `cancelled by the control plane: ${message.reason}`);
@@ -393,8 +422,9 @@ export class SessionRunner {
         failedSessions: o.failedSessions ?? null,
         onStage: (status) => this.progress(s, status),
       });
-    } finally {
+    } catch (err) {
       this.active.delete(s.leaseId);
+      throw err;
     }
     const verdicts = session.verdicts();
     if (verdicts) {
@@ -418,33 +448,30 @@ export class SessionRunner {
       });
     }
     o.onFinished?.(r, outcome.runStartMs);
-    await this.report(s.leaseId, r, outcome.records);
+    // Held by the delivery before it stops being active: no hello in between can miss it.
+    const journaled = this.report(s.leaseId, r, outcome.records);
+    this.active.delete(s.leaseId);
+    this.grantCredit();
+    await journaled;
   }
 
-  /** Uploads artifacts, journals, sends, and hands freed capacity back as credit. */
-  private async report(
+  /**
+   * Hands a result to the delivery (held from this call on; journaled, uploaded, sent, kept until
+   * acknowledged); the promise settles once it is journaled.
+   */
+  private report(
     leaseId: string,
     result: SessionResult,
-    records: Parameters<typeof prepareResultMessage>[3],
+    records: Parameters<ResultDelivery["add"]>[2],
   ): Promise<void> {
-    this.grantCredit();
-    const message = await prepareResultMessage(this.opts.upload ?? null, leaseId, result, records);
-    try {
-      await this.opts.journal?.put(message);
-    } catch (err) {
-      // Still sent and kept in memory: only a crash before the ack could lose it now.
-      this.opts.logger.error("journal write failed", { lease_id: leaseId, error: messageOf(err) });
-    }
     this.finished++;
-    this.unacked.set(leaseId, message);
-    this.opts.send(message);
-    this.grantCredit();
+    return this.delivery.add(leaseId, result, records).then(() => this.grantCredit());
   }
 
   /** Grants credit for intake neither used nor already promised. */
   private grantCredit(): void {
     if (this.draining) return;
-    const grant = this.pools.creditAvailable() - this.outstandingCredit;
+    const grant = this.creditAvailable() - this.outstandingCredit;
     if (grant < 1) return;
     const sent = this.opts.send({ v: WIRE_VERSION, type: "credit", grant, metrics: this.metrics() });
     // Unsent credit is not promised: the next hello grants the free capacity anyway.

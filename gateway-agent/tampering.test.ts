@@ -6,45 +6,24 @@
  * runtime, JUnit report). Every hack must score 0, or be reverted and graded on what is left, and
  * say so in its verdict; an honest fix must still score 1.
  */
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
 import { AssignMessage, type SessionResult, TaskSpec, WIRE_VERSION } from "../protocol";
-import { bwrapAvailable } from "./runtime/bwrap";
+import { describeWith, type Needs, planFor, probe } from "../test/support/optional-tools";
 import { type GatewayRig, startGatewayRig } from "./testing/gateway-rig";
 import { ASK, ASK_SCRIPT, isResultOf } from "./testing/session-fixtures";
 
-const SANDBOX = bwrapAvailable("bwrap");
-const PYTEST_MISSING_REASON =
-  "python3 -m pytest does not run in the sandbox (which hides the home folder): apt-get install python3-pytest";
-let hasPytest = true;
-try {
-  // Where the sessions will run it: inside bubblewrap the gateway user's home (pyenv, pip --user) is hidden.
-  const home = process.env.HOME ?? "/root";
-  const probe = ["python3", "-m", "pytest", "--version"];
-  const sandbox = [
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "--tmpfs",
-    "/tmp",
-    "--tmpfs",
-    home,
-    "--",
-  ];
-  if (SANDBOX) execFileSync("bwrap", [...sandbox, ...probe], { stdio: "ignore" });
-  else execFileSync(probe[0] as string, probe.slice(1), { stdio: "ignore" });
-} catch {
-  hasPytest = false;
-}
+// The hacks run where a trainer's sessions run: in the local runtime's bubblewrap sandbox.
+const BATTERY: Needs = {
+  prefer: [{ tool: "bubblewrap", without: "the hacks ran as plain processes, without the sandbox" }],
+};
+// The Python cases run pytest in that sandbox, which hides the home folder (a pyenv or pip --user pytest).
+const PYTHON: Needs = { ...BATTERY, require: ["sandboxPytest"] };
+const SANDBOX = probe("bubblewrap") === null;
 
 const taskOf = (file: string) => TaskSpec.parse(loadTaskFile(path.join(REPO_ROOT, file)).tasks[0]);
 const calculator = taskOf("examples/calculator/task.yaml");
@@ -203,6 +182,8 @@ function assignFor(name: string, c: Case, index: number): AssignMessage {
 }
 
 beforeAll(async () => {
+  // Strict mode without the sandbox: the suites fail on that alone, nothing to run.
+  if (planFor(BATTERY, "").mode !== "run") return;
   await mkdir(path.dirname(SOLUTION), { recursive: true });
   const fixed = (
     await readFile(path.join(REPO_ROOT, "examples/calculator/repo/calculator.js"), "utf8")
@@ -216,14 +197,12 @@ beforeAll(async () => {
       maxInit: 4,
       maxRun: 4,
       maxPostrun: 4,
-      // The real sandbox when the host has it (the hacks run where a trainer's sessions run).
-      runtimeSettings: {
-        local: { sandbox: bwrapAvailable("bwrap") ? "always" : "never", bwrapPath: "bwrap" },
-      },
+      runtimeSettings: { local: { sandbox: SANDBOX ? "always" : "never", bwrapPath: "bwrap" } },
     },
   });
   // Four at a time: never more than the gateway's credit.
-  const queue = Object.entries(CASES).filter(([, c]) => hasPytest || !c.python);
+  const python = planFor(PYTHON, "").mode === "run";
+  const queue = Object.entries(CASES).filter(([, c]) => python || !c.python);
   let next = 0;
   const worker = async () => {
     while (next < queue.length) {
@@ -243,7 +222,7 @@ afterAll(async () => {
   await rm(graderDir, { recursive: true, force: true });
 });
 
-describe("the issue's table, rerun through examples/calculator/task.yaml", () => {
+describeWith(BATTERY, "the issue's table, rerun through examples/calculator/task.yaml", () => {
   it("honest fix: 1, nothing refused", () => {
     expect(results.honest_fix).toMatchObject({ status: "COMPLETED", reward: 1 });
     expect(evaluation("honest_fix")).toMatchObject({
@@ -281,7 +260,7 @@ describe("the issue's table, rerun through examples/calculator/task.yaml", () =>
   });
 });
 
-describe("more hacks, each 0 (or reverted and graded on the rest) with its verdict", () => {
+describeWith(BATTERY, "more hacks, each 0 (or reverted and graded on the rest) with its verdict", () => {
   it("patching assert, console and process.exit in the code under test reaches no judging process", () => {
     expect(results.runtime_patch).toMatchObject({ status: "COMPLETED", reward: 0 });
     expect(evaluation("runtime_patch")).toMatchObject({
@@ -359,10 +338,7 @@ describe("more hacks, each 0 (or reverted and graded on the rest) with its verdi
   });
 });
 
-const PYTHON_SUITE = hasPytest
-  ? "a Python task with pytest (examples/pycalc)"
-  : `a Python task with pytest (examples/pycalc): skipped, ${PYTEST_MISSING_REASON}`;
-describe.skipIf(!hasPytest)(PYTHON_SUITE, () => {
+describeWith(PYTHON, "a Python task with pytest (examples/pycalc)", () => {
   it("honest fix: 1", () => {
     expect(results.python_honest_fix).toMatchObject({ status: "COMPLETED", reward: 1 });
     expect(evaluation("python_honest_fix")).toMatchObject({ verdict: "clean" });

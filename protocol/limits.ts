@@ -48,8 +48,12 @@ export const LIMITS = {
    * TIMEOUT (`timeout_source: no_gateway`); Worker variable `POLAR_NO_GATEWAY_SECONDS` (seconds).
    */
   noGatewaySeconds: 3600,
-  /** Default grace a disconnected gateway has to reclaim its leases before they are requeued (seconds). */
-  leaseGraceSeconds: 30,
+  /**
+   * Default grace a disconnected gateway has to reclaim its leases before they are requeued
+   * (seconds). With the 45 s liveness limit it lets a gateway whose link was down for up to about
+   * 70 s come back without any session run twice (docs/reliability.md).
+   */
+  leaseGraceSeconds: 60,
   /** Deliveries of one task callback before giving up. */
   maxCallbackAttempts: 8,
   /** Batches listed by one `GET /v1/batches` page. */

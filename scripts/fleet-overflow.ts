@@ -37,7 +37,7 @@ export interface FleetOverflowOptions {
   killAfterResults: number;
   /**
    * `POLAR_DEADLINE_GRACE_SECONDS` and `POLAR_LEASE_GRACE_SECONDS` of the control plane; undefined
-   * keeps their defaults (120 s and 30 s).
+   * keeps their defaults (120 s and 60 s).
    */
   graceSeconds?: number;
   /** Give up waiting for the batch after this long. */

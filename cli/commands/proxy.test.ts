@@ -1,8 +1,31 @@
+import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SimEngineHandle, startSimEngine } from "../../sim/server";
+import { descendants, waitGone } from "../../test/support/process-tree";
 import { UsageError } from "../usage-error";
+import { REPO_ROOT } from "../wrangler-dev";
 import { proxyOptionsFrom } from "./proxy";
+
+/**
+ * `polar proxy FLAGS` as one process (node with the CLI's own entry point): SIGTERM reaches the
+ * proxy itself, where `npx tsx` would leave its child running once the wrapper is killed.
+ */
+const polarProxy = (flags: string[]) =>
+  execa(process.execPath, [path.join(REPO_ROOT, "bin", "polar.mjs"), "proxy", ...flags], {
+    env: { POLAR_ADMIN_TOKEN: "tok" },
+    reject: false,
+  });
+const FLAGS = ["--model", "Qwen/Qwen3-0.6B", "--port", "0", "--host", "127.0.0.1"];
+
+/** SIGTERM to the proxy; it and every process it started must be gone (none left holding a port). */
+async function stop(child: ReturnType<typeof polarProxy>): Promise<void> {
+  const tree = [child.pid!, ...descendants(child.pid!).map((p) => p.pid)];
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+  expect(await waitGone(tree, 10_000)).toEqual([]);
+}
 
 const base = {
   engine: "sglang-openai",
@@ -33,15 +56,7 @@ describe("polar proxy as a process", () => {
   afterAll(async () => sim.close());
 
   it("serves sessions created over HTTP", async () => {
-    const child = execa(
-      "npx",
-      [
-        "tsx",
-        "-e",
-        `import("./cli/commands/proxy.ts").then((m) => m.runProxy({ engine: "sglang-openai", engineUrl: "${sim.url}", model: "Qwen/Qwen3-0.6B", port: 0, host: "127.0.0.1" }))`,
-      ],
-      { env: { POLAR_ADMIN_TOKEN: "tok" }, reject: false },
-    );
+    const child = polarProxy(["--engine", "sglang-openai", "--engine-url", sim.url, ...FLAGS]);
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let out = "";
@@ -68,9 +83,7 @@ describe("polar proxy as a process", () => {
       ).json()) as { completions: unknown[] };
       expect(recs.completions).toHaveLength(1);
     } finally {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
+      await stop(child);
     }
   }, 60_000);
 });
@@ -108,22 +121,14 @@ describe("polar proxy token-mode flags", () => {
   });
 
   it("runs --engine sglang as a process and names a bad --tokenizer-path", async () => {
-    const run = (engineUrl: string, extra: string) =>
-      execa(
-        "npx",
-        [
-          "tsx",
-          "-e",
-          `import("./cli/commands/proxy.ts").then((m) => m.runProxy({ engine: "sglang", engineUrl: "${engineUrl}", model: "Qwen/Qwen3-0.6B", port: 0, host: "127.0.0.1"${extra} })).catch((e) => { console.error(e.message); process.exit(2); })`,
-        ],
-        { env: { POLAR_ADMIN_TOKEN: "tok" }, reject: false },
-      );
-    const bad = await run("http://127.0.0.1:1", ', tokenizerPath: "no-such-folder"');
+    const run = (engineUrl: string, extra: string[]) =>
+      polarProxy(["--engine", "sglang", "--engine-url", engineUrl, ...FLAGS, ...extra]);
+    const bad = await run("http://127.0.0.1:1", ["--tokenizer-path", "no-such-folder"]);
     expect(bad.exitCode).toBe(2);
     expect(bad.stderr).toMatch(/--tokenizer-path: .*tokenizer\.json/);
 
     const sim = await startSimEngine();
-    const child = run(sim.url, "");
+    const child = run(sim.url, []);
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let out = "";
@@ -150,9 +155,7 @@ describe("polar proxy token-mode flags", () => {
         ["sglang", "new_chain"],
       ]);
     } finally {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
+      await stop(child);
       await sim.close();
     }
   }, 60_000);

@@ -77,6 +77,33 @@ gateway:
     ).toMatchObject({ controlPlaneUrl: "http://x:1", engine: "sglang-openai" });
   });
 
+  it("link flags: journal bound, dial timeout and reconnect cap reach the gateway; bad values name the flag", () => {
+    const base = { controlPlane: "http://x:1", nodeId: "n", engineUrl: "http://e:1", model: "m" };
+    expect(
+      resolveServeGatewayOptions(
+        { ...base, journalMaxMb: 64, connectTimeoutSeconds: 2.5, reconnectMaxSeconds: 0.2 },
+        TOKEN,
+      ),
+    ).toMatchObject({
+      journalMaxBytes: 64 * 1024 * 1024,
+      connectTimeoutMs: 2500,
+      reconnect: { initialDelayMs: 200, maxDelayMs: 200 },
+    });
+    expect(resolveServeGatewayOptions({ ...base, reconnectMaxSeconds: 4 }, TOKEN).reconnect).toEqual({
+      initialDelayMs: 500,
+      maxDelayMs: 4000,
+    });
+    for (const [key, flag] of [
+      ["journalMaxMb", "--journal-max-mb"],
+      ["connectTimeoutSeconds", "--connect-timeout-seconds"],
+      ["reconnectMaxSeconds", "--reconnect-max-seconds"],
+    ] as const) {
+      expect(() => resolveServeGatewayOptions({ ...base, [key]: 0 }, TOKEN)).toThrow(
+        new RegExp(`^${flag}: must be a number > 0`),
+      );
+    }
+  });
+
   it("rejects unknown keys, bad values, duplicate ids and unset variables, naming the key", () => {
     expect(() => parseTopology(minimal("\n      max_run_wrokers: 2"), "t.yaml")).toThrow(
       /t\.yaml: gateway\.nodes\[0\]: .*'max_run_wrokers'/,

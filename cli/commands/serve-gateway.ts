@@ -5,6 +5,7 @@
  * @module
  */
 import {
+  DEFAULT_RECONNECT,
   type Gateway,
   type GatewayOptions,
   type GatewayRefusedError,
@@ -50,6 +51,31 @@ export interface ServeGatewayOptions {
   delegateParsing?: boolean;
   /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
   onTemplateMismatch?: string;
+  /** No new sessions while the result journal holds more than this many MiB. */
+  journalMaxMb?: number;
+  /** Dial timeout of the control-plane socket (seconds). */
+  connectTimeoutSeconds?: number;
+  /** Longest wait between reconnect attempts (seconds). */
+  reconnectMaxSeconds?: number;
+}
+
+/** The link flags (`--journal-max-mb`, `--connect-timeout-seconds`, `--reconnect-max-seconds`), checked. */
+function linkFlags(opts: ServeGatewayOptions, base: Partial<GatewayOptions>): Partial<GatewayOptions> {
+  const out: Partial<GatewayOptions> = {};
+  const positive = (flag: string, v: number) => {
+    if (!Number.isFinite(v) || v <= 0) throw new UsageError(`${flag}: must be a number > 0, got '${v}'`);
+    return v;
+  };
+  if (opts.journalMaxMb !== undefined)
+    out.journalMaxBytes = positive("--journal-max-mb", Number(opts.journalMaxMb)) * 1024 * 1024;
+  if (opts.connectTimeoutSeconds !== undefined)
+    out.connectTimeoutMs = positive("--connect-timeout-seconds", Number(opts.connectTimeoutSeconds)) * 1000;
+  if (opts.reconnectMaxSeconds !== undefined) {
+    const max = positive("--reconnect-max-seconds", Number(opts.reconnectMaxSeconds)) * 1000;
+    const initial = Math.min(base.reconnect?.initialDelayMs ?? DEFAULT_RECONNECT.initialDelayMs, max);
+    out.reconnect = { initialDelayMs: initial, maxDelayMs: max };
+  }
+  return out;
 }
 
 /** Token-mode options: flag and topology key of each (errors name both). */
@@ -123,6 +149,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),
     ...tokenModeFlags(opts),
+    ...linkFlags(opts, base),
   };
   const where = (flag: string, key: string) => (opts.config ? `${flag} (or ${key} in ${opts.config})` : flag);
   if (!merged.controlPlaneUrl)

@@ -101,6 +101,30 @@ export function changeFence(db: QueueDb, queue: string, change: FenceChange, now
   return next;
 }
 
+/**
+ * Whether `fence` already is what `change` would make it (a pause in the same mode, a resume to
+ * the same version or none asked, the same version).
+ *
+ * @example
+ * ```ts
+ * fenceReaches({ ...fence, paused: true, mode: "drain" }, { kind: "pause", mode: "drain" }); // true
+ * fenceReaches({ ...fence, paused: true, mode: "drain" }, { kind: "resume" }); // false
+ * ```
+ */
+export function fenceReaches(fence: FenceState, change: FenceChange): boolean {
+  switch (change.kind) {
+    case "pause":
+      return fence.paused && fence.mode === change.mode;
+    case "resume":
+      return (
+        !fence.paused &&
+        (change.policy_version === undefined || fence.policy_version === change.policy_version)
+      );
+    case "policy_version":
+      return fence.policy_version === change.policy_version;
+  }
+}
+
 /** Messages for one gateway, and the request id whose ack counts (null: none expected). */
 export interface FenceDelivery {
   messages: AdminMessage[];

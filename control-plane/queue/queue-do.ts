@@ -32,6 +32,7 @@ import {
   changeFence,
   type FenceChange,
   fenceDelivery,
+  fenceReaches,
   forPeer,
   readFence,
   UNAWAITED_REQUEST_PREFIX,
@@ -51,7 +52,8 @@ import * as store from "./store";
  */
 export const QUEUE_HEADER = "X-Polar-Queue";
 /**
- * Seconds between the gateway's `ping` frames, announced in `welcome`.
+ * Seconds between the gateway's `ping` frames, announced in `welcome` (Worker variable
+ * `POLAR_PING_INTERVAL_SECONDS` changes it, e.g. for tests).
  *
  * @example
  * ```ts
@@ -59,6 +61,18 @@ export const QUEUE_HEADER = "X-Polar-Queue";
  * ```
  */
 export const PING_INTERVAL_SECONDS = 15;
+/**
+ * Ping intervals of silence after which a gateway's socket is declared dead, on both sides: 45 s
+ * at the default interval. The QueueDO's alarm is armed for the moment the limit is reached after
+ * the newest frame of any gateway, so a silent socket is closed at the limit (plus the alarm's
+ * lateness), not on some later tick.
+ *
+ * @example
+ * ```ts
+ * const livenessMs = MISSED_PINGS * PING_INTERVAL_SECONDS * 1000; // 45_000
+ * ```
+ */
+export const MISSED_PINGS = 3;
 /**
  * Header the Worker sets when a per-gateway token authenticated the upgrade: the node id the
  * hello must name.
@@ -81,8 +95,6 @@ export const NODE_HEADER = "X-Polar-Node-Id";
 export const NODE_HINT_HEADER = "X-Polar-Node-Hint";
 /** Delay before the alarm retries a dispatch whose ledger call failed. */
 const DISPATCH_RETRY_MS = 2000;
-/** A gateway silent (no frame, no ping) this long is declared dead: 3 missed pings. */
-const LIVENESS_TIMEOUT_MS = 3 * PING_INTERVAL_SECONDS * 1000;
 /** Close code for a gateway declared dead by the liveness check. */
 const CLOSE_STALE = 4000;
 /** How long sessions lent to a sibling shard stay reserved if the thief never settles them. */
@@ -121,6 +133,8 @@ export interface GatewayStats {
   connected: boolean;
   draining: boolean;
   leases: number;
+  /** Sessions assigned since the gateway's last metrics (upstream's `dispatch_reservations`). */
+  reservations: number;
   capacity: { max_init: number; max_run: number; max_postrun: number };
   metrics: {
     init_queue_depth: number;
@@ -196,6 +210,16 @@ export class QueueDO extends DurableObject<Env> {
       }
       await this.armAlarm();
     });
+  }
+
+  /** Seconds between pings (announced in welcome); the liveness limit is MISSED_PINGS of them. */
+  private get pingIntervalSeconds(): number {
+    const raw = Number(this.env.POLAR_PING_INTERVAL_SECONDS);
+    return Number.isInteger(raw) && raw >= 1 ? raw : PING_INTERVAL_SECONDS;
+  }
+
+  private get livenessMs(): number {
+    return MISSED_PINGS * this.pingIntervalSeconds * 1000;
   }
 
   private get leaseGraceMs(): number {
@@ -287,23 +311,38 @@ export class QueueDO extends DurableObject<Env> {
   }
 
   /**
-   * Closes sockets that neither pinged nor sent anything for LIVENESS_TIMEOUT_MS. The ping is
-   * answered by the platform's auto-response without waking us, and
-   * `getWebSocketAutoResponseTimestamp` tells when it last happened.
+   * The newest frame of each connected gateway's socket: its last ping (answered by the
+   * platform's auto-response without waking us; `getWebSocketAutoResponseTimestamp` tells when),
+   * its last message, or its hello.
    */
-  private checkLiveness(now: number): void {
+  private lastFrames(): Array<{ ws: WebSocket; nodeId: string; connId: string; last: number }> {
+    const out: Array<{ ws: WebSocket; nodeId: string; connId: string; last: number }> = [];
     for (const ws of this.ctx.getWebSockets()) {
       const att = this.attachment(ws);
       if (!att?.nodeId) continue;
       const gw = store.getGateway(this.db, att.nodeId);
-      if (!gw || gw.connId !== att.connId) continue;
+      if (!gw?.connected || gw.connId !== att.connId) continue;
       const pinged = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
-      const last = Math.max(pinged, gw.lastSeenAt ?? 0, gw.connectedAt);
-      if (now - last > LIVENESS_TIMEOUT_MS) {
-        console.warn(`QueueDO ${this.queueName}: gateway ${att.nodeId} silent for ${now - last} ms; closing`);
-        this.closeQuietly(ws, CLOSE_STALE, "no ping");
-        this.disconnect(att.nodeId, att.connId);
-      }
+      out.push({
+        ws,
+        nodeId: att.nodeId,
+        connId: att.connId,
+        last: Math.max(pinged, gw.lastSeenAt ?? 0, gw.connectedAt),
+      });
+    }
+    return out;
+  }
+
+  /** Closes sockets silent (no ping, no message) for the liveness limit or longer. */
+  private checkLiveness(now: number): void {
+    const limit = this.livenessMs;
+    for (const { ws, nodeId, connId, last } of this.lastFrames()) {
+      if (now - last < limit) continue;
+      console.warn(`QueueDO ${this.queueName}: gateway ${nodeId} silent for ${now - last} ms; closing`);
+      // last_seen_at then says when the last frame came: disconnected_at minus it is the detection time.
+      store.touchGateway(this.db, nodeId, last);
+      this.closeQuietly(ws, CLOSE_STALE, "no ping");
+      this.disconnect(nodeId, connId);
     }
   }
 
@@ -329,14 +368,18 @@ export class QueueDO extends DurableObject<Env> {
     }
   }
 
-  /** Arms the alarm at the next lost lease, or a liveness check while gateways hold leases. */
+  /**
+   * Arms the alarm at the earliest of: the next lost lease, the moment a connected gateway's
+   * socket reaches the liveness limit if nothing arrives before (the alarm then re-arms from the
+   * newer frame), a steal nudge.
+   */
   private async armAlarm(): Promise<void> {
     const times: number[] = [];
     const lost = store.nextLostAt(this.db);
     if (lost !== null) times.push(lost);
     const sizes = store.sizes(this.db);
-    if (sizes.leases > 0 && store.listGateways(this.db).some((g) => g.connected))
-      times.push(Date.now() + PING_INTERVAL_SECONDS * 1000);
+    const frames = this.lastFrames();
+    if (frames.length > 0) times.push(Math.min(...frames.map((f) => f.last)) + this.livenessMs);
     // Sessions waiting here while siblings may have idle gateways: remind them now and then,
     // in case a poke was lost (and release loans a failed thief never settled).
     if (sizes.pending > 0 && this.siblings.length > 0) times.push(Date.now() + STEAL_NUDGE_MS);
@@ -450,6 +493,29 @@ export class QueueDO extends DurableObject<Env> {
     const nodes = await this.collectAcks(
       (requestId, peer) => fenceDelivery(fence, change.kind, requestId, timeoutSeconds, peer),
       waitMs,
+    );
+    return { fence, nodes };
+  }
+
+  /**
+   * Brings the fence where `change` asks without fencing every gateway again when it is there
+   * already: then only `nodeId` (when connected here) gets the current fence, and its answer is
+   * collected. The upstream `/nodes` routes use it: a bridge fences each gateway of a queue at the
+   * same time, and the first call's fan-out already reached them all (or they got the fence in
+   * `welcome`). The check and the store are one synchronous step, so two calls never both store.
+   */
+  async ensureFence(
+    change: FenceChange,
+    timeoutSeconds: number,
+    nodeId: string,
+  ): Promise<{ fence: FenceState; nodes: FenceNode[] }> {
+    const fence = readFence(this.db, parseShardName(this.queueName).queue);
+    if (!fenceReaches(fence, change)) return this.changeFence(change, timeoutSeconds);
+    const waitMs = change.kind === "pause" ? timeoutSeconds * 1000 + this.fenceAckMarginMs : ACK_WAIT_MS;
+    const nodes = await this.collectAcks(
+      (requestId, peer) => fenceDelivery(fence, change.kind, requestId, timeoutSeconds, peer),
+      waitMs,
+      nodeId,
     );
     return { fence, nodes };
   }
@@ -613,6 +679,7 @@ export class QueueDO extends DurableObject<Env> {
       connected: g.connected,
       draining: g.draining,
       leases: store.leasesOfNode(this.db, g.nodeId).length,
+      reservations: g.reservations,
       capacity: JSON.parse(g.capacity) as GatewayStats["capacity"],
       metrics: g.metrics ? (JSON.parse(g.metrics) as GatewayStats["metrics"]) : null,
       connected_at: g.connectedAt,
@@ -741,7 +808,7 @@ export class QueueDO extends DurableObject<Env> {
       queue: this.queueName,
       node_id: hello.node_id,
       kept_leases: kept,
-      ping_interval_seconds: PING_INTERVAL_SECONDS,
+      ping_interval_seconds: this.pingIntervalSeconds,
       fence,
     });
     const replay = fenceDelivery(fence, "replay", `adm_${crypto.randomUUID()}`, 0, hello.v);

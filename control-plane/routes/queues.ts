@@ -67,6 +67,8 @@ export async function parseFenceBody<T extends z.ZodType>(request: Request, sche
  * Changes the fence of `queue` in every one of its shards and collects every gateway's answer.
  * `ok` is true when every connected gateway acknowledged (vacuously with none). The queue is
  * recorded in the registry, so the admin routes (all queues) reach it even before a gateway came.
+ * With `forNode`, a shard whose fence is already where `change` asks fences only that gateway
+ * again (`QueueDO.ensureFence`): what the upstream per-gateway routes need.
  *
  * @example
  * ```ts
@@ -79,6 +81,7 @@ export async function fenceQueue(
   queue: string,
   change: FenceChange,
   timeoutSeconds: number,
+  forNode?: string,
 ): Promise<FenceChangeResponse> {
   const shards = shardsOf(queue, env.POLAR_QUEUE_SHARDS);
   try {
@@ -90,17 +93,18 @@ export async function fenceQueue(
   }
   const answers = await Promise.all(
     shards.map((shard) =>
-      env.QUEUE.getByName(shard)
-        .changeFence(change, timeoutSeconds)
-        .catch((error: unknown) => {
-          throw new ApiError(
-            503,
-            "unavailable",
-            `shard '${shard}' of queue '${queue}' did not store the change (${error instanceof Error ? error.message : String(error)}); send it again`,
-            undefined,
-            { "Retry-After": "1" },
-          );
-        }),
+      (forNode === undefined
+        ? env.QUEUE.getByName(shard).changeFence(change, timeoutSeconds)
+        : env.QUEUE.getByName(shard).ensureFence(change, timeoutSeconds, forNode)
+      ).catch((error: unknown) => {
+        throw new ApiError(
+          503,
+          "unavailable",
+          `shard '${shard}' of queue '${queue}' did not store the change (${error instanceof Error ? error.message : String(error)}); send it again`,
+          undefined,
+          { "Retry-After": "1" },
+        );
+      }),
     ),
   );
   const nodes = answers.flatMap((a) => a.nodes);

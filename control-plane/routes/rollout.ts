@@ -12,7 +12,6 @@ import { LIMITS, type SessionResult } from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
-import { dispatchersOf } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
 import {
@@ -22,9 +21,11 @@ import {
   type UpstreamScope,
   type UpstreamVariables,
 } from "../upstream/credentials";
+import { fenceUrl, nodeInfo, scopeFleet, upstreamBase } from "../upstream/nodes";
 import { isRolloutBatch, rolloutState, upstreamTaskStatus } from "../upstream/render";
 import { batchForSubmit, currentRun, isTombstone, parseRolloutBatchId } from "../upstream/runs";
 import { createBatch, parseBatchRequest } from "./batches";
+import { nodeRoutes } from "./nodes";
 import { identifierParam } from "./params";
 
 type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
@@ -160,28 +161,6 @@ rolloutRoutes.delete("/task/:id", async (c) => {
   return c.json(upstreamTaskStatus(taskId, status, await allResults(c.env, run.batchId)));
 });
 
-/** The gateways of the scope's queue (every queue for a role token), as upstream lists nodes. */
-async function gatewayNodes(env: Env, scope: UpstreamScope) {
-  const queues =
-    scope.queue !== null ? [scope.queue] : await env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
-  const stats = await Promise.all(
-    dispatchersOf(queues, env.POLAR_QUEUE_SHARDS).map((q) => env.QUEUE.getByName(q).stats()),
-  );
-  const nodes = stats.flatMap((s) =>
-    s.gateways.map((g) => ({
-      node_id: g.node_id,
-      max_init_workers: g.capacity.max_init,
-      max_run_workers: g.capacity.max_run,
-      max_postrun_workers: g.capacity.max_postrun,
-      metrics: g.metrics,
-      healthy: g.connected,
-      draining: g.draining,
-      last_heartbeat: g.last_seen_at,
-    })),
-  );
-  return { nodes, pending: stats.reduce((sum, s) => sum + s.pending, 0) };
-}
-
 rolloutRoutes.get("/status", async (c) => {
   const scope = scopeOf(c);
   const registry = c.env.REGISTRY.getByName(REGISTRY_NAME);
@@ -201,14 +180,17 @@ rolloutRoutes.get("/status", async (c) => {
       if (s && !isTombstone(s)) tasks[taskId] = rolloutState(s);
     }),
   );
-  const { nodes, pending } = await gatewayNodes(c.env, scope);
-  return c.json({ tasks, pipeline: { pending_sessions: pending }, nodes: { nodes } });
+  const fleet = await scopeFleet(c.env, scope);
+  const base = upstreamBase(c.req.url);
+  const nodes = fleet.gateways.map((g) => nodeInfo(g, fenceUrl(base, g.queue, g.node_id)));
+  return c.json({ tasks, pipeline: { pending_sessions: fleet.pending }, nodes: { nodes } });
 });
 
 /**
  * The upstream-compatible surface: `/health` (with upstream's `nodes` count when the request
- * carries a valid credential; an anonymous liveness check gets `{status: "ok"}` only) and
- * `/rollout/*`. Mounted at the root and under `/u/:credential`.
+ * carries a valid credential; an anonymous liveness check gets `{status: "ok"}` only),
+ * `/rollout/*`, and the weight-update fence's `/nodes` and `/queues/…/admin/inference/*`
+ * (`./nodes.ts`). Mounted at the root and under `/u/:credential`.
  *
  * @example
  * ```ts
@@ -220,6 +202,7 @@ export const upstreamSurface = new Hono<UpstreamEnv>();
 upstreamSurface.get("/health", async (c) => {
   const scope = await optionalScope(c);
   if (!scope) return c.json({ status: "ok" });
-  return c.json({ status: "ok", nodes: (await gatewayNodes(c.env, scope)).nodes.length });
+  return c.json({ status: "ok", nodes: (await scopeFleet(c.env, scope)).gateways.length });
 });
 upstreamSurface.route("/rollout", rolloutRoutes);
+upstreamSurface.route("/", nodeRoutes);

@@ -1,6 +1,7 @@
 /**
- * Authentication of the upstream-compatible surface (`/health`, `/rollout/*`; next `/nodes` and
- * `/admin/inference/*`): what an unmodified upstream slime bridge or `polar` CLI can send.
+ * Authentication of the upstream-compatible surface (`/health`, `/rollout/*`, `/nodes` and the
+ * fence routes `/queues/…/admin/inference/*`): what an unmodified upstream slime bridge or `polar`
+ * CLI can send.
  *
  * - Headers: `Authorization: Bearer <token>` or upstream's `X-Polar-Control-Token: <token>`, with
  *   the trainer token, the admin token, or a path credential. Only this surface reads

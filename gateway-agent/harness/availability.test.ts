@@ -4,11 +4,18 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentSpec, RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
+import { hiddenInSandbox } from "../runtime/bwrap";
 import { HarnessAvailability } from "./availability";
 
 let root: string;
-/** A folder outside /tmp and the home, so the sandbox would show it (the repository's). */
+/**
+ * A folder the sandbox would show: outside /tmp (its private tmpfs) and the home. The checkout's
+ * own folder, unless the checkout is itself under /tmp; then /var/tmp, which the sandbox leaves visible.
+ */
 let visible: string;
+const visibleBase = hiddenInSandbox(import.meta.dirname, { workRoot: tmpdir() })
+  ? "/var/tmp"
+  : import.meta.dirname;
 
 async function fakeCli(dir: string, bin: string): Promise<string> {
   await mkdir(dir, { recursive: true });
@@ -20,7 +27,7 @@ async function fakeCli(dir: string, bin: string): Promise<string> {
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "polar-avail-"));
-  visible = await mkdtemp(path.join(import.meta.dirname, ".avail-test-"));
+  visible = await mkdtemp(path.join(visibleBase, ".avail-test-"));
 });
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
@@ -72,39 +79,35 @@ describe("HarnessAvailability", () => {
     expect(h.check("codex").fix).toContain(`POLAR_HARNESS_DIR=${dir}`);
   });
 
-  // The checkout must be somewhere the sandbox shows (not under /tmp) for the visible half.
-  it.skipIf(import.meta.dirname.startsWith("/tmp/"))(
-    "a CLI on PATH in a folder the sandbox hides does not count under bubblewrap; elsewhere it does",
-    async () => {
-      const hidden = await fakeCli(path.join(root, "hidden-bin"), "opencode");
-      const shown = await fakeCli(path.join(visible, "bin"), "opencode");
-      const env = (dir: string) => ({
-        PATH: `${path.dirname(dir)}:${systemPath()}`,
-        HOME: path.join(root, "home"),
-      });
-      const work = path.join(root, "work");
-      const inTmp = new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(hidden) }).check(
-        "opencode",
-      );
-      expect(inTmp.available).toBe(false);
-      expect(inTmp.reason).toContain(`the 'opencode' CLI (${hidden}) is in a folder the sandbox hides`);
-      expect(
-        new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(shown) }).check("opencode"),
-      ).toMatchObject({ available: true, via: "installed", cli: shown });
-      // A symlink in a visible folder that points into a hidden one is hidden too.
-      const link = path.join(visible, "links", "opencode");
-      await mkdir(path.dirname(link), { recursive: true });
-      await symlink(hidden, link);
-      expect(
-        new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(link) }).check("opencode")
-          .available,
-      ).toBe(false);
-      // Without the sandbox every folder is visible.
-      expect(
-        new HarnessAvailability({ sandboxed: false, workRoot: work, env: env(hidden) }).check("opencode"),
-      ).toMatchObject({ available: true, via: "installed" });
-    },
-  );
+  it("a CLI on PATH in a folder the sandbox hides does not count under bubblewrap; elsewhere it does", async () => {
+    const hidden = await fakeCli(path.join(root, "hidden-bin"), "opencode");
+    const shown = await fakeCli(path.join(visible, "bin"), "opencode");
+    const env = (dir: string) => ({
+      PATH: `${path.dirname(dir)}:${systemPath()}`,
+      HOME: path.join(root, "home"),
+    });
+    const work = path.join(root, "work");
+    const inTmp = new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(hidden) }).check(
+      "opencode",
+    );
+    expect(inTmp.available).toBe(false);
+    expect(inTmp.reason).toContain(`the 'opencode' CLI (${hidden}) is in a folder the sandbox hides`);
+    expect(
+      new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(shown) }).check("opencode"),
+    ).toMatchObject({ available: true, via: "installed", cli: shown });
+    // A symlink in a visible folder that points into a hidden one is hidden too.
+    const link = path.join(visible, "links", "opencode");
+    await mkdir(path.dirname(link), { recursive: true });
+    await symlink(hidden, link);
+    expect(
+      new HarnessAvailability({ sandboxed: true, workRoot: work, env: env(link) }).check("opencode")
+        .available,
+    ).toBe(false);
+    // Without the sandbox every folder is visible.
+    expect(
+      new HarnessAvailability({ sandboxed: false, workRoot: work, env: env(hidden) }).check("opencode"),
+    ).toMatchObject({ available: true, via: "installed" });
+  });
 
   it("without bubblewrap: the install step counts when npm is there and answers its prefix, not without npm", async () => {
     const work = path.join(root, "work");

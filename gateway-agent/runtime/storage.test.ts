@@ -9,9 +9,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RuntimeSpec } from "../../protocol";
-import { canBuildTestImage, ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
+import { describeWith, itWith } from "../../test/support/optional-tools";
+import { ensureTestImage, PODMAN_SETTINGS } from "../testing/images";
 import { ApptainerRuntime } from "./apptainer";
-import { bwrapAvailable, bwrapSupportsSize } from "./bwrap";
+import { bwrapSupportsSize } from "./bwrap";
 import { DockerRuntime } from "./docker";
 import { LocalRuntime } from "./local";
 import { diskUsage, limitStorage, MIN_SAMPLE_INTERVAL_MS, walkDiskUsage } from "./storage";
@@ -120,7 +121,8 @@ describe("storage_mb on the local runtime (plain processes)", { timeout: 60_000 
     await rt.teardown({ keep: false });
   });
 
-  it.skipIf(!bwrapAvailable("bwrap"))(
+  itWith(
+    ["bubblewrap"],
     "inside bubblewrap: the workspace is watched and the private /tmp is a tmpfs of storage_mb",
     async () => {
       const { rt } = await local(2, "always");
@@ -152,7 +154,7 @@ describe("storage_mb on apptainer", () => {
   });
 });
 
-describe.skipIf(!canBuildTestImage())("storage_mb on podman", { timeout: 180_000 }, () => {
+describeWith(["podman"], "storage_mb on podman", { timeout: 180_000 }, () => {
   let rt: Runtime | null = null;
   afterEach(async () => {
     await rt?.teardown({ keep: false });

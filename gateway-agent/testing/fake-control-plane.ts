@@ -25,9 +25,12 @@ export interface FakeControlPlaneOptions {
   /**
    * The artifact route `PUT /v1/sessions/:id/artifacts/:kind?lease_id=L`: `store` (default)
    * answers 201 with an ArtifactRef, `missing` answers 404 like a control plane without the route,
-   * a number N fails the first N uploads with 503 and then stores.
+   * a number N fails the first N uploads with 503 and then stores, `hang` never answers (a dead
+   * flow). Changeable later through `artifactMode`.
    */
-  artifacts?: "store" | "missing" | number;
+  artifacts?: "store" | "missing" | "hang" | number;
+  /** `ping_interval_seconds` of the welcome (default 15). */
+  pingIntervalSeconds?: number;
   /**
    * Refuses WebSocket upgrades with this HTTP status and a JSON error body (like the Worker does);
    * a function decides per upgrade (its 0-based index), null letting it through.
@@ -55,6 +58,13 @@ export interface FakeControlPlane {
   artifacts: StoredArtifact[];
   /** Upload attempts, including refused ones. */
   uploadAttempts: number;
+  /** How the artifact route answers from now on (see the option `artifacts`). */
+  artifactMode: "store" | "missing" | "hang" | number;
+  /** While true the fake sends nothing at all, not even `pong` (a silent socket). */
+  mute: boolean;
+  /** When the fake last sent a frame (`pong` included), and when each connection closed. */
+  lastSentAt: number;
+  closedAt: Array<number | null>;
   /** Upgrade requests, with their URL and authorization header. */
   upgrades: Array<{ url: string; authorization: string | undefined }>;
   autoAck: boolean;
@@ -87,11 +97,10 @@ export interface FakeControlPlane {
  * ```
  */
 export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Promise<FakeControlPlane> {
-  const artifactMode = opts.artifacts ?? "store";
-  let failuresLeft = typeof artifactMode === "number" ? artifactMode : 0;
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://cp");
     const m = /^\/v1\/sessions\/([^/]+)\/artifacts\/(trajectory|completions)$/.exec(url.pathname);
+    const artifactMode = state.artifactMode;
     if (req.method !== "PUT" || !m || artifactMode === "missing") {
       res
         .writeHead(404, { "content-type": "application/json" })
@@ -106,8 +115,9 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      if (failuresLeft > 0) {
-        failuresLeft--;
+      if (artifactMode === "hang") return; // never answered
+      if (typeof state.artifactMode === "number" && state.artifactMode > 0) {
+        state.artifactMode--; // failures left
         res
           .writeHead(503, { "content-type": "application/json" })
           .end('{"error":{"code":"unavailable","message":"try later"}}');
@@ -140,13 +150,19 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
     upgrades: [] as Array<{ url: string; authorization: string | undefined }>,
     artifacts: [] as StoredArtifact[],
     uploadAttempts: 0,
+    artifactMode: (opts.artifacts ?? "store") as FakeControlPlane["artifactMode"],
+    mute: false,
+    lastSentAt: 0,
+    closedAt: [] as Array<number | null>,
     autoAck: opts.autoAck ?? true,
     fence: null,
     events: [] as Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>,
   };
   const sendTo = (ws: WebSocket, message: ControlMessage) => {
+    if (state.mute) return;
     state.events.push({ dir: "out", message });
     ws.send(JSON.stringify(message));
+    state.lastSentAt = Date.now();
   };
 
   server.on("upgrade", (req, socket, head) => {
@@ -166,10 +182,16 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const index = sockets.push(ws) - 1;
+      state.closedAt[index] = null;
+      ws.on("close", () => {
+        state.closedAt[index] = Date.now();
+      });
       ws.on("message", (data) => {
         const text = data.toString();
         if (text === "ping") {
+          if (state.mute) return;
           ws.send("pong");
+          state.lastSentAt = Date.now();
           return;
         }
         let parsed: ReturnType<typeof GatewayMessage.safeParse>;
@@ -193,7 +215,7 @@ export async function startFakeControlPlane(opts: FakeControlPlaneOptions): Prom
             queue: new URL(req.url ?? "/", "http://cp").searchParams.get("queue") ?? "default",
             node_id: message.node_id,
             kept_leases: message.leases.map((l) => l.lease_id),
-            ping_interval_seconds: 15,
+            ping_interval_seconds: opts.pingIntervalSeconds ?? 15,
             ...(state.fence ? { fence: state.fence } : {}),
           });
         }

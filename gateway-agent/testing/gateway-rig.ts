@@ -17,6 +17,32 @@ export const TEST_MODEL = "Qwen/Qwen3-8B";
 /** A logger that drops everything (tests assert on messages, not logs). */
 export const QUIET_LOGGER = { info() {}, warn() {}, error() {} };
 
+/** One line a {@link recordingLogger} kept. */
+export interface LoggedLine {
+  level: "info" | "warn" | "error";
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+/**
+ * A logger that keeps every line, for tests that assert on what the gateway says.
+ *
+ * @example
+ * ```ts
+ * const { lines, logger } = recordingLogger();
+ * await startGatewayRig({ nodeId: "gpu-0", token: "t", gateway: { logger } });
+ * lines.find((l) => l.level === "warn");
+ * ```
+ */
+export function recordingLogger() {
+  const lines: LoggedLine[] = [];
+  const at =
+    (level: LoggedLine["level"]) =>
+    (msg: string, fields: object = {}) =>
+      lines.push({ level, msg, fields: fields as Record<string, unknown> });
+  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
+}
+
 /** Options of {@link startGatewayRig}. */
 export interface GatewayRigOptions {
   nodeId: string;

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import { PRESET_PACKAGES } from "../../gateway-agent/harness";
-import { ensureHarnesses, INSTALL_SCRIPT } from "../../scripts/ensure-harnesses";
+import { ensureHarnesses } from "../../scripts/ensure-harnesses";
 import {
   checkHarnessRun,
   DEFAULT_HARNESS_DIR,
@@ -28,7 +28,7 @@ import {
   summarizeHarness,
 } from "../../scripts/run-harnesses";
 import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
-import { describeEachWith, type Needs, planFor } from "../support/optional-tools";
+import { describeEachWith, harnessClis, type Needs, planFor } from "../support/optional-tools";
 
 const HARNESSES = (process.env.POLAR_E2E_HARNESSES?.split(",") ?? [...HARNESS_NAMES]) as HarnessName[];
 
@@ -45,13 +45,7 @@ const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
 // Installed once, at collection, so the suites can be skipped (or failed) when the install cannot run.
 const install = await ensureHarnesses(HARNESSES, { log: (line) => console.log(line) });
 const NEEDS: Needs = {
-  require: [
-    {
-      name: "harness CLIs",
-      install: `${INSTALL_SCRIPT} (needs the npm registry)`,
-      probe: () => (install.ok ? null : install.reason!),
-    },
-  ],
+  require: [harnessClis(install)],
   prefer: [{ tool: "bubblewrap", without: "the CLIs ran without the sandbox" }],
 };
 
@@ -99,10 +93,21 @@ describeEachWith(NEEDS, HARNESSES)("%s on the calculator task × 4", (harness) =
     // The sim stratifies a group of four: two right fixes, one wrong edit, one session that edits nothing.
     expect(run.sessions.map((s) => s.result.reward).sort()).toEqual([0, 0, 1, 1]);
     expect(summarizeHarness(run).api).toBe(EXPECTED[harness].api);
-    for (const { result } of run.sessions) {
-      const ev = (result.trajectory.metadata as { evaluation: Record<string, unknown> }).evaluation;
-      expect(ev).toMatchObject({ strategy: "test_on_output", fresh_eval_runtime: true });
-    }
+    const evs = run.sessions.map(
+      ({ result }) => (result.trajectory.metadata as { evaluation: Record<string, unknown> }).evaluation,
+    );
+    for (const ev of evs)
+      expect(ev).toMatchObject({
+        strategy: "test_on_output",
+        fresh_eval_runtime: true,
+        verdict: "clean",
+        reward_discarded: false,
+      });
+    // The session that edits nothing scores 0 without running the tests; the three with a patch are
+    // graded from the JUnit report the runner wrote where only the grader looks, not from printed lines.
+    expect(evs.filter((ev) => ev.empty_generation).length).toBe(1);
+    for (const ev of evs.filter((e) => !e.empty_generation))
+      expect(ev).toMatchObject({ report_mode: "junit", weak_report: false });
   });
 
   it("the policy acted through the tools the CLI offered", () => {

@@ -3,17 +3,22 @@
  * the summary lines, and a real nested vitest run (two test files, so two worker processes) whose
  * suites need tools that cannot exist: skipped and summarised by default, failed in strict mode.
  */
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import {
+  itWith,
   MissingToolError,
   type OptionalTool,
   planFor,
   probe,
+  pythonModule,
   runs,
   STRICT_ENV,
+  sandboxPytestProblem,
   strictMode,
 } from "./optional-tools";
 import { formatSummary, summarizeTools } from "./optional-tools-reporter";
@@ -64,6 +69,45 @@ describe("probes run the tool", () => {
     });
     expect(probe(present)).toBeNull();
   });
+
+  it("pythonModule imports the module with the host's python3; the install command can name a requirements file", () => {
+    const gone = pythonModule("polar_no_such_module_4f1c9e", "polar-no-such", "pip install -r req.txt");
+    expect(probe(gone)).toMatchObject({
+      tool: "python package polar-no-such",
+      install: "pip install -r req.txt",
+    });
+    expect(probe(gone)?.reason).toMatch(/No module named 'polar_no_such_module_4f1c9e'|python3/);
+    expect(pythonModule("json").install).toBe("pip install json");
+  });
+
+  itWith(
+    ["bubblewrap"],
+    "pytest in the sandbox: a python3 that only the host sees (in the hidden home) does not count",
+    async () => {
+      const home = await mkdtemp(path.join(tmpdir(), "polar-probe-home-"));
+      try {
+        await mkdir(path.join(home, "bin"));
+        const withFake = async (exit: number) => {
+          await writeFile(path.join(home, "bin", "python3"), `#!/bin/sh\nexit ${exit}\n`);
+          await chmod(path.join(home, "bin", "python3"), 0o755);
+          const env = { ...process.env, HOME: home, PATH: `${path.join(home, "bin")}:${process.env.PATH}` };
+          return {
+            host: runs("python3", ["-m", "pytest", "--version"], env),
+            sandbox: sandboxPytestProblem(env),
+          };
+        };
+        const ok = await withFake(0);
+        const broken = await withFake(1);
+        // The host finds the fake first; the sandbox does not see it, so its answer is the same either way.
+        expect(ok.host).toBeNull();
+        expect(broken.host).toMatch(/exited with 1/);
+        expect(ok.sandbox).toBe(broken.sandbox);
+        if (ok.sandbox !== null) expect(ok.sandbox).toContain(`bubblewrap sandbox (which hides ${home})`);
+      } finally {
+        await rm(home, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 describe("plan of a suite", () => {

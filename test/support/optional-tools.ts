@@ -15,9 +15,14 @@
  * @module
  */
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os, { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, it, type TestOptions } from "vitest";
+import { bwrapArgs } from "../../gateway-agent/runtime/bwrap";
 import { detectLimits } from "../../gateway-agent/runtime/limits";
 import { ensureTestImage, TEST_IMAGE } from "../../gateway-agent/testing/images";
+import { type EnsureHarnessesResult, INSTALL_SCRIPT } from "../../scripts/ensure-harnesses";
 import { type MissingTool, type OptionalToolsMeta, STRICT_ENV } from "./optional-tools-meta";
 
 export { type MissingTool, type OptionalToolsMeta, STRICT_ENV };
@@ -40,8 +45,8 @@ export interface OptionalTool {
  * runs("socat", ["-V"]); // null, or "`socat` is not installed (not on PATH)"
  * ```
  */
-export function runs(cmd: string, args: string[]): string | null {
-  const r = spawnSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 30_000 });
+export function runs(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): string | null {
+  const r = spawnSync(cmd, args, { env, stdio: ["ignore", "ignore", "pipe"], timeout: 30_000 });
   const code = (r.error as NodeJS.ErrnoException | undefined)?.code;
   if (code === "ENOENT") return `\`${cmd}\` is not installed (not on PATH)`;
   if (code === "EACCES") return `\`${cmd}\` is on PATH but cannot be executed`;
@@ -52,18 +57,42 @@ export function runs(cmd: string, args: string[]): string | null {
 }
 
 /**
- * A Python package importable by the host's `python3`.
+ * A Python package importable by the host's `python3` (`install` defaults to `pip install <pipName>`;
+ * a suite that pins its versions names its requirements file instead).
  *
  * @example
  * ```ts
  * describeWith([pythonModule("openai")], "the official openai SDK through the proxy", () => {});
+ * pythonModule("google.genai", "google-genai", "pip install -r requirements.txt").name; // "python package google-genai"
  * ```
  */
-export function pythonModule(module: string, pipName = module): OptionalTool {
+export function pythonModule(
+  module: string,
+  pipName = module,
+  install = `pip install ${pipName}`,
+): OptionalTool {
   return {
     name: `python package ${pipName}`,
-    install: `pip install ${pipName}`,
+    install,
     probe: () => runs("python3", ["--version"]) ?? runs("python3", ["-c", `import ${module}`]),
+  };
+}
+
+/**
+ * The pinned harness CLIs as `ensureHarnesses` left them: missing, with the install's reason,
+ * when it could not install them (no npm registry).
+ *
+ * @example
+ * ```ts
+ * const install = await ensureHarnesses(["pi"]);
+ * describeWith([harnessClis(install)], "pi end to end", () => {});
+ * ```
+ */
+export function harnessClis(install: EnsureHarnessesResult): OptionalTool {
+  return {
+    name: "harness CLIs",
+    install: `${INSTALL_SCRIPT} (needs the npm registry)`,
+    probe: () => (install.ok ? null : (install.reason ?? `${INSTALL_SCRIPT} did not install them`)),
   };
 }
 
@@ -82,14 +111,47 @@ function podmanProblem(): string | null {
   }
 }
 
+// `--version` works without user namespaces; a real (empty) sandbox is what the suites need.
+const bwrapProblem = () => runs("bwrap", ["--ro-bind", "/", "/", "--dev", "/dev", "true"]);
+const hostPytestProblem = (env: NodeJS.ProcessEnv = process.env) =>
+  runs("python3", ["--version"], env) ?? runs("python3", ["-m", "pytest", "--version"], env);
+
+/**
+ * Why `python3 -m pytest` does not run where the local runtime's sessions run it (null when it
+ * does): inside the bubblewrap sandbox when bubblewrap works here, which hides the gateway user's
+ * home (so a pyenv or `pip --user` pytest does not count), else on the host.
+ *
+ * @example
+ * ```ts
+ * sandboxPytestProblem(); // null where Debian's python3-pytest is installed
+ * ```
+ */
+export function sandboxPytestProblem(env: NodeJS.ProcessEnv = process.env): string | null {
+  if (bwrapProblem() !== null) return hostPytestProblem(env);
+  const dir = mkdtempSync(path.join(tmpdir(), "polar-pytest-probe-"));
+  try {
+    const home = env.HOME ?? os.homedir();
+    const plan = {
+      bwrapPath: "bwrap",
+      sessionDir: dir,
+      workRoot: dir,
+      cwd: dir,
+      allowInternet: true,
+      hostHome: home,
+    };
+    const [cmd, ...argv] = bwrapArgs(plan, "python3 -m pytest --version");
+    const r = spawnSync(cmd as string, argv, { env, stdio: ["ignore", "ignore", "pipe"], timeout: 30_000 });
+    if (r.status === 0) return null;
+    const err = r.stderr.toString().trim().split("\n").at(-1) ?? "";
+    return `\`python3 -m pytest\` does not run in the bubblewrap sandbox (which hides ${home})${err ? `: ${err}` : ""}`;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** The tools the suites of this repository probe, by name. */
 export const TOOLS = {
-  bubblewrap: {
-    name: "bubblewrap",
-    install: "apt-get install bubblewrap",
-    // `--version` works without user namespaces; a real (empty) sandbox is what the suites need.
-    probe: () => runs("bwrap", ["--ro-bind", "/", "/", "--dev", "/dev", "true"]),
-  },
+  bubblewrap: { name: "bubblewrap", install: "apt-get install bubblewrap", probe: bwrapProblem },
   podman: {
     name: "podman",
     install: "apt-get install podman runc busybox-static",
@@ -102,10 +164,12 @@ export const TOOLS = {
     install: "apt-get install python3",
     probe: () => runs("python3", ["--version"]),
   },
-  pytest: {
-    name: "pytest",
-    install: "pip install pytest",
-    probe: () => runs("python3", ["--version"]) ?? runs("python3", ["-m", "pytest", "--version"]),
+  pytest: { name: "pytest", install: "pip install pytest", probe: () => hostPytestProblem() },
+  sandboxPytest: {
+    name: "pytest in the sandbox",
+    // The system's python3 is what the sandbox shows: its package, not a pip install in the home.
+    install: "apt-get install python3-pytest",
+    probe: () => sandboxPytestProblem(),
   },
   cgroups: {
     name: "cgroups",

@@ -5,21 +5,27 @@ What each function does on the wire follows upstream's ``src/slime_bridge/rollou
 base URL, which requests carry ``X-Polar-Control-Token`` (only submits, ``/nodes`` and gateway
 admin calls; never status polls or cancels), query parameters, timeouts, and how answers are
 validated (``TaskStatus``/``TaskResult``). The callback listener answers as the bridge's
-(``{"ok": true}`` or ``{"ok": false, "reason": …}``). Nothing here knows Polar-TS's own API.
+(``{"ok": true}`` or ``{"ok": false, "reason": …}``). ``WeightUpdateFence`` is the bridge's
+``pause_for_weight_update`` / ``resume_after_weight_update``: discovery by ``GET /nodes``, every
+gateway paused at once, a partial pause undone, fail closed on bad discovery or answers. Nothing
+here knows Polar-TS's own API.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
-from upstream_models import LATEST, validate_task_result, validate_task_status
+from upstream_models import LATEST, GenerationStatus, validate_nodes, validate_task_result, validate_task_status
 
 POLL_INTERVAL = 2.0
 TASK_STATUS_GET_MAX_ATTEMPTS = 5
@@ -246,3 +252,117 @@ def is_trainable_agent_timeout(result: dict[str, Any], trace: dict[str, Any]) ->
 def latest_results(payload: dict[str, Any]) -> list[Any]:
     """The results of a TaskStatus/TaskResult parsed with the newer upstream models."""
     return list(LATEST.TaskStatus.model_validate({"total_sessions": 0, "completed_sessions": 0, **payload}).results)
+
+
+@dataclass
+class FenceCall:
+    """One call the fence made to a gateway URL, as it went on the wire."""
+
+    url: str
+    action: str
+    status: int | None
+    body: Any = None
+    error: str | None = None
+
+
+@dataclass
+class WeightUpdateFence:
+    """The bridge's weight-update fence, with its module state (the URLs it paused) per instance.
+
+    As upstream: discovery fails closed (non-2xx, not a non-empty list, a row without
+    ``gateway_url``, duplicate URLs); every gateway is paused in parallel with
+    ``timeout_seconds`` = ``polar_weight_update_pause_timeout`` (request timeout that + 30 s);
+    each answer must be a dict with ``paused`` exactly True and ``inflight`` exactly the int 0
+    (resume: ``paused`` exactly False); on any failure every discovered gateway is resumed before
+    the error is raised; a second pause before a resume is refused. The replay adds one thing:
+    every 2xx answer is validated with the mirror models first.
+    """
+
+    calls: list[FenceCall] = field(default_factory=list)
+    rollback_errors: list[str] = field(default_factory=list)
+    paused: tuple[str, ...] = ()
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def discover(self, args: Any) -> tuple[str, ...]:
+        rollout_url = str(getattr(args, "polar_rollout_url", "") or "").rstrip("/")
+        if not rollout_url:
+            raise RuntimeError("polar_rollout_url is required for weight-update coordination")
+        with httpx.Client(timeout=30.0, headers=control_plane_headers()) as client:
+            response = client.get(f"{rollout_url}/nodes")
+            response.raise_for_status()
+            nodes = response.json()
+        validate_nodes(nodes)
+        if not isinstance(nodes, list) or not nodes:
+            raise RuntimeError("the rollout service returned an empty or malformed gateway fleet")
+        urls: list[str] = []
+        for node in nodes:
+            url = node.get("gateway_url") if isinstance(node, dict) else None
+            if not isinstance(url, str) or not url.strip():
+                raise RuntimeError("the rollout service returned a node without gateway_url")
+            urls.append(url.rstrip("/"))
+        if len(set(urls)) != len(urls):
+            raise RuntimeError("the rollout service returned duplicate gateway URLs")
+        return tuple(urls)
+
+    def _control(self, url: str, action: str, pause_timeout: float) -> dict[str, Any]:
+        params = {"timeout_seconds": pause_timeout} if action == "pause" else None
+        request_timeout = pause_timeout + 30.0 if action == "pause" else 30.0
+        call = FenceCall(url, action, None)
+        with self._lock:
+            self.calls.append(call)
+        try:
+            with httpx.Client(timeout=request_timeout, headers=control_plane_headers()) as client:
+                response = client.post(f"{url}/admin/inference/{action}", params=params)
+            call.status = response.status_code
+            call.body = response.json() if response.content else None
+            response.raise_for_status()
+        except Exception as exc:
+            call.error = f"{type(exc).__name__}: {exc}"
+            raise
+        payload = call.body
+        GenerationStatus.model_validate(payload)
+        if not isinstance(payload, dict):
+            raise RuntimeError(f"gateway {url} returned a malformed {action} status")
+        expected = action == "pause"
+        if payload.get("paused") is not expected:
+            raise RuntimeError(f"gateway {url} did not enter paused={expected}")
+        inflight = payload.get("inflight")
+        if action == "pause" and (type(inflight) is not int or inflight != 0):
+            raise RuntimeError(f"gateway {url} pause returned nonzero or malformed inflight={inflight!r}")
+        return payload
+
+    def _fleet(self, urls: tuple[str, ...], action: str, pause_timeout: float) -> None:
+        errors: list[str] = []
+        with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+            futures = {pool.submit(self._control, url, action, pause_timeout): url for url in urls}
+            for future in as_completed(futures):
+                try:
+                    future.result()
+                except Exception as exc:
+                    errors.append(f"{futures[future]}: {type(exc).__name__}: {exc}")
+        if errors:
+            raise RuntimeError(f"Failed to {action} Polar gateway inference fleet: " + "; ".join(errors))
+
+    def pause_for_weight_update(self, args: Any) -> None:
+        timeout = float(getattr(args, "polar_weight_update_pause_timeout", 300.0))
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError("polar_weight_update_pause_timeout must be positive and finite")
+        if self.paused:
+            raise RuntimeError("the gateway fleet is already paused for a weight update")
+        urls = self.discover(args)
+        try:
+            self._fleet(urls, "pause", timeout)
+        except Exception:
+            try:
+                self._fleet(urls, "resume", timeout)
+            except Exception as exc:  # upstream logs it and raises the pause's error
+                self.rollback_errors.append(str(exc))
+            raise
+        self.paused = urls
+
+    def resume_after_weight_update(self, args: Any) -> None:
+        timeout = float(getattr(args, "polar_weight_update_pause_timeout", 300.0))
+        if not self.paused:
+            raise RuntimeError("the gateway fleet was not paused for a weight update")
+        self._fleet(self.paused, "resume", timeout)
+        self.paused = ()

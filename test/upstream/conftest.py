@@ -7,6 +7,7 @@ The vitest file ``test/e2e/upstream-bridge.test.ts`` starts the stack (control p
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -39,6 +40,22 @@ def stack() -> dict[str, str]:
         "revocable_name": _env("POLAR_REVOCABLE_NAME"),
         "trainer": _env("POLAR_TRAINER_TOKEN"),
         "admin": _env("POLAR_ADMIN_TOKEN"),
+    }
+
+
+@pytest.fixture(scope="session")
+def fence() -> dict[str, Any]:
+    """The weight-update fence's own part of the stack: a queue with two real gateways on a
+    simulated engine that holds every call a few seconds (an in-flight turn to drain), a base URL
+    whose credential is scoped to it, and one scoped to a queue no gateway serves."""
+    return {
+        "queue": _env("POLAR_FENCE_QUEUE"),
+        "base": _env("POLAR_FENCE_BASE_URL").rstrip("/"),
+        "engine": _env("POLAR_FENCE_ENGINE_URL").rstrip("/"),
+        # [{"node_id", "health", "pid"}]: each gateway's HTTP health URL and its reaper's pid.
+        "gateways": json.loads(_env("POLAR_FENCE_GATEWAYS")),
+        "empty_queue": _env("POLAR_EMPTY_QUEUE"),
+        "empty_base": _env("POLAR_EMPTY_BASE_URL").rstrip("/"),
     }
 
 

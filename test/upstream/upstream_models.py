@@ -11,14 +11,23 @@ Everything else keeps pydantic's default (unknown keys ignored), as upstream doe
 Polar-TS's extra top-level keys (``batch_id``, ``reward``, ``attempt``) pass, and why only
 ``SessionTiming`` can fail on an extra key. Validation failures here are the failures an upstream
 bridge would hit in ``TaskStatus.model_validate`` or its callback listener.
+
+The weight-update fence (``GET /nodes`` and the gateways' ``/admin/inference/*``) is mirrored
+stricter than upstream reads it, so that Polar-TS answers with exactly upstream's fields:
+``GatewayNodeInfo`` and ``NodeStageMetrics`` (upstream's models, default config there) with
+``extra="forbid"``, and ``GenerationStatus``, the dict the newer gateway's ``pause_generation`` /
+``resume_generation`` return (no model upstream; the bridge reads ``paused`` with ``is`` and
+``inflight`` with ``type(...) is int``, hence strict types), without ``request_timeout_seconds``
+(the gateway's engine timeout, which the control plane does not know).
 """
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 
 class SessionStatus(str, Enum):
@@ -206,3 +215,55 @@ def validate_task_status(payload: dict[str, Any]) -> list[BaseModel]:
 def validate_task_result(payload: dict[str, Any]) -> list[BaseModel]:
     """Validates a TaskResult (callback body) with both versions; returns the parsed models."""
     return [m.TaskResult.model_validate(payload) for m in BOTH]
+
+
+class NodeStageMetrics(BaseModel):
+    """Upstream's per-node stage occupancy (``src/polar/rollout/models.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    init_queue_depth: int = Field(default=0, ge=0)
+    init_inflight: int = Field(default=0, ge=0)
+    ready_depth: int = Field(default=0, ge=0)
+    run_inflight: int = Field(default=0, ge=0)
+    postrun_queue_depth: int = Field(default=0, ge=0)
+    postrun_inflight: int = Field(default=0, ge=0)
+
+
+class GatewayNodeInfo(BaseModel):
+    """Upstream's row of ``GET /nodes`` and of ``/rollout/status``'s ``nodes.nodes``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_id: str
+    gateway_url: str
+    max_init_workers: int
+    max_run_workers: int
+    max_postrun_workers: int
+    metrics: NodeStageMetrics = Field(default_factory=NodeStageMetrics)
+    dispatch_reservations: int = Field(default=0, ge=0)
+    healthy: bool
+    draining: bool = False
+    heartbeat_interval_seconds: int
+    last_heartbeat: datetime
+
+
+class GenerationStatus(BaseModel):
+    """The newer gateway's answer to ``POST /admin/inference/pause|resume`` (pause adds the last two)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paused: StrictBool
+    drained: StrictBool
+    inflight: StrictInt = Field(ge=0)
+    base_url: str
+    engine: str
+    timed_out: StrictBool | None = None
+    wait_for_drain: StrictBool | None = None
+
+
+def validate_nodes(payload: Any) -> list[GatewayNodeInfo]:
+    """Validates a ``GET /nodes`` answer (a list of rows)."""
+    if not isinstance(payload, list):
+        raise ValueError(f"/nodes answered {type(payload).__name__}, not a list")
+    return [GatewayNodeInfo.model_validate(row) for row in payload]

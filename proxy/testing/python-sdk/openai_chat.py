@@ -21,6 +21,7 @@ from sdkcheck import (
     RECHECK,
     TOOL_RESULT,
     run,
+    scenario_table,
     strict,
     turn,
 )
@@ -110,15 +111,4 @@ def two_turns(call: Any, tools: bool, image: bool = False) -> Any:
 
 
 if __name__ == "__main__":
-    run(
-        "openai",
-        openai.__version__,
-        client,
-        {
-            "plain": two_turns(create, False),
-            "stream": two_turns(stream, False),
-            "tools": two_turns(create, True),
-            "stream_tools": two_turns(stream, True),
-            "image": two_turns(create, False, image=True),
-        },
-    )
+    run("openai", openai.__version__, client, scenario_table(two_turns, create, stream))

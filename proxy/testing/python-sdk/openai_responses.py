@@ -22,6 +22,7 @@ from sdkcheck import (
     TOOL_RESULT,
     by_type,
     run,
+    scenario_table,
     strict,
     strict_event,
     turn,
@@ -125,15 +126,4 @@ def two_turns(call: Any, tools: bool, image: bool = False) -> Any:
 
 
 if __name__ == "__main__":
-    run(
-        "openai",
-        openai.__version__,
-        client,
-        {
-            "plain": two_turns(create, False),
-            "stream": two_turns(stream, False),
-            "tools": two_turns(create, True),
-            "stream_tools": two_turns(stream, True),
-            "image": two_turns(create, False, image=True),
-        },
-    )
+    run("openai", openai.__version__, client, scenario_table(two_turns, create, stream))

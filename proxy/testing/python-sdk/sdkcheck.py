@@ -107,6 +107,20 @@ def turn(
     }
 
 
+def scenario_table(
+    two_turns: Callable[..., Callable[[Any], list[dict[str, Any]]]], create: Any, stream: Any
+) -> dict[str, Callable[[Any], list[dict[str, Any]]]]:
+    """The five scenarios the test expects, for a family whose ``two_turns(call, tools, image=False)``
+    takes the SDK call to use (``create`` or ``stream``)."""
+    return {
+        "plain": two_turns(create, False),
+        "stream": two_turns(stream, False),
+        "tools": two_turns(create, True),
+        "stream_tools": two_turns(stream, True),
+        "image": two_turns(create, False, image=True),
+    }
+
+
 def run(
     sdk: str,
     version: str,
