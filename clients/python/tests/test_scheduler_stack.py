@@ -64,7 +64,7 @@ def test_groups_are_admitted_continuously_within_the_bound_and_steps_take_the_fi
             assert sorted(o.reward for o in g.sessions) == [0.0, 1.0]
             # GRPO with a shared std: +a for the fix, -a for the other.
             advs = sorted(s.advantage for s in g.samples())
-            assert advs[0] == pytest.approx(-advs[-1]) and advs[-1] > 0
+            assert advs[0] == pytest.approx(-advs[-1]) and advs[-1] > 0, [(o.kind, o.reason, o.reward, len(o.samples)) for o in g.sessions]
             for s in g.samples():
                 assert len(s.loss_mask) == len(s.rollout_logprobs) == len(s.token_versions) == s.response_length
     # Every group's task carried its stamp in metadata (the result echoes it).

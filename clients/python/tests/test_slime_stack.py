@@ -108,5 +108,6 @@ def test_two_rollouts_a_fenced_weight_update_a_crash_before_the_checkpoint_and_e
     ev = call_rollout_fn(rollout.generate_rollout, args, 1, ds2, evaluation=True)
     assert isinstance(ev, RolloutFnEvalOutput)
     calc = ev.data["calc"]
+    assert len(calc["rewards"]) == 6, ev.metrics
     assert len(calc["rewards"]) == 6 and len(calc["samples"]) == 6 and calc["truncated"] == [False] * 6
     assert ev.metrics["polar/eval/calc/tasks"] == 3.0
