@@ -20,6 +20,14 @@ export interface LocalStackOptions {
   /** Extra `serve_gateway` flags for every gateway. */
   gatewayArgs?: string[];
   /**
+   * The queue of gateway i (`--queue`; the control plane's `default` where not given): gateways on
+   * separate queues have separate fences, so runs that move one queue's version do not relabel the
+   * other's turns.
+   */
+  gatewayQueues?: string[];
+  /** Extra `sim-engine` flags (its latency model: `--decode-tps`, `--max-running-requests`, …). */
+  engineArgs?: string[];
+  /**
    * The gateways' `--engine`: `sglang-openai` (default: SGLang's chat endpoint) or `sglang` (token
    * mode: the proxy renders the template and calls the sim's `/generate` with ids).
    */
@@ -71,7 +79,14 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   };
   try {
     const enginePort = await freePort();
-    const engine = spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
+    const engine = spawnPolar("sim-engine", [
+      "sim-engine",
+      "--port",
+      String(enginePort),
+      "--model",
+      model,
+      ...(opts.engineArgs ?? []),
+    ]);
     started.push(engine);
     const [controlPlane] = await Promise.all([
       startControlPlaneDev({
@@ -103,6 +118,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
           model,
           "--work-root",
           join(root, "work", nodeId),
+          ...(opts.gatewayQueues?.[i] ? ["--queue", opts.gatewayQueues[i]] : []),
           ...(opts.gatewayArgs ?? []),
         ],
         { POLAR_GATEWAY_TOKEN: tokens.gateway },

@@ -107,6 +107,8 @@ beforeAll(async () => {
     gateways: 1,
     engine: "sglang",
     gatewayArgs: ["--max-run=4", "--max-init=4", "--max-postrun=4"],
+    // A "GPU" that takes time: turns are in flight when the fence comes.
+    engineArgs: ["--decode-tps", "400", "--max-running-requests", "4"],
   });
   dir = mkdtempSync(join(tmpdir(), "polar-train-loop-"));
   out = join(dir, "run");
@@ -197,6 +199,15 @@ describeWith(["python3"], "a trainer written against the package's docs runs the
     // No group trained twice across the restart.
     const perStep = steps.flatMap((s) => s.groups.map((g) => g.group_id));
     expect(new Set(perStep).size).toBe(perStep.length);
+  });
+
+  it("the engine ran with the stack's latency model", async () => {
+    const stats = (await (await fetch(`${stack.engineUrl}/sim/stats`)).json()) as {
+      config: { decode_tokens_per_second: number; max_running_requests: number };
+      busy_seconds: number;
+    };
+    expect(stats.config).toMatchObject({ decode_tokens_per_second: 400, max_running_requests: 4 });
+    expect(stats.busy_seconds).toBeGreaterThan(1);
   });
 
   it("the control plane's records of a step-3 session: every call labelled 2 and served by weights 2", async () => {

@@ -44,7 +44,7 @@ def sim_stats(stack):
 def test_the_routes_answer_in_the_contracts_shapes_with_the_trainer_token(stack):
     c = stack.client()
     before = c.fence_status("default")
-    assert before.queue == "default" and [n.node_id for n in before.nodes] == stack.info["gateways"]
+    assert before.queue == "default" and [n.node_id for n in before.nodes] == stack.default_gateways
     paused = c.pause("default", mode="abort", timeout_seconds=20)
     try:
         assert paused.ok and paused.fence.paused and paused.fence.mode == "abort"

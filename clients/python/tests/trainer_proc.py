@@ -34,7 +34,7 @@ def main() -> None:
         ckpt = {"step": 0, "version": 0, "trained": []}
     cfg = SchedulerConfig(
         run_id=os.environ["RUN_ID"],
-        rollout_batch_size=2,
+        rollout_batch_size=1,
         group_size=2,
         max_async_level=2,
         max_off_policy_steps=100,
