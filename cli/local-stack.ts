@@ -102,6 +102,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const gateways: PolarProcess[] = [];
     for (let i = 0; i < (opts.gateways ?? 1); i++) {
       const nodeId = `node-${i}`;
+      const queue = opts.gatewayQueues?.[i];
       const gw = spawnPolar(
         `gateway ${nodeId}`,
         [
@@ -118,7 +119,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
           model,
           "--work-root",
           join(root, "work", nodeId),
-          ...(opts.gatewayQueues?.[i] ? ["--queue", opts.gatewayQueues[i]] : []),
+          ...(queue ? ["--queue", queue] : []),
           ...(opts.gatewayArgs ?? []),
         ],
         { POLAR_GATEWAY_TOKEN: tokens.gateway },

@@ -275,7 +275,7 @@ describe("proxy: chat completions", () => {
     // fails that request ("other side closed").
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const get = () =>
-      new Promise<{ header: string | undefined; port: number | undefined }>((resolve, reject) => {
+      new Promise<{ header: unknown; port: number | undefined }>((resolve, reject) => {
         const req = http.get(`${proxy.url}/v1/models`, { agent }, (res) => {
           res.resume();
           res.on("end", () => resolve({ header: res.headers["keep-alive"], port: req.socket?.localPort }));
