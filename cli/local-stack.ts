@@ -20,6 +20,14 @@ export interface LocalStackOptions {
   /** Extra `serve_gateway` flags for every gateway. */
   gatewayArgs?: string[];
   /**
+   * The queue of gateway i (`--queue`; the control plane's `default` where not given): gateways on
+   * separate queues have separate fences, so runs that move one queue's version do not relabel the
+   * other's turns.
+   */
+  gatewayQueues?: string[];
+  /** Extra `sim-engine` flags (its latency model: `--decode-tps`, `--max-running-requests`, …). */
+  engineArgs?: string[];
+  /**
    * The gateways' `--engine`: `sglang-openai` (default: SGLang's chat endpoint) or `sglang` (token
    * mode: the proxy renders the template and calls the sim's `/generate` with ids).
    */
@@ -82,7 +90,14 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const engineReady = (async () => {
       const engine = await (opts.startEngine
         ? opts.startEngine(enginePort)
-        : spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]));
+        : spawnPolar("sim-engine", [
+            "sim-engine",
+            "--port",
+            String(enginePort),
+            "--model",
+            model,
+            ...(opts.engineArgs ?? []),
+          ]));
       started.push(engine);
       await waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`, 120_000);
       return engine;
@@ -104,6 +119,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const gateways: PolarProcess[] = [];
     for (let i = 0; i < (opts.gateways ?? 1); i++) {
       const nodeId = `node-${i}`;
+      const queue = opts.gatewayQueues?.[i];
       const gw = spawnPolar(
         `gateway ${nodeId}`,
         [
@@ -120,6 +136,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
           model,
           "--work-root",
           join(root, "work", nodeId),
+          ...(queue ? ["--queue", queue] : []),
           ...(opts.gatewayArgs ?? []),
         ],
         { POLAR_GATEWAY_TOKEN: tokens.gateway },
