@@ -11,6 +11,9 @@ import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import {
   type AdminMessage,
+  CLOSE_NODE_MISMATCH,
+  CLOSE_REPLACED,
+  CLOSE_SILENT,
   type ControlMessage,
   type CreditMessage,
   type FenceNode,
@@ -37,7 +40,7 @@ import {
   readFence,
   UNAWAITED_REQUEST_PREFIX,
 } from "./fence";
-import { CLOSE_REPLACED, errorFrame, parseGatewayFrame } from "./messages";
+import { errorFrame, parseGatewayFrame } from "./messages";
 import * as schema from "./schema";
 import { parseShardName, shardsOf } from "./shards";
 import * as store from "./store";
@@ -95,8 +98,6 @@ export const NODE_HEADER = "X-Polar-Node-Id";
 export const NODE_HINT_HEADER = "X-Polar-Node-Hint";
 /** Delay before the alarm retries a dispatch whose ledger call failed. */
 const DISPATCH_RETRY_MS = 2000;
-/** Close code for a gateway declared dead by the liveness check. */
-const CLOSE_STALE = 4000;
 /** How long sessions lent to a sibling shard stay reserved if the thief never settles them. */
 const STEAL_LOAN_MS = 60_000;
 /** After a steal round found nothing, credit messages do not trigger another for this long (a poke does). */
@@ -341,7 +342,7 @@ export class QueueDO extends DurableObject<Env> {
       console.warn(`QueueDO ${this.queueName}: gateway ${nodeId} silent for ${now - last} ms; closing`);
       // last_seen_at then says when the last frame came: disconnected_at minus it is the detection time.
       store.touchGateway(this.db, nodeId, last);
-      this.closeQuietly(ws, CLOSE_STALE, "no ping");
+      this.closeQuietly(ws, CLOSE_SILENT, "no ping");
       this.disconnect(nodeId, connId);
     }
   }
@@ -746,7 +747,7 @@ export class QueueDO extends DurableObject<Env> {
           `this token belongs to node '${attachment.boundNode}', not '${hello.node_id}'`,
         ),
       );
-      this.closeQuietly(ws, 4403, "node_id_mismatch");
+      this.closeQuietly(ws, CLOSE_NODE_MISMATCH, "node_id_mismatch");
       return;
     }
     if (attachment.hintNode && attachment.hintNode !== hello.node_id) {
@@ -758,7 +759,7 @@ export class QueueDO extends DurableObject<Env> {
           `this connection was opened with node_id '${attachment.hintNode}', but the hello names '${hello.node_id}'`,
         ),
       );
-      this.closeQuietly(ws, 4403, "node_id_mismatch");
+      this.closeQuietly(ws, CLOSE_NODE_MISMATCH, "node_id_mismatch");
       return;
     }
     // A node has one live connection: a reconnect replaces the old socket.
