@@ -19,8 +19,8 @@ import {
 } from "../../protocol";
 import { resultJson } from "../artifacts";
 import { privateCallbacksAllowed } from "../callback-url";
-import type { GatewayPresence } from "../queue/queue-do";
 import { sessionShard, shardsOf } from "../queue/shards";
+import type { GatewayPresence } from "../queue/stats";
 import { callbackId, isRolloutBatch, rolloutState, upstreamTaskResult } from "../upstream/render";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";

@@ -10,7 +10,7 @@
  * @module
  */
 import { and, eq, isNotNull, isNull, lte } from "drizzle-orm";
-import type { GatewayPresence } from "../queue/queue-do";
+import type { GatewayPresence } from "../queue/stats";
 import { afterTerminal, endSessions, OPEN_SESSION, TaskCache, type Withdrawal } from "./lifecycle";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
