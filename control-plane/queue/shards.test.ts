@@ -1,15 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { ResultsPage } from "../protocol";
-import {
-  gatewayShard,
-  parseShardName,
-  ShardConfigError,
-  sessionShard,
-  shardCount,
-  shardName,
-  shardsOf,
-} from "./queue/shards";
+import { ResultsPage } from "../../protocol";
 import {
   call,
   Gateway,
@@ -19,7 +10,16 @@ import {
   TOKENS,
   task,
   uniqueId,
-} from "./testing/fixtures";
+} from "../testing/fixtures";
+import {
+  gatewayShard,
+  parseShardName,
+  ShardConfigError,
+  sessionShard,
+  shardCount,
+  shardName,
+  shardsOf,
+} from "./shards";
 
 /** The vitest config gives queues named `sharded-…` four shards. */
 const SHARDS = 4;
