@@ -1,4 +1,6 @@
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { type WebSocket, WebSocketServer } from "ws";
 import { WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
 import { type GatewayLogger, GatewayRefusedError } from "./errors";
@@ -122,5 +124,65 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     expect(cp.upgrades).toHaveLength(3);
     expect(refused).toEqual([]);
     await conn.close();
+  });
+});
+
+describe("connected", { timeout: 30_000 }, () => {
+  it("is false on an open socket until welcome has been handled, and false again once it closes", async () => {
+    // A bare WebSocket server that holds the gateway's hello unanswered until the test says.
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await new Promise<void>((r) => wss.once("listening", () => r()));
+    const { port } = wss.address() as AddressInfo;
+    const sockets: WebSocket[] = [];
+    const hellos: unknown[] = [];
+    wss.on("connection", (ws) => {
+      sockets.push(ws);
+      ws.on("message", (d) => hellos.push(JSON.parse(d.toString())));
+    });
+    const welcomedWhileConnected: boolean[] = [];
+    const conn: ControlConnection = new ControlConnection({
+      controlPlaneUrl: `http://127.0.0.1:${port}`,
+      queue: "q",
+      nodeId: "gpu-w",
+      token: "t",
+      logger: recordingLogger().logger,
+      reconnect: { initialDelayMs: 20, maxDelayMs: 40 },
+      hello: () => ({
+        v: WIRE_VERSION,
+        type: "hello",
+        node_id: "gpu-w",
+        agent_version: "test",
+        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
+        capabilities: { runtimes: [], harnesses: [], engines: [] },
+        credit: 0,
+        leases: [],
+      }),
+      onWelcome: () => welcomedWhileConnected.push(conn.connected),
+      onMessage() {},
+      onRefused() {},
+    });
+    try {
+      conn.start();
+      await expect.poll(() => hellos.length).toBe(1);
+      expect(conn.connected).toBe(false);
+      sockets[0]!.send(
+        JSON.stringify({
+          v: WIRE_VERSION,
+          type: "welcome",
+          queue: "q",
+          node_id: "gpu-w",
+          kept_leases: [],
+          ping_interval_seconds: 15,
+        }),
+      );
+      await expect.poll(() => conn.connected).toBe(true);
+      // onWelcome (which applies the queue's fence) runs before the gateway counts as connected.
+      expect(welcomedWhileConnected).toEqual([false]);
+      sockets[0]!.terminate();
+      await expect.poll(() => conn.connected).toBe(false);
+    } finally {
+      await conn.close();
+      await new Promise<void>((r) => wss.close(() => r()));
+    }
   });
 });
