@@ -17,11 +17,9 @@ import {
   type SessionAssignment,
   type SessionResult,
 } from "../../protocol";
-import { resultJson } from "../artifacts";
-import { privateCallbacksAllowed } from "../callback-url";
 import { sessionShard, shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
-import { callbackId, isRolloutBatch, rolloutState, upstreamTaskResult } from "../upstream/render";
+import { deliverDueCallbacks } from "./callback-delivery";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
 import type {
@@ -512,52 +510,8 @@ export class BatchDO extends DurableObject<Env> {
 
   /** POSTs every due callback once; failures are rescheduled with backoff. Never throws. */
   async deliverCallbacks(): Promise<void> {
-    const batch = store.readBatch(this.db);
-    if (!batch) return;
-    for (const due of callbacks.dueCallbacks(this.db, Date.now())) {
-      let error: string | null;
-      try {
-        const seqs = callbacks.taskResultSeqs(this.db, due.taskIndex);
-        const results = await Promise.all(
-          seqs.map((seq) => resultJson(this.env.TRAJECTORIES, store.resultBySeq(this.db, seq)!)),
-        );
-        const task = store.taskByIndex(this.db, due.taskIndex);
-        const status = task?.cancelledAt !== null ? "cancelled" : "completed";
-        let body: string;
-        if (isRolloutBatch(batch.batchId)) {
-          // Upstream posts no callback for a cancelled task: none is sent (nor retried).
-          if (status === "cancelled") {
-            callbacks.skipCallback(
-              this.db,
-              due.taskIndex,
-              "not sent: upstream sends no callback for a cancelled task",
-            );
-            continue;
-          }
-          const state = rolloutState({ ...store.batchStatus(this.db)!, cancelled_at: null });
-          body = JSON.stringify(
-            upstreamTaskResult(
-              due.taskId,
-              batch.batchId,
-              state === "failed" ? "failed" : "completed",
-              results.map((r) => JSON.parse(r) as SessionResult),
-            ),
-          );
-        } else {
-          body = `{"task_id":${JSON.stringify(due.taskId)},"batch_id":${JSON.stringify(batch.batchId)},"status":"${status}","results":[${results.join(",")}],"result_paths":[]}`;
-        }
-        error = await callbacks.postCallback(
-          this.callbackFetch,
-          due.url,
-          body,
-          callbackId(batch.batchId, due.taskId),
-          privateCallbacksAllowed(this.env),
-        );
-      } catch (e) {
-        error = e instanceof Error ? e.message : String(e);
-      }
-      callbacks.recordAttempt(this.db, due.taskIndex, error, Date.now());
-    }
+    if (!store.readBatch(this.db)) return;
+    await deliverDueCallbacks(this.db, this.env, this.callbackFetch);
     await this.armAlarm();
   }
 
