@@ -97,7 +97,8 @@ describe("shard configuration", () => {
   });
 });
 
-describe("sharded queue", () => {
+// Four shards start cold in the first test: 2 s alone, past the 5 s default on a loaded machine.
+describe("sharded queue", { timeout: 20_000 }, () => {
   it("spreads the sessions of one batch over the shards by session id", async () => {
     const queue = uniqueId("sharded");
     const batchId = await submit(queue, [task("t", { num_samples: 40 })]);
