@@ -6,6 +6,7 @@
  * @module
  */
 export * from "./api";
+export * from "./close-codes";
 export * from "./errors";
 export * from "./evaluation";
 export * from "./fence";
