@@ -53,7 +53,12 @@ export default defineConfig({
             },
           }),
         ],
-        test: { name: "workers", include: ["control-plane/**/*.test.ts"] },
+        test: {
+          name: "workers",
+          include: ["control-plane/**/*.test.ts"],
+          // A cold Durable Object's first request (its migrations) can pass 5 s on a loaded machine.
+          testTimeout: 30_000,
+        },
       },
       {
         test: {
