@@ -1,5 +1,27 @@
+import { availableParallelism } from "node:os";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+
+/**
+ * End-to-end files whose assertions bound how long something takes (a silent socket closed at
+ * 3 pings, a reconnect within one dial timeout, a kill landing mid-batch, a queue wait past
+ * `timeout_seconds`, a fence drain): they run one at a time, after the others, so a second stack
+ * starting beside them cannot stretch what they measure.
+ */
+const TIMED_E2E = [
+  "test/e2e/flaky-link.test.ts",
+  "test/e2e/fence.test.ts",
+  "test/e2e/control-plane-recovery.test.ts",
+  "test/e2e/fleet-overflow.test.ts",
+  "test/e2e/launcher-lifetime.test.ts",
+];
+
+/**
+ * Test files run at a time. Vitest's default on an N-core machine is N−1 (one on two cores), but
+ * most of a test's time here is spent waiting on child processes (workerd, the gateway, harness
+ * CLIs, pytest), so two files at a time pay off even on two cores. `VITEST_MAX_WORKERS` overrides.
+ */
+const PARALLEL = Math.max(2, availableParallelism() - 1);
 
 /**
  * Three layers, each on its real runtime:
@@ -14,6 +36,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     reporters: ["default", "./test/support/optional-tools-reporter.ts"],
+    maxWorkers: PARALLEL,
     projects: [
       {
         plugins: [
@@ -24,19 +47,26 @@ export default defineConfig({
                 POLAR_TRAINER_TOKEN: "test-trainer-token",
                 POLAR_GATEWAY_TOKEN: "test-gateway-token",
                 POLAR_ADMIN_TOKEN: "test-admin-token",
-                // Queues named sharded-… have 4 shards (control-plane/sharding.test.ts).
+                // Queues named sharded-… have 4 shards (control-plane/queue/shards.test.ts).
                 POLAR_QUEUE_SHARDS: "sharded-*=4",
               },
             },
           }),
         ],
-        test: { name: "workers", include: ["control-plane/**/*.test.ts"] },
+        test: {
+          name: "workers",
+          include: ["control-plane/**/*.test.ts"],
+          // A cold Durable Object's first request (its migrations) can pass 5 s on a loaded machine.
+          testTimeout: 30_000,
+        },
       },
       {
         test: {
           name: "node",
           environment: "node",
           include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts}/**/*.test.ts"],
+          // Real tokenizers, sockets and child processes on a shared machine: 5 s is too tight.
+          testTimeout: 30_000,
         },
       },
       {
@@ -44,7 +74,20 @@ export default defineConfig({
           name: "e2e",
           environment: "node",
           include: ["test/**/*.test.ts"],
+          exclude: TIMED_E2E,
+          // After the unit layers (their files would otherwise share the workers with stacks).
+          sequence: { groupOrder: 1 },
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: "e2e-timed",
+          environment: "node",
+          include: TIMED_E2E,
           fileParallelism: false,
+          sequence: { groupOrder: 2 },
           testTimeout: 180_000,
           hookTimeout: 120_000,
         },

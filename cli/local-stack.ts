@@ -20,6 +20,14 @@ export interface LocalStackOptions {
   /** Extra `serve_gateway` flags for every gateway. */
   gatewayArgs?: string[];
   /**
+   * The queue of gateway i (`--queue`; the control plane's `default` where not given): gateways on
+   * separate queues have separate fences, so runs that move one queue's version do not relabel the
+   * other's turns.
+   */
+  gatewayQueues?: string[];
+  /** Extra `sim-engine` flags (its latency model: `--decode-tps`, `--max-running-requests`, …). */
+  engineArgs?: string[];
+  /**
    * The gateways' `--engine`: `sglang-openai` (default: SGLang's chat endpoint) or `sglang` (token
    * mode: the proxy renders the template and calls the sim's `/generate` with ids).
    */
@@ -32,6 +40,12 @@ export interface LocalStackOptions {
   controlPlaneVars?: Record<string, string>;
   /** The control plane's `POLAR_DEV_MODE=1` (default true; see `startControlPlaneDev`). */
   devMode?: boolean;
+  /**
+   * Starts the engine on `port` instead of the simulated one (e.g. `referenceEngineProcess` of
+   * `cli/reference-engine.ts`); it must answer `GET /health` there. It may be asynchronous (work
+   * before the process starts runs while the control plane starts).
+   */
+  startEngine?: (port: number) => PolarProcess | Promise<PolarProcess>;
 }
 
 export interface LocalStack {
@@ -71,22 +85,41 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   };
   try {
     const enginePort = await freePort();
-    const engine = spawnPolar("sim-engine", ["sim-engine", "--port", String(enginePort), "--model", model]);
-    started.push(engine);
-    const [controlPlane] = await Promise.all([
-      startControlPlaneDev({
-        persistTo: join(root, "state"),
-        tokens,
-        ...(opts.controlPlaneVars ? { vars: opts.controlPlaneVars } : {}),
-        ...(opts.devMode === undefined ? {} : { devMode: opts.devMode }),
-      }),
-      waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`),
-    ]);
-    started.push(controlPlane);
+    // The engine (which may first have to prepare, e.g. write a checkpoint) and the control plane
+    // start together; each is pushed to `started` as soon as it exists, so a failure stops both.
+    const engineReady = (async () => {
+      const engine = await (opts.startEngine
+        ? opts.startEngine(enginePort)
+        : spawnPolar("sim-engine", [
+            "sim-engine",
+            "--port",
+            String(enginePort),
+            "--model",
+            model,
+            ...(opts.engineArgs ?? []),
+          ]));
+      started.push(engine);
+      await waitForProcessHttp(engine, `http://127.0.0.1:${enginePort}/health`, 120_000);
+      return engine;
+    })();
+    const controlPlaneReady = startControlPlaneDev({
+      persistTo: join(root, "state"),
+      tokens,
+      ...(opts.controlPlaneVars ? { vars: opts.controlPlaneVars } : {}),
+      ...(opts.devMode === undefined ? {} : { devMode: opts.devMode }),
+    }).then((cp) => {
+      started.push(cp);
+      return cp;
+    });
+    const settled = await Promise.allSettled([controlPlaneReady, engineReady]);
+    const failed = settled.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    const [controlPlane, engine] = [await controlPlaneReady, await engineReady];
     const engineUrl = `http://127.0.0.1:${enginePort}`;
     const gateways: PolarProcess[] = [];
     for (let i = 0; i < (opts.gateways ?? 1); i++) {
       const nodeId = `node-${i}`;
+      const queue = opts.gatewayQueues?.[i];
       const gw = spawnPolar(
         `gateway ${nodeId}`,
         [
@@ -103,6 +136,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
           model,
           "--work-root",
           join(root, "work", nodeId),
+          ...(queue ? ["--queue", queue] : []),
           ...(opts.gatewayArgs ?? []),
         ],
         { POLAR_GATEWAY_TOKEN: tokens.gateway },

@@ -1,4 +1,6 @@
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { type WebSocket, WebSocketServer } from "ws";
 import { type Logger, WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
 import { GatewayRefusedError } from "./errors";
@@ -125,6 +127,66 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
   });
 });
 
+describe("connected", { timeout: 30_000 }, () => {
+  it("is false on an open socket until welcome has been handled, and false again once it closes", async () => {
+    // A bare WebSocket server that holds the gateway's hello unanswered until the test says.
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await new Promise<void>((r) => wss.once("listening", () => r()));
+    const { port } = wss.address() as AddressInfo;
+    const sockets: WebSocket[] = [];
+    const hellos: unknown[] = [];
+    wss.on("connection", (ws) => {
+      sockets.push(ws);
+      ws.on("message", (d) => hellos.push(JSON.parse(d.toString())));
+    });
+    const welcomedWhileConnected: boolean[] = [];
+    const conn: ControlConnection = new ControlConnection({
+      controlPlaneUrl: `http://127.0.0.1:${port}`,
+      queue: "q",
+      nodeId: "gpu-w",
+      token: "t",
+      logger: recordingLogger().logger,
+      reconnect: { initialDelayMs: 20, maxDelayMs: 40 },
+      hello: () => ({
+        v: WIRE_VERSION,
+        type: "hello",
+        node_id: "gpu-w",
+        agent_version: "test",
+        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
+        capabilities: { runtimes: [], harnesses: [], engines: [] },
+        credit: 0,
+        leases: [],
+      }),
+      onWelcome: () => welcomedWhileConnected.push(conn.connected),
+      onMessage() {},
+      onRefused() {},
+    });
+    try {
+      conn.start();
+      await expect.poll(() => hellos.length).toBe(1);
+      expect(conn.connected).toBe(false);
+      sockets[0]!.send(
+        JSON.stringify({
+          v: WIRE_VERSION,
+          type: "welcome",
+          queue: "q",
+          node_id: "gpu-w",
+          kept_leases: [],
+          ping_interval_seconds: 15,
+        }),
+      );
+      await expect.poll(() => conn.connected).toBe(true);
+      // onWelcome (which applies the queue's fence) runs before the gateway counts as connected.
+      expect(welcomedWhileConnected).toEqual([false]);
+      sockets[0]!.terminate();
+      await expect.poll(() => conn.connected).toBe(false);
+    } finally {
+      await conn.close();
+      await new Promise<void>((r) => wss.close(() => r()));
+    }
+  });
+});
+
 describe("ControlConnection liveness", { timeout: 30_000 }, () => {
   const TOKEN = "liveness-token";
   let cp: FakeControlPlane | null = null;
@@ -174,7 +236,7 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
     cp.drop();
     await cp.waitFor(helloOn(1));
     expect(cp.upgrades).toHaveLength(2);
-    expect(conn.connected).toBe(true);
+    await expect.poll(() => conn?.connected).toBe(true); // once the welcome is handled
     expect(downs).toHaveLength(1);
     const line = lines.find((l) => l.msg === "control plane connection closed; reconnecting");
     // First retry: half to all of initialDelayMs (the jitter).

@@ -160,15 +160,24 @@ export class ControlConnection {
   private readonly policy: ReconnectPolicy;
   /** Number of sockets opened so far (1 after the first connect). */
   connects = 0;
+  /** The socket whose `welcome` has been handled (null before it, and once it closes). */
+  private welcomed: WebSocket | null = null;
 
   constructor(private readonly opts: ControlConnectionOptions) {
     this.url = connectUrl(opts.controlPlaneUrl, opts.queue, opts.nodeId);
     this.policy = opts.reconnect ?? DEFAULT_RECONNECT;
   }
 
-  /** True while a socket is open. */
+  /**
+   * True once the control plane has answered this socket's `hello` with `welcome`, and while that
+   * socket stays open. An open socket alone is not enough: until `welcome` the gateway has not
+   * applied the queue's fence, so a health probe in that window would see a paused queue's gateway
+   * as unpaused.
+   */
   get connected(): boolean {
-    return this.socket?.readyState === WebSocket.OPEN;
+    return (
+      this.welcomed !== null && this.welcomed === this.socket && this.socket.readyState === WebSocket.OPEN
+    );
   }
 
   /** Dials the control plane (and keeps re-dialling until {@link close}). */
@@ -331,6 +340,7 @@ export class ControlConnection {
       this.attempt = 0;
       this.startPinging(message.ping_interval_seconds);
       this.opts.onWelcome(message);
+      this.welcomed = this.socket;
       return;
     }
     if (message.type === "error") {

@@ -7,6 +7,7 @@
  */
 export * from "./api";
 export * from "./bounded-body";
+export * from "./close-codes";
 export * from "./errors";
 export * from "./evaluation";
 export * from "./fence";

@@ -267,6 +267,31 @@ describe("proxy: chat completions", () => {
     expect(r.status).toBe(404);
     expect(((await r.json()) as ErrorJson).error.code).toBe("not_found");
   });
+
+  it("keeps a harness's idle keep-alive connection open past Node's 5 s default", {
+    timeout: 15_000,
+  }, async () => {
+    // A harness blocked in a tool call reuses its socket after the pause; a socket closed meanwhile
+    // fails that request ("other side closed").
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<{ header: unknown; port: number | undefined }>((resolve, reject) => {
+        const req = http.get(`${proxy.url}/v1/models`, { agent }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ header: res.headers["keep-alive"], port: req.socket?.localPort }));
+        });
+        req.on("error", reject);
+      });
+    try {
+      const first = await get();
+      expect(first.header).toBe("timeout=300");
+      await new Promise((r) => setTimeout(r, 5_500));
+      const second = await get();
+      expect(second.port).toBe(first.port);
+    } finally {
+      agent.destroy();
+    }
+  });
 });
 
 describe("proxy: engine failures", () => {

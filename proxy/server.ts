@@ -46,6 +46,15 @@ import { ReplicaSet, type ReplicaStatus } from "./replicas";
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
 /** Default engine request timeout: 900 s, long agent turns on big models included. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 900_000;
+/**
+ * How long a harness's idle keep-alive connection stays open (ms), advertised as
+ * `Keep-Alive: timeout=300`. Node's default (5 s) is shorter than the gap between two turns of an
+ * agent that runs a tool: the proxy closed the idle socket while a harness blocked in a tool call
+ * (e.g. a synchronous `node --test`) could not see the FIN, and its next request on that socket
+ * failed with "other side closed" (the session ended as an agent error). Harnesses start a new
+ * connection by themselves once the advertised time has passed.
+ */
+export const HARNESS_KEEP_ALIVE_MS = 300_000;
 
 /**
  * Options of {@link startProxy}. The token-mode options (`TokenModeOptions`) apply to engine `sglang`; `tokenizerPath` also gives
@@ -362,6 +371,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
   // Generations can take minutes; the engine timeout is the one that counts, not Node's defaults.
   httpServer.requestTimeout = 0;
   httpServer.headersTimeout = 60_000;
+  httpServer.keepAliveTimeout = HARNESS_KEEP_ALIVE_MS;
   const host = opts.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
     httpServer.once("error", reject);

@@ -6,22 +6,20 @@
  * @module
  */
 import { DurableObject } from "cloudflare:workers";
-import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import {
   type ArtifactRef,
   type BatchRequest,
   type GatewayStage,
+  isTerminal,
   LIMITS,
   type SessionAssignment,
   type SessionResult,
 } from "../../protocol";
-import { resultJson } from "../artifacts";
-import { privateCallbacksAllowed } from "../callback-url";
-import type { GatewayPresence } from "../queue/queue-do";
 import { sessionShard, shardsOf } from "../queue/shards";
-import { callbackId, isRolloutBatch, rolloutState, upstreamTaskResult } from "../upstream/render";
+import type { GatewayPresence } from "../queue/stats";
+import { deliverDueCallbacks } from "./callback-delivery";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
 import type {
@@ -40,6 +38,7 @@ import { noEvaluations, readEvaluations, recordEvaluation } from "./evaluations"
 import * as lifecycle from "./lifecycle";
 import * as noGateway from "./no-gateway";
 import * as outbox from "./outbox-store";
+import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
 import { queuedAtOf, queueWaitMs } from "./waiting";
@@ -352,15 +351,12 @@ export class BatchDO extends DurableObject<Env> {
       if (batch && opts.onlyIfOpen && store.allSessionsFinished(this.db)) return { kind: "finished" };
       if (!batch) {
         if (taskId !== null) return { kind: "not_found", message: `batch '${batchId}' does not exist` };
-        this.db
-          .insert(schema.batch)
-          .values({ batchId, requestHash: TOMBSTONE, queue: "default", createdAt: now, cancelledAt: now })
-          .run();
+        store.insertTombstone(this.db, batchId, TOMBSTONE, now);
         return { kind: "cancelled", ended: 0 };
       }
       let taskIndex: number | null = null;
       if (taskId !== null) {
-        const task = this.db.select().from(schema.tasks).where(eq(schema.tasks.taskId, taskId)).get();
+        const task = store.taskById(this.db, taskId);
         if (!task) return { kind: "not_found", message: `task '${taskId}' is not in batch '${batchId}'` };
         taskIndex = task.taskIndex;
       }
@@ -374,21 +370,12 @@ export class BatchDO extends DurableObject<Env> {
 
   /** Upstream task ids: the current run of the id whose run 1 this ledger is (1 when none was claimed). */
   async rolloutGeneration(): Promise<number> {
-    return this.db.select().from(schema.rolloutRuns).get()?.run ?? 1;
+    return rolloutRuns.currentRun(this.db);
   }
 
   /** Claims run `from + 1` when `from` is still the current run; returns the current run after. */
   async advanceRolloutGeneration(from: number): Promise<number> {
-    return this.ctx.storage.transactionSync(() => {
-      const current = this.db.select().from(schema.rolloutRuns).get()?.run ?? 1;
-      if (current !== from) return current;
-      this.db
-        .insert(schema.rolloutRuns)
-        .values({ id: 0, run: from + 1 })
-        .onConflictDoUpdate({ target: schema.rolloutRuns.id, set: { run: from + 1 } })
-        .run();
-      return from + 1;
-    });
+    return this.ctx.storage.transactionSync(() => rolloutRuns.advanceRun(this.db, from));
   }
 
   /**
@@ -398,11 +385,7 @@ export class BatchDO extends DurableObject<Env> {
   async checkUploadLease(sessionId: string, leaseId: string): Promise<"current" | "stale" | "unknown"> {
     const session = store.readSession(this.db, sessionId);
     if (!session) return "unknown";
-    if (
-      session.leaseId === leaseId &&
-      !["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"].includes(session.status)
-    )
-      return "current";
+    if (session.leaseId === leaseId && !isTerminal(session.status)) return "current";
     store.bumpCounter(this.db, "stale_uploads");
     return "stale";
   }
@@ -412,12 +395,8 @@ export class BatchDO extends DurableObject<Env> {
     const batch = store.readBatch(this.db);
     const session = store.readSession(this.db, sessionId);
     if (!batch || !session) return null;
-    const task = this.db
-      .select()
-      .from(schema.tasks)
-      .where(eq(schema.tasks.taskIndex, session.taskIndex))
-      .get();
-    const result = this.db.select().from(schema.results).where(eq(schema.results.sessionId, sessionId)).get();
+    const task = store.taskByIndex(this.db, session.taskIndex);
+    const result = store.resultOfSession(this.db, sessionId);
     return {
       session_id: session.sessionId,
       batch_id: batch.batchId,
@@ -447,23 +426,19 @@ export class BatchDO extends DurableObject<Env> {
 
   /** Outbox rows not yet delivered (observability and tests). */
   async outboxSize(): Promise<number> {
-    return this.db.select().from(schema.outbox).all().length;
+    return outbox.outboxSize(this.db);
   }
 
   /** Callback rows (tests and observability). */
   async callbackState(): Promise<
     { task_index: number; attempts: number; delivered: boolean; last_error: string | null }[]
   > {
-    return this.db
-      .select()
-      .from(schema.callbacks)
-      .all()
-      .map((c) => ({
-        task_index: c.taskIndex,
-        attempts: c.attempts,
-        delivered: c.deliveredAt !== null,
-        last_error: c.lastError,
-      }));
+    return callbacks.allCallbacks(this.db).map((c) => ({
+      task_index: c.taskIndex,
+      attempts: c.attempts,
+      delivered: c.deliveredAt !== null,
+      last_error: c.lastError,
+    }));
   }
 
   /**
@@ -535,56 +510,8 @@ export class BatchDO extends DurableObject<Env> {
 
   /** POSTs every due callback once; failures are rescheduled with backoff. Never throws. */
   async deliverCallbacks(): Promise<void> {
-    const batch = store.readBatch(this.db);
-    if (!batch) return;
-    for (const due of callbacks.dueCallbacks(this.db, Date.now())) {
-      let error: string | null;
-      try {
-        const seqs = callbacks.taskResultSeqs(this.db, due.taskIndex);
-        const results = await Promise.all(
-          seqs.map((seq) => resultJson(this.env.TRAJECTORIES, store.resultBySeq(this.db, seq)!)),
-        );
-        const task = this.db
-          .select()
-          .from(schema.tasks)
-          .where(eq(schema.tasks.taskIndex, due.taskIndex))
-          .get();
-        const status = task?.cancelledAt !== null ? "cancelled" : "completed";
-        let body: string;
-        if (isRolloutBatch(batch.batchId)) {
-          // Upstream posts no callback for a cancelled task: none is sent (nor retried).
-          if (status === "cancelled") {
-            callbacks.skipCallback(
-              this.db,
-              due.taskIndex,
-              "not sent: upstream sends no callback for a cancelled task",
-            );
-            continue;
-          }
-          const state = rolloutState({ ...store.batchStatus(this.db)!, cancelled_at: null });
-          body = JSON.stringify(
-            upstreamTaskResult(
-              due.taskId,
-              batch.batchId,
-              state === "failed" ? "failed" : "completed",
-              results.map((r) => JSON.parse(r) as SessionResult),
-            ),
-          );
-        } else {
-          body = `{"task_id":${JSON.stringify(due.taskId)},"batch_id":${JSON.stringify(batch.batchId)},"status":"${status}","results":[${results.join(",")}],"result_paths":[]}`;
-        }
-        error = await callbacks.postCallback(
-          this.callbackFetch,
-          due.url,
-          body,
-          callbackId(batch.batchId, due.taskId),
-          privateCallbacksAllowed(this.env),
-        );
-      } catch (e) {
-        error = e instanceof Error ? e.message : String(e);
-      }
-      callbacks.recordAttempt(this.db, due.taskIndex, error, Date.now());
-    }
+    if (!store.readBatch(this.db)) return;
+    await deliverDueCallbacks(this.db, this.env, this.callbackFetch);
     await this.armAlarm();
   }
 
@@ -612,7 +539,7 @@ export class BatchDO extends DurableObject<Env> {
   private async drainDueRows(): Promise<void> {
     const batch = store.readBatch(this.db);
     if (!batch) return;
-    const byQueue = new Map<string, (typeof schema.outbox.$inferSelect)[]>();
+    const byQueue = new Map<string, outbox.OutboxRow[]>();
     for (const row of outbox.dueOutbox(this.db, Date.now())) {
       byQueue.set(row.queue, [...(byQueue.get(row.queue) ?? []), row]);
     }

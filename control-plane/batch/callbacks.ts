@@ -170,3 +170,15 @@ export async function postCallback(
     return error instanceof Error ? error.message : String(error);
   }
 }
+
+/**
+ * Every callback row (tests and observability).
+ *
+ * @example
+ * ```ts
+ * allCallbacks(db).filter((c) => c.deliveredAt === null);
+ * ```
+ */
+export function allCallbacks(db: BatchDb): (typeof schema.callbacks.$inferSelect)[] {
+  return db.select().from(schema.callbacks).all();
+}

@@ -10,13 +10,18 @@
  * @module
  */
 import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
-import type { ArtifactRef, ErrorKind, SessionResult, TaskSpec, TerminalStatus } from "../../protocol";
+import {
+  type ArtifactRef,
+  type ErrorKind,
+  isTerminal,
+  type SessionResult,
+  type TaskSpec,
+  type TerminalStatus,
+} from "../../protocol";
 import * as schema from "./schema";
+import { OPEN_SESSION } from "./statuses";
 import { type BatchDb, bumpCounter, bumpErrorKind, RESULT_CHUNK_CHARS, splitText } from "./store";
 import { queuedAtOf, queueTimeoutPassed, queueWaitMs, waitingTimerAt } from "./waiting";
-
-/** SQL filter of sessions that have not ended yet. */
-export const OPEN_SESSION = sql`${schema.sessions.status} NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')`;
 
 type SessionRow = typeof schema.sessions.$inferSelect;
 type TaskRow = typeof schema.tasks.$inferSelect;
@@ -341,7 +346,7 @@ export function leaseLost(
 }
 
 function isOpen(session: SessionRow): boolean {
-  return !["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"].includes(session.status);
+  return !isTerminal(session.status);
 }
 
 /**
@@ -420,7 +425,7 @@ export function nextTimerAt(db: BatchDb): number | null {
   const row = db.get<{ outbox: number | null; deadline: number | null; callback: number | null }>(sql`SELECT
       (SELECT min(next_attempt_at) FROM outbox) AS outbox,
       (SELECT min(deadline_at) FROM sessions WHERE deadline_at IS NOT NULL
-         AND status NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')) AS deadline,
+         AND ${OPEN_SESSION}) AS deadline,
       (SELECT min(next_attempt_at) FROM callbacks WHERE delivered_at IS NULL) AS callback`);
   const times = [row?.outbox, row?.deadline, row?.callback].filter((t): t is number => typeof t === "number");
   return times.length > 0 ? Math.min(...times) : null;

@@ -10,9 +10,10 @@
  * @module
  */
 import { and, eq, isNotNull, isNull, lte } from "drizzle-orm";
-import type { GatewayPresence } from "../queue/queue-do";
-import { afterTerminal, endSessions, OPEN_SESSION, TaskCache, type Withdrawal } from "./lifecycle";
+import type { GatewayPresence } from "../queue/stats";
+import { afterTerminal, endSessions, TaskCache, type Withdrawal } from "./lifecycle";
 import * as schema from "./schema";
+import { OPEN_SESSION } from "./statuses";
 import type { BatchDb } from "./store";
 import { queuedAtOf, waitingTimerAt } from "./waiting";
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { and, asc, eq, inArray, lte, min } from "drizzle-orm";
+import { and, asc, eq, inArray, lte, min, sql } from "drizzle-orm";
 import { parseSessionId, type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
@@ -17,6 +17,9 @@ import type { BatchDb } from "./store";
  * for (const row of dueOutbox(db, Date.now())) console.log(row.queue, row.taskIndex);
  * ```
  */
+/** One outbox row: an enqueue or withdrawal waiting for its queue. */
+export type OutboxRow = typeof schema.outbox.$inferSelect;
+
 export function dueOutbox(db: BatchDb, now: number) {
   return db
     .select()
@@ -184,4 +187,16 @@ export function addWithdrawals(
     byQueue.set(queue, [...(byQueue.get(queue) ?? []), w]);
   }
   for (const [queue, items] of byQueue) addOutbox(db, "cancel", queue, -1, JSON.stringify(items), now);
+}
+
+/**
+ * Outbox rows not yet delivered.
+ *
+ * @example
+ * ```ts
+ * outboxSize(db); // 0 once every queue acknowledged
+ * ```
+ */
+export function outboxSize(db: BatchDb): number {
+  return db.select({ n: sql<number>`count(*)` }).from(schema.outbox).get()?.n ?? 0;
 }

@@ -19,6 +19,7 @@ import {
 import { sessionIdOf } from "../ids";
 import type { AssignOutcome, BatchCounters, ProgressOutcome, RawResult } from "./dto";
 import * as schema from "./schema";
+import { OPEN_SESSION } from "./statuses";
 import { waitingTimerAt } from "./waiting";
 
 /** The ledger's Drizzle handle. */
@@ -314,11 +315,7 @@ export function lastResultSeq(db: BatchDb): number {
  * ```
  */
 export function allSessionsFinished(db: BatchDb): boolean {
-  const open = db
-    .select({ n: sql<number>`count(*)` })
-    .from(schema.sessions)
-    .where(sql`${schema.sessions.status} NOT IN ('COMPLETED','ERROR','TIMEOUT','CANCELLED')`)
-    .get();
+  const open = db.select({ n: sql<number>`count(*)` }).from(schema.sessions).where(OPEN_SESSION).get();
   return (open?.n ?? 0) === 0;
 }
 
@@ -478,4 +475,58 @@ export function resultBySeq(db: BatchDb, seq: number): RawResult | null {
     .orderBy(asc(schema.resultChunks.chunkIndex))
     .all();
   return { seq, json: pieces.map((p) => p.data).join(""), trajectory_key: row.trajectoryKey };
+}
+
+/**
+ * Records a cancelled batch that never existed (upstream's `register_if_missing`): a tombstone
+ * row, so the batch cannot be submitted later.
+ *
+ * @example
+ * ```ts
+ * insertTombstone(db, "b_1", "tombstone", Date.now());
+ * ```
+ */
+export function insertTombstone(db: BatchDb, batchId: string, requestHash: string, now: number): void {
+  db.insert(schema.batch)
+    .values({ batchId, requestHash, queue: "default", createdAt: now, cancelledAt: now })
+    .run();
+}
+
+/**
+ * A task by its client-given id.
+ *
+ * @example
+ * ```ts
+ * taskById(db, "t1")?.taskIndex;
+ * ```
+ */
+export function taskById(db: BatchDb, taskId: string): typeof schema.tasks.$inferSelect | undefined {
+  return db.select().from(schema.tasks).where(eq(schema.tasks.taskId, taskId)).get();
+}
+
+/**
+ * A task by its index in the batch.
+ *
+ * @example
+ * ```ts
+ * taskByIndex(db, session.taskIndex)?.taskId;
+ * ```
+ */
+export function taskByIndex(db: BatchDb, taskIndex: number): typeof schema.tasks.$inferSelect | undefined {
+  return db.select().from(schema.tasks).where(eq(schema.tasks.taskIndex, taskIndex)).get();
+}
+
+/**
+ * The accepted result row of a session (without its chunks), or undefined.
+ *
+ * @example
+ * ```ts
+ * resultOfSession(db, "b_1.0.0")?.seq;
+ * ```
+ */
+export function resultOfSession(
+  db: BatchDb,
+  sessionId: string,
+): typeof schema.results.$inferSelect | undefined {
+  return db.select().from(schema.results).where(eq(schema.results.sessionId, sessionId)).get();
 }

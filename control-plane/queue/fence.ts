@@ -14,8 +14,8 @@ import {
   type FenceState,
   WIRE_VERSION,
 } from "../../protocol";
+import type { QueueDb } from "./db";
 import * as schema from "./schema";
-import type { QueueDb } from "./store";
 
 /** A change of the fence, as the routes ask for it. */
 export type FenceChange =

@@ -5,6 +5,7 @@
  * @module
  */
 import {
+  CLOSE_UNSUPPORTED_VERSION,
   type ControlMessage,
   describeIssues,
   fieldIssues,
@@ -25,25 +26,6 @@ export interface FrameRejection {
 
 /** Outcome of parsing one frame. */
 export type ParsedFrame = { ok: true; message: GatewayMessage } | FrameRejection;
-
-/**
- * Close code for a peer that speaks another protocol version.
- *
- * @example
- * ```ts
- * ws.close(CLOSE_UNSUPPORTED_VERSION, "unsupported_version");
- * ```
- */
-export const CLOSE_UNSUPPORTED_VERSION = 4400;
-/**
- * Close code for a socket replaced by a newer connection of the same node.
- *
- * @example
- * ```ts
- * old.close(CLOSE_REPLACED, "replaced by a newer connection");
- * ```
- */
-export const CLOSE_REPLACED = 4409;
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();

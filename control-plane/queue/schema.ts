@@ -13,7 +13,8 @@ import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /**
  * Sessions waiting for a gateway. `reserved_lease` is set while the dispatcher waits for the
- * ledger to record an assignment; such rows are skipped by other dispatch passes.
+ * ledger to record an assignment; `loan_token` while the row is lent to a sibling shard (work
+ * stealing). Rows with either set are skipped by dispatch passes and by other loans.
  */
 export const pending = sqliteTable(
   "pending",
@@ -27,8 +28,17 @@ export const pending = sqliteTable(
     payload: text("payload").notNull(),
     enqueuedAt: integer("enqueued_at").notNull(),
     reservedLease: text("reserved_lease"),
+    /** Token of the loan to a sibling shard that holds this row; the thief settles by it. */
+    loanToken: text("loan_token"),
+    /** Shard name of the sibling the row is lent to. */
+    lentTo: text("lent_to"),
+    /** When an unsettled loan returns the row to this shard's dispatch (ms since the epoch). */
+    lentUntil: integer("lent_until"),
   },
-  (t) => [index("pending_order_idx").on(t.reservedLease, t.priority, t.seq)],
+  (t) => [
+    index("pending_order_idx").on(t.reservedLease, t.loanToken, t.priority, t.seq),
+    index("pending_loan_idx").on(t.loanToken),
+  ],
 );
 
 /** Gateways that said hello; `conn_id` names the socket currently speaking for the node. */
@@ -52,8 +62,8 @@ export const gateways = sqliteTable("gateways", {
 });
 
 /**
- * Sessions in a gateway's hands. The payload is kept so a lease can be requeued (on reconnect
- * reconciliation now, after a grace period later) without asking the ledger again.
+ * Sessions in a gateway's hands. A lost lease goes back to the ledger, which re-enqueues the
+ * session with its own copy of the assignment, so no payload is kept here.
  */
 export const leases = sqliteTable(
   "leases",
@@ -64,7 +74,6 @@ export const leases = sqliteTable(
     nodeId: text("node_id").notNull(),
     attempt: integer("attempt").notNull(),
     assignedAt: integer("assigned_at").notNull(),
-    payload: text("payload").notNull(),
     /** When the lease counts as lost (gateway gone past the grace); null while the gateway holds it. */
     lostAt: integer("lost_at"),
   },

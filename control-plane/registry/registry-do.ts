@@ -99,18 +99,22 @@ export class RegistryDO extends DurableObject<Env> {
       }));
   }
 
-  /** Records that `nodeId` connected to `queue`. */
-  async recordNode(queue: string, nodeId: string): Promise<void> {
+  /**
+   * Records that `nodeId` connected to `dispatcher`: the QueueDO's name, which is the shard name
+   * (`queue#i`) for a sharded queue. The `queue` columns hold such dispatcher names; `dispatchersOf`
+   * expands them to every shard of their queue.
+   */
+  async recordNode(dispatcher: string, nodeId: string): Promise<void> {
     const now = Date.now();
     this.db
       .insert(schema.queues)
-      .values({ name: queue, lastSeenAt: now })
+      .values({ name: dispatcher, lastSeenAt: now })
       .onConflictDoUpdate({ target: schema.queues.name, set: { lastSeenAt: now } })
       .run();
     this.db
       .insert(schema.nodes)
-      .values({ nodeId, queue, lastSeenAt: now })
-      .onConflictDoUpdate({ target: schema.nodes.nodeId, set: { queue, lastSeenAt: now } })
+      .values({ nodeId, queue: dispatcher, lastSeenAt: now })
+      .onConflictDoUpdate({ target: schema.nodes.nodeId, set: { queue: dispatcher, lastSeenAt: now } })
       .run();
   }
 

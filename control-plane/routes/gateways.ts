@@ -9,8 +9,8 @@
 import { Hono } from "hono";
 import { authorize } from "../auth";
 import { ApiError } from "../errors";
-import { NODE_HEADER, NODE_HINT_HEADER, QUEUE_HEADER } from "../queue/queue-do";
 import { dispatchersOf, gatewayShard } from "../queue/shards";
+import { NODE_HEADER, NODE_HINT_HEADER, QUEUE_HEADER } from "../queue/sockets";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { identifierParam } from "./params";
 

@@ -14,9 +14,9 @@
 import { z } from "zod";
 import type { FenceNode, FenceState } from "../../protocol";
 import { ApiError } from "../errors";
-import type { GatewayStats } from "../queue/queue-do";
-import { PING_INTERVAL_SECONDS } from "../queue/queue-do";
+import { PING_INTERVAL_SECONDS } from "../queue/settings";
 import { dispatchersOf, parseShardName } from "../queue/shards";
+import type { GatewayView } from "../queue/stats";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { PATH_PREFIX, type UpstreamScope } from "./credentials";
 
@@ -109,7 +109,7 @@ const ZERO_METRICS: NodeStageMetrics = {
  * isListed({ ...stats, connected: false, leases: 0 }); // false
  * ```
  */
-export function isListed(g: Pick<GatewayStats, "connected" | "leases">): boolean {
+export function isListed(g: Pick<GatewayView, "connected" | "leases">): boolean {
   return g.connected || g.leases > 0;
 }
 
@@ -151,7 +151,7 @@ export function fenceUrl(base: string, queue: string, nodeId?: string): string {
  * nodeInfo(stats, fenceUrl(base, stats.queue, stats.node_id)).gateway_url;
  * ```
  */
-export function nodeInfo(g: GatewayStats, gatewayUrl: string): GatewayNodeInfo {
+export function nodeInfo(g: GatewayView, gatewayUrl: string): GatewayNodeInfo {
   return {
     node_id: g.node_id,
     gateway_url: gatewayUrl,
@@ -196,7 +196,7 @@ export function queueInfo(queue: string, gatewayUrl: string, now: number): Gatew
 /** The queues and listed gateways a scope sees, and the sessions its queues hold undispatched. */
 export interface ScopeFleet {
   queues: string[];
-  gateways: GatewayStats[];
+  gateways: GatewayView[];
   pending: number;
 }
 

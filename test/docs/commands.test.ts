@@ -1,6 +1,6 @@
 /**
- * Every command block of README.md, docs/*.md and examples/ (fenced `sh`/`bash`/`shell`/`console`
- * or untagged blocks, and `doc-test:` comment blocks of example files such as a topology's
+ * Every command block of README.md, docs/*.md, examples/ and the client packages' READMEs (fenced
+ * `sh`/`bash`/`shell`/`console` or untagged blocks, and `doc-test:` comment blocks of example files such as a topology's
  * header) is run or checked here by the method its annotation declares, so the docs cannot drift
  * from what the code does. A block without a method fails, with the lines to add.
  *

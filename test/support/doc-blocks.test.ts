@@ -3,15 +3,18 @@
  * commands, what an author is told about a block without a method, how a synopsis expands.
  */
 import { describe, expect, it } from "vitest";
+import { REPO_ROOT } from "../../cli/wrangler-dev";
 import {
   ANNOTATION_HELP,
   commandsOf,
   commentBlocks,
+  documentFiles,
   markdownBlocks,
   missingAnnotationMessage,
   parseAnnotation,
 } from "./doc-blocks";
 import { synopsisArgvs, words } from "./doc-checks";
+import { type RunTarget, substitute } from "./doc-run";
 
 const md = [
   "Intro",
@@ -148,5 +151,37 @@ describe("synopsis expansion", () => {
     expect(synopsisArgvs(words('conformance --command "my-agent {{INSTRUCTION}}"'))).toEqual([
       ["conformance", "--command", "my-agent {{INSTRUCTION}}"],
     ]);
+  });
+});
+
+describe("sources", () => {
+  it("covers README.md, docs/, and the READMEs of examples/ and of the client packages", () => {
+    const files = documentFiles(REPO_ROOT);
+    expect(files[0]).toBe("README.md");
+    expect(files).toContain("docs/training.md");
+    expect(files).toContain("examples/trainer/README.md");
+    expect(files).toContain("clients/python/README.md");
+    expect(files.filter((f) => !f.endsWith(".md"))).toEqual([]);
+  });
+});
+
+describe("run placeholders", () => {
+  const target: RunTarget = {
+    cpPort: 1,
+    enginePort: 2,
+    engine2Port: 3,
+    proxyPort: 4,
+    opsPort: 5,
+    tokens: { trainer: "t", gateway: "g", admin: "a" },
+    tmp: "SCRATCH",
+  };
+
+  it("pip install goes to the block's scratch folder with pip's configured indexes", () => {
+    const ran = substitute("pip install ./clients/python", target);
+    expect(ran).toMatch(
+      /python3 -m pip install --disable-pip-version-check --target SCRATCH\/site \.\/clients\/python$/,
+    );
+    expect(ran).toContain("pip config get global.extra-index-url");
+    expect(substitute("npx polar dev --port 8787", target)).not.toContain("pip");
   });
 });

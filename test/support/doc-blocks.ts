@@ -1,7 +1,8 @@
 /**
  * The command blocks of the documentation, and how each is to be checked.
  *
- * Sources: every fenced block of `README.md`, `docs/*.md` and `examples/**\/README.md` whose info
+ * Sources: every fenced block of `README.md`, `docs/*.md`, `examples/**\/README.md` and
+ * `clients/**\/README.md` (the client packages' pages) whose info
  * string is `sh`, `bash`, `shell`, `console` or empty (anything else — `text`, `ts`, `yaml`, `ini`
  * — is not a command), and the comment blocks of example files (`examples/**`, e.g. a topology's
  * header) that start with a `doc-test:` comment line.
@@ -319,10 +320,12 @@ export function documentFiles(root: string): string[] {
   const docs = readdirSync(join(root, "docs"))
     .filter((f) => f.endsWith(".md"))
     .map((f) => `docs/${f}`);
-  const examples = walk(join(root, "examples"))
-    .map((f) => relative(root, f))
-    .filter((f) => f.endsWith("README.md"));
-  return ["README.md", ...docs.sort(), ...examples.sort()];
+  const readmes = (folder: string) =>
+    walk(join(root, folder))
+      .map((f) => relative(root, f))
+      .filter((f) => f.endsWith("README.md"))
+      .sort();
+  return ["README.md", ...docs.sort(), ...readmes("examples"), ...readmes("clients")];
 }
 
 /** Every example file whose comments may hold commands (text files under `examples/`). */
@@ -384,7 +387,7 @@ export function missingAnnotationMessage(block: DocBlock): string {
 
 /** The methods a doc author can choose from, for failure messages. */
 export const ANNOTATION_HELP = [
-  "Every command in README.md, docs/*.md and examples/ is run or checked by test/docs/commands.test.ts.",
+  "Every command in README.md, docs/*.md, examples/ and clients/*/README.md is run or checked by test/docs/commands.test.ts.",
   "Methods (<!-- doc-test: METHOD --> above a fence; `# doc-test: METHOD` in an example file's comments):",
   "  run            run each command for real against the test's local stack (placeholders: PLACEHOLDERS in test/support/doc-run.ts)",
   "  cli            a synopsis: each `npx polar …` line is parsed by the real CLI parser ([optional] parts included, a|b each)",

@@ -55,6 +55,13 @@ const TOKEN_ROLE: Record<string, keyof RoleTokens> = {
   POLAR_ADMIN_TOKEN: "admin",
 };
 
+/**
+ * Bash that makes pip use the indexes its config lists (when it lists any) as its only ones, so it
+ * never waits on an index this machine cannot reach; .ci/run does the same.
+ */
+const PIP_CONFIGURED_INDEXES =
+  'idx=$(python3 -m pip config get global.extra-index-url 2>/dev/null | xargs); if [ -n "$idx" ]; then export PIP_INDEX_URL="$(echo $idx | cut -d" " -f1)" PIP_EXTRA_INDEX_URL="$(echo $idx | cut -s -d" " -f2-)"; fi;';
+
 /** Placeholders of the docs and what they become in the test (the single table). */
 export const PLACEHOLDERS: Placeholder[] = [
   {
@@ -114,6 +121,15 @@ export const PLACEHOLDERS: Placeholder[] = [
     docs: "/opt/polar/harnesses (an operator's harness folder)",
     runs: "$PWD/.polar/harnesses (where scripts/install-harnesses.sh installs by default)",
     apply: (s) => s.replaceAll("/opt/polar/harnesses", "$PWD/.polar/harnesses"),
+  },
+  {
+    docs: "pip install PATH (into the reader's Python environment)",
+    runs: "python3 -m pip install --target <scratch>/site PATH, pip's configured indexes its only ones (as .ci/run)",
+    apply: (s, t) =>
+      s.replace(
+        /^pip install\b/,
+        `${PIP_CONFIGURED_INDEXES} python3 -m pip install --disable-pip-version-check --target ${t.tmp}/site`,
+      ),
   },
   {
     docs: "--instances verified.jsonl, --out tasks.yaml (SWE-bench Verified's export, the generated tasks)",

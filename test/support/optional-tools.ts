@@ -19,6 +19,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it, type TestOptions } from "vitest";
+import { TORCH_INSTALL_SCRIPT, torchProblem } from "../../cli/reference-engine";
 import { bwrapArgs } from "../../gateway-agent/runtime/bwrap";
 import { detectLimits } from "../../gateway-agent/runtime/limits";
 import { ensureTestImage, TEST_IMAGE } from "../../gateway-agent/testing/images";
@@ -170,6 +171,12 @@ export const TOOLS = {
     // The system's python3 is what the sandbox shows: its package, not a pip install in the home.
     install: "apt-get install python3-pytest",
     probe: () => sandboxPytestProblem(),
+  },
+  torch: {
+    name: "torch",
+    // The reference engine's Python: .polar/torch-venv (or POLAR_TORCH_PYTHON) with torch and transformers.
+    install: `bash ${TORCH_INSTALL_SCRIPT}`,
+    probe: () => torchProblem(),
   },
   cgroups: {
     name: "cgroups",

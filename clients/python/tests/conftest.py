@@ -3,7 +3,8 @@
 ``stack`` is the REAL local stack (control plane in ``wrangler dev``, the simulated engine, one
 gateway in token mode): ``POLAR_STACK_JSON`` may hand in one that is already running (the line
 ``scripts/stack-json.ts`` prints); otherwise the fixture starts ``scripts/stack-json.ts`` with node
-and stops it by closing its standard input. Tests that need it are marked ``stack`` and are
+and stops it by closing its standard input. ``free_queue`` in that line names a queue served by a
+gateway of its own (``stack.free_queue``), ``gateway_queues`` the queue of each gateway. Tests that need it are marked ``stack`` and are
 skipped, with the reason, where node or the repository's node_modules are missing.
 """
 
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -26,7 +27,7 @@ REPO = os.path.dirname(os.path.dirname(PACKAGE))
 sys.path.insert(0, os.path.join(PACKAGE, "src"))
 sys.path.insert(0, HERE)
 
-from polar_trainer import PolarClient  # noqa: E402
+from polar_trainer import PolarClient, engines  # noqa: E402
 
 #: More run slots than the default 2, so groups overlap as they would on a real fleet.
 GATEWAY_ARGS = ["--gateway-arg=--max-run=4", "--gateway-arg=--max-init=4", "--gateway-arg=--max-postrun=4"]
@@ -48,6 +49,12 @@ class Stack:
         self.url: str = info["url"]
         self.tokens: Dict[str, str] = info["tokens"]
         self.engine_url: str = info["engine_url"]
+        #: A queue with its own gateway (so its own fence), for runs that must not see another
+        #: suite's version changes; None (the default queue) when the stack has one gateway.
+        self.free_queue: Optional[str] = info.get("free_queue")
+        queues = info.get("gateway_queues") or ["default"] * len(info["gateways"])
+        #: The gateways that serve the default queue.
+        self.default_gateways = [g for g, q in zip(info["gateways"], queues) if q == "default"]
         self._tasks: Dict[str, Dict[str, Any]] = {}
 
     def client(self, token: str | None = None) -> PolarClient:
@@ -72,9 +79,10 @@ class Stack:
             self._tasks[example] = task
         return json.loads(json.dumps(self._tasks[example]))
 
-    def set_version(self, version: Any) -> None:
-        """Stamps a policy version on every gateway (the admin fan-out route of this tree)."""
-        self.admin().transport.request("POST", "/v1/admin/policy_version", {"policy_version": str(version)}, idempotent=True)
+    def push_weights(self, version: str) -> None:
+        """A trainer's update function: the simulated engine "loads" a checkpoint and reports
+        ``version`` (what ``min_policy_version`` is checked against)."""
+        engines.update_weights_from_disk(self.engine_url, f"sim-checkpoints/{version}", version)
 
 
 @pytest.fixture(scope="session")

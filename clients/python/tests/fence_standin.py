@@ -1,7 +1,8 @@
-"""A stand-in of the control plane's fence routes, exactly the shapes of the issue-14 contract
+"""A stand-in of the control plane's fence routes, exactly the shapes docs/control-plane.md gives them
 (durable per-queue state, ``{queue, fence, ok, nodes}`` answers, 400 naming the field, 401 for a
-wrong token), for the client's fence tests until the real routes exist in this tree. It serves
-nothing else: batches, results and SSE are tested against the real local stack.
+wrong token), for the failure paths of the client's fence (a node that does not drain, injected
+5xx) that the real stack cannot be made to produce on demand. It serves nothing else: the real
+routes are tested in test_fence_stack.py, batches, results and SSE against the real stack too.
 
 Gateways are simulated as a list of nodes, each with the seconds its in-flight calls need to
 drain (``drain_seconds``); a pause with ``timeout_seconds`` below that leaves the node with calls in

@@ -1,4 +1,6 @@
-"""The fence client against the contract's shapes (a stand-in server until the real routes land)."""
+"""The fence client's failure paths against a stand-in of the fence routes (a gateway that never
+drains, a resume that fails, a 503 to retry: faults a real stack does not produce on demand). The
+real routes and a real gateway: test_fence_stack.py."""
 
 from __future__ import annotations
 

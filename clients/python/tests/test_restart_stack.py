@@ -32,6 +32,7 @@ def start(stack, run_id, state_dir, ckpt, **env):
             **os.environ,
             "POLAR_URL": stack.url,
             "POLAR_TRAINER_TOKEN": stack.tokens["trainer"],
+            "ENGINE_URL": stack.engine_url,
             "RUN_ID": run_id,
             "TASK_JSON": json.dumps(stack.task("calculator")),
             **env,
@@ -58,7 +59,7 @@ def test_a_trainer_killed_three_times_loses_no_group_and_trains_none_twice(stack
     ckpt = str(tmp_path / "trainer.json")
 
     # 1. Killed in the middle of step 2 (leased, not committed): the restart gets step 2 back.
-    p = start(stack, run_id, state_dir, ckpt, TRAIN_SECONDS="3")
+    p = start(stack, run_id, state_dir, ckpt, TRAIN_SECONDS="2")
     lines = read_until(p, "leased 2 ")
     leased_2 = lines[-1].split()[2]
     p.send_signal(signal.SIGKILL)
@@ -88,7 +89,7 @@ def test_a_trainer_killed_three_times_loses_no_group_and_trains_none_twice(stack
         trained = json.load(f)["trained"]
     steps = [s for s, _ in trained]
     gids = [g for _, g in trained]
-    assert steps == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert steps == [1, 2, 3, 4, 5]
     assert len(set(gids)) == len(gids), "a group was trained twice"
 
     events = StateStore(state_dir).audit_events()

@@ -1,5 +1,6 @@
-"""The async group scheduler against the REAL local stack (calculator task on the simulated engine:
-a group of 2 or 4 sessions always mixes rewards 1 and 0; the hello task always gives 1)."""
+"""The async group scheduler against the REAL local stack where the policy version moves: stale
+groups dropped after a fenced update, a queue left at another version (calculator task on the
+simulated engine: a group of 2 sessions always mixes rewards 1 and 0)."""
 
 from __future__ import annotations
 
@@ -7,74 +8,22 @@ import time
 
 import pytest
 
+from polar_trainer import engines
 from polar_trainer.config import SchedulerConfig
-from polar_trainer.errors import SchedulerError
-from polar_trainer.scheduler import Exhausted, GroupScheduler
+from polar_trainer.scheduler import GroupScheduler
 
 pytestmark = pytest.mark.stack
 
 
-def owned_over_time(events):
-    """Replays the audit events: the most groups owned at once, and whether some group was admitted
-    while others were still in flight (no batch barrier)."""
-    inflight, queued, peak, overlapped = set(), set(), 0, False
-    for e in events:
-        kind, gid = e["event"], e.get("group_id")
-        if kind == "submit" and e["created"]:
-            if inflight and len(inflight | queued) > 0 and e["index"] >= 1:
-                overlapped = overlapped or bool(inflight)
-            inflight.add(gid)
-        elif kind == "accept":
-            inflight.discard(gid)
-            queued.add(gid)
-        elif kind in ("reject", "drop"):
-            inflight.discard(gid)
-            queued.discard(gid)
-        elif kind == "lease":
-            queued.discard(gid)
-        peak = max(peak, len(inflight | queued))
-    return peak, overlapped
-
-
-def test_groups_are_admitted_continuously_within_the_bound_and_steps_take_the_first_accepted(stack, run_id, state_dir):
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=2, group_size=2, max_async_level=2, max_groups=8, poll_wait_seconds=5)
-    task = stack.task("calculator")
-    with GroupScheduler(stack.client(), cfg, [task], state_dir) as sched:
-        batches = []
-        for _ in range(3):
-            b = sched.next_batch(timeout=150)
-            # The step takes the first accepted groups, in acceptance order.
-            accepted = [e["group_id"] for e in sched.events if e["event"] == "accept"]
-            leased_before = [g for bb in batches for g in bb.group_ids]
-            assert b.group_ids == [g for g in accepted if g not in leased_before][:2]
-            batches.append(b)
-            time.sleep(1.0)  # a simulated training step: rollouts go on meanwhile
-            sched.commit(b.step)
-        events = list(sched.events)
-        counters = sched.counters()
-    assert [b.step for b in batches] == [1, 2, 3]
-    peak, overlapped = owned_over_time(events)
-    assert peak <= cfg.max_in_flight == 4
-    assert overlapped, "a group should be admitted while others are still in flight"
-    assert counters["consumed"] == 6 and counters["staleness"] == {"0": 6}
-    for b in batches:
-        for g in b.groups:
-            assert g.task_id == g.group_id and len(g.sessions) == 2 and g.staleness == 0
-            assert sorted(o.reward for o in g.sessions) == [0.0, 1.0]
-            # GRPO with a shared std: +a for the fix, -a for the other.
-            advs = sorted(s.advantage for s in g.samples())
-            assert advs[0] == pytest.approx(-advs[-1]) and advs[-1] > 0
-            for s in g.samples():
-                assert len(s.loss_mask) == len(s.rollout_logprobs) == len(s.token_versions) == s.response_length
-    # Every group's task carried its stamp in metadata (the result echoes it).
-    g0 = batches[0].groups[0]
-    assert g0.sessions[0].samples[0].group_id == g0.group_id
-
-
 def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_version(stack, run_id, state_dir):
     cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_async_level=3, max_off_policy_steps=0, poll_wait_seconds=5)
-    stack.set_version(0)
-    with GroupScheduler(stack.client(), cfg, [stack.task("calculator")], state_dir) as sched:
+    client = stack.client()
+    submitted = []
+    submit = client.submit
+    client.submit = lambda body: (submitted.append(body), submit(body))[1]
+    with GroupScheduler(client, cfg, [stack.task("calculator")], state_dir) as sched:
+        # A fresh run is at version 0 and puts the queue's fence there too (turns are labelled by it).
+        assert client.fence_status("default").fence.policy_version == "0"
         first = sched.next_batch(timeout=150)
         assert first.groups[0].version == 0 and first.groups[0].staleness == 0
         sched.commit(first.step)
@@ -82,8 +31,17 @@ def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_versi
         while sched.counters()["queued"] < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert sched.counters()["queued"] >= 2  # accepted under version 0, not taken yet
-        stack.set_version(1)  # what the fence does after an update (the admin route of this tree)
-        sched.set_policy_version(1)
+        seen = []
+
+        def push(version: str) -> None:
+            seen.append(client.fence_status("default").fence.paused)
+            stack.push_weights(version)
+
+        # The real fence: pause (drain) → the engine reports "1" → resume with version 1.
+        sched.update_weights(push)
+        assert seen == [True] and sched.policy_version == 1
+        assert client.fence_status("default").fence.policy_version == "1"
+        assert engines.weight_versions(stack.engine_url) == {stack.engine_url: "1"}
         dropped = sched.counters()["dropped"].get("stale", 0)
         assert dropped >= 2
         second = sched.next_batch(timeout=150)
@@ -96,54 +54,20 @@ def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_versi
         # Groups still in flight under version 0 when it changed are dropped when they arrive.
         assert all(e["reason"] == "stale" for e in drops) and len(drops) == sched.counters()["dropped"]["stale"] >= dropped
         assert not set(e["group_id"] for e in drops) & set(second.group_ids)
+        # Groups submitted after the update need the engine at version 1 (the gateway holds their
+        # turns until a replica reports it); every turn of one ran on weights "1".
+        stamps = [(b["tasks"][0]["metadata"]["policy_version"], b["tasks"][0]["min_policy_version"]) for b in submitted]
+        assert (1, 1) in stamps and all(v == m for v, m in stamps)
 
 
-def test_selection_drops_all_equal_groups_and_admits_others(stack, run_id, state_dir):
-    hello = stack.task("hello")  # session_completed: every session gets reward 1
-    calc = stack.task("calculator")
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=2, group_size=2, max_async_level=2, drop_all_equal_groups=True, max_groups=6, poll_wait_seconds=5)
-    with GroupScheduler(stack.client(), cfg, [hello, calc], state_dir) as sched:
+def test_a_queue_left_at_another_version_is_set_to_the_schedulers_at_start(stack, run_id, state_dir):
+    client = stack.client()
+    client.set_policy_version("default", 7)  # e.g. another run's last update
+    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_groups=1, poll_wait_seconds=5)
+    with GroupScheduler(client, cfg, [stack.task("calculator")], state_dir, policy_version=0) as sched:
+        assert client.fence_status("default").fence.policy_version == "0"
         b = sched.next_batch(timeout=150)
-        counters = sched.counters()
-    assert all(g.index % 2 == 1 for g in b.groups)  # only calculator groups
-    assert counters["dropped"]["all_equal"] >= 2
-
-
-def test_early_stop_cancels_stragglers_which_are_excluded(stack, run_id, state_dir):
-    calc = stack.task("calculator")
-    slow = stack.task("calculator")
-    # Sample 3 of each group sleeps: the early stop (2 usable of 4) must not wait for it.
-    slow["agent"]["custom_shell"]["command"] = 'case "$POLAR_SESSION_ID" in *.3) sleep 60;; esac; ' + calc["agent"]["custom_shell"]["command"]
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=4, min_complete_fraction=0.25, early_stop_grace_sessions=1, max_groups=1, poll_wait_seconds=5)
-    assert cfg.groups.early_stop_min_usable_sessions == 2
-    t0 = time.monotonic()
-    with GroupScheduler(stack.client(), cfg, [slow], state_dir) as sched:
-        b = sched.next_batch(timeout=150)
-        counters = sched.counters()
-        assert sched.next_batch().group_ids == b.group_ids  # an uncommitted step is offered again
-        sched.commit(b.step)
-        with pytest.raises(Exhausted):
-            sched.next_batch(timeout=30)
-    assert time.monotonic() - t0 < 55
-    kinds = sorted((o.kind, o.reason) for o in b.groups[0].sessions)
-    assert ("excluded", "early_stop") in kinds or ("excluded", "cancelled") in kinds
-    assert sum(1 for k, _ in kinds if k == "trainable") >= 2
-    assert counters["early_stops"] == 1
-
-
-def test_results_by_sse_transport(stack, run_id, state_dir):
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_groups=1, results_transport="sse")
-    with GroupScheduler(stack.client(), cfg, [stack.task("calculator")], state_dir) as sched:
-        b = sched.next_batch(timeout=150)
-    assert len(b.groups[0].sessions) == 2
-
-
-def test_a_task_that_cannot_work_stops_the_scheduler_with_its_error(stack, run_id, state_dir):
-    broken = stack.task("calculator")
-    broken["agent"]["custom_shell"]["command"] = "echo no model today >&2; exit 3"
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_unusable_groups=3, poll_wait_seconds=5)
-    with GroupScheduler(stack.client(), cfg, [broken], state_dir) as sched:
-        with pytest.raises(SchedulerError, match="3 groups in a row had no trainable session") as e:
-            sched.next_batch(timeout=120)
-        assert "agent_error" in str(e.value) and "exited with code 3" in str(e.value)
-        assert sched.counters()["next_index"] <= 3 + cfg.max_in_flight  # admission stopped
+    g = b.groups[0]
+    # Without the sync the tokens would say 7 and the group would look 7 versions NEWER than the trainer.
+    assert g.version == 0 and g.staleness == 0
+    assert [e["was"] for e in sched.events if e["event"] == "fence_version"] == ["7"]

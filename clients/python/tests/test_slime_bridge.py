@@ -166,8 +166,13 @@ def test_weight_update_hooks_fence_the_queue_and_set_the_next_version(tmp_path):
         with pytest.raises(FenceError, match="not_drained"):
             b.pause()
         assert not s.states["default"]["paused"]  # undone
-    b = bridge_on("http://127.0.0.1:9", "none", str(tmp_path / "c"))
-    b.pause()
-    b.resume()  # no request at all with polar_weight_update_fence: none
-    assert b.scheduler.policy_version == 1
+    with FenceStandIn("tok") as s:
+        b = bridge_on(s.url, "none", str(tmp_path / "c"))
+        b.pause()
+        b.resume()
+        # polar_weight_update_fence: none never pauses, but the queue's version still moves: turns
+        # are labelled with it and groups are versioned by those labels.
+        assert [(m, p) for m, p, _ in s.requests] == [("POST", "/v1/queues/default/policy_version")]
+        assert s.states["default"]["policy_version"] == "1" and not s.states["default"]["paused"]
+        assert b.scheduler.policy_version == 1
 

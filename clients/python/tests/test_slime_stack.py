@@ -1,6 +1,7 @@
 """The slime bridge end to end against the REAL local stack, through slime's call pattern (the
-stand-in's ``call_rollout_fn``): two rollouts, the reward hooks, a crash before the checkpoint of
-rollout 1 (the restarted bridge gets the same groups back), and eval mode."""
+stand-in's ``call_rollout_fn``): two rollouts, the reward hooks, a weight update between them
+through upstream's pause/resume hooks and the control plane's fence (drain), a crash before the
+checkpoint of rollout 1 (the restarted bridge gets the same groups back), and eval mode."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def args(stack, tmp_path, run_id):
         polar_trainer_token=stack.tokens["trainer"],
         polar_run_id=run_id,
         polar_task_template=template,
-        polar_weight_update_fence="none",  # the fence routes are not in this tree's control plane yet
+        polar_weight_update_fence="drain",
+        polar_weight_update_pause_timeout=60,
         polar_max_async_level=2,
         prompt_data=str(prompts),
         eval_prompt_data=["calc", str(prompts)],
@@ -50,7 +52,7 @@ def args(stack, tmp_path, run_id):
     rollout.reset()
 
 
-def test_two_rollouts_a_crash_before_the_checkpoint_and_eval(args):
+def test_two_rollouts_a_fenced_weight_update_a_crash_before_the_checkpoint_and_eval(stack, args):
     ds = PolarDataSource(args)
     out0 = call_rollout_fn(rollout.generate_rollout, args, 0, ds, evaluation=False)
     assert isinstance(out0, RolloutFnTrainOutput) and len(out0.samples) == 2
@@ -70,12 +72,31 @@ def test_two_rollouts_a_crash_before_the_checkpoint_and_eval(args):
     a = 1 / (2**-0.5 + 1e-6)
     assert sorted(adv) == pytest.approx([-a, -a, a, a])
     assert out0.metrics["polar/policy_version"] == 0.0
+    assert {v for g in out0.samples for s in g for v in s.weight_versions} == {"0"}
     ds.save(0)  # slime's checkpoint of rollout 0: its groups are consumed
+
+    # slime's weight sync between rollouts, through upstream's hooks and the REAL fence: the queue
+    # is paused (drained) while slime loads weights into the engine with version "1".
+    client = stack.client()
+    rollout.generate_rollout.pause_for_weight_update(args)
+    paused = client.fence_status("default")
+    assert paused.fence.paused and paused.fence.mode == "drain" and all(n.paused and n.inflight == 0 for n in paused.nodes)
+    stack.push_weights("1")
+    rollout.generate_rollout.resume_after_weight_update(args)
+    resumed = client.fence_status("default")
+    assert not resumed.fence.paused and resumed.fence.policy_version == "1"
+    assert {n.policy_version for n in resumed.nodes} == {"1"}
 
     out1 = call_rollout_fn(rollout.generate_rollout, args, 1, ds, evaluation=False)
     ids0 = {s.metadata["polar"]["scheduler_group_id"] for g in out0.samples for s in g}
     ids1 = [g[0].metadata["polar"]["scheduler_group_id"] for g in out1.samples]
     assert not ids0 & set(ids1)
+    assert out1.metrics["polar/policy_version"] == 1.0
+    for g in out1.samples:
+        # Groups sampled before the update are one version behind (within polar_max_off_policy_steps).
+        meta = g[0].metadata["polar"]
+        assert meta["policy_staleness"] == 1 - meta["policy_version"]
+        assert {v for s in g for v in s.weight_versions} <= {"0", "1"}
 
     # The trainer dies before its checkpoint of rollout 1; slime restarts from rollout 0's.
     rollout.reset()
@@ -87,5 +108,6 @@ def test_two_rollouts_a_crash_before_the_checkpoint_and_eval(args):
     ev = call_rollout_fn(rollout.generate_rollout, args, 1, ds2, evaluation=True)
     assert isinstance(ev, RolloutFnEvalOutput)
     calc = ev.data["calc"]
+    assert len(calc["rewards"]) == 6, ev.metrics
     assert len(calc["rewards"]) == 6 and len(calc["samples"]) == 6 and calc["truncated"] == [False] * 6
     assert ev.metrics["polar/eval/calc/tasks"] == 3.0

@@ -41,6 +41,8 @@ class SchedulerConfig:
         max_trajectory_tokens: group acceptance and selection (:mod:`polar_trainer.groups`).
         stamp_min_policy_version: set the task field ``min_policy_version`` to the group's version;
             None = when the server's schema has the field.
+        sync_fence_version: at start, set the queue's fence version to the scheduler's when they
+            differ (the fence labels each turn; groups are versioned by those labels).
         results_transport: ``poll`` (long-poll by cursor) or ``sse``.
         poll_wait_seconds: the long-poll's ``wait``.
         max_groups: stop admitting after this many groups (None: as long as the task source gives).
@@ -70,6 +72,7 @@ class SchedulerConfig:
     correct_threshold: float = 1.0
     max_trajectory_tokens: Optional[int] = None
     stamp_min_policy_version: Optional[bool] = None
+    sync_fence_version: bool = True
     results_transport: str = "poll"
     poll_wait_seconds: int = 20
     max_groups: Optional[int] = None

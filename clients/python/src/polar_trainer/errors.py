@@ -204,3 +204,20 @@ class SchedulerError(Exception):
 
 class StateError(SchedulerError):
     """The scheduler's state folder cannot be used (another ``run_id``, a corrupt file)."""
+
+
+class EngineError(Exception):
+    """An engine refused or failed a call (SGLang answered non-2xx or ``success: false``, or could
+    not be reached: ``status`` 0).
+
+    Example::
+
+        except EngineError as e:
+            print(e.url, e.status, e.message)
+    """
+
+    def __init__(self, url: str, status: int, message: str) -> None:
+        super().__init__(f"engine {url}: {status or 'unreachable'}: {message}")
+        self.url = url
+        self.status = status
+        self.message = message

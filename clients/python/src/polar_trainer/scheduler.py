@@ -41,7 +41,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
 from . import advantages
 from .client import PolarClient
 from .config import SchedulerConfig
-from .errors import PolarError, RateLimited, SchedulerError, StateError
+from .errors import Conflict, NotFound, PolarError, RateLimited, SchedulerError, StateError
 from .fence import FenceResult
 from .groups import Group, SelectionTally, judge
 from .samples import Sample, classify, trajectory_index_of
@@ -225,14 +225,35 @@ class GroupScheduler:
                 self._stamp_min = False
             if not self._stamp_min:
                 log.warning("the control plane has no task field min_policy_version: groups are stamped in metadata only")
+        if self.cfg.sync_fence_version:
+            self._sync_fence_version()
         t = threading.Thread(target=self._guard, args=(self._pump,), name="polar-admit", daemon=True)
         self._threads.append(t)
         t.start()
         return self
 
+    def _sync_fence_version(self) -> None:
+        """Sets the queue's fence to the scheduler's version when it differs. The fence labels
+        every turn with ITS version and a group's version is read from those labels, so a queue
+        left at another run's (or an older checkpoint's) version would make groups look newer or
+        staler than they are. A control plane without the fence routes (404) only gets a warning."""
+        queue = self.cfg.queue or "default"
+        mine = str(self.policy_version)
+        try:
+            theirs = self.client.fence_status(queue).fence.policy_version
+            if theirs != mine:
+                self.client.set_policy_version(queue, mine)
+                self._audit("fence_version", queue=queue, policy_version=mine, was=theirs)
+        except NotFound as e:
+            log.warning("the control plane has no fence routes (%s): turns are not labelled with policy versions", e)
+        except PolarError as e:
+            raise SchedulerError(f"cannot set the policy version of queue '{queue}' to {mine}: {e}") from e
+
     def close(self, cancel_in_flight: bool = False) -> None:
         """Stops admission and the readers (the state stays valid for a restart). With
-        ``cancel_in_flight`` the batches of groups in flight are cancelled too.
+        ``cancel_in_flight`` the batches of groups in flight are cancelled too; a scheduler
+        restarted on the same state then reads their CANCELLED sessions (excluded, the group
+        rejected and counted) instead of resubmitting them.
 
         Example::
 
@@ -245,11 +266,23 @@ class GroupScheduler:
         for t in list(self._threads):
             t.join(timeout=self.cfg.poll_wait_seconds + 10)
         if cancel_in_flight:
+            cancelled = []
             for gid in inflight:
                 try:
                     self.client.cancel(gid)
+                    cancelled.append(gid)
+                except NotFound:
+                    pass  # never reached the control plane: a restart submits it
                 except PolarError as e:
                     log.warning("cancel %s: %s", gid, e)
+            with self._lock:
+                # A restart reads these groups' CANCELLED results (excluded sessions) and never
+                # resubmits them: the control plane refuses a cancelled batch id (409).
+                for gid in cancelled:
+                    if gid in self._state["groups"]:
+                        self._state["groups"][gid]["cancelled"] = True
+                if cancelled:
+                    self._save()
 
     def __enter__(self) -> "GroupScheduler":
         return self.start()
@@ -366,6 +399,16 @@ class GroupScheduler:
                 return bool(self.client.submit(body).get("created", True))
             except RateLimited as e:
                 self._stop.wait(min(e.retry_after or delay, 30))
+            except Conflict as e:
+                if self._cancelled_on_server(gid):
+                    # Cancelled by hand (or by a close that died before it saved): its sessions
+                    # come back CANCELLED, excluded, and the group is judged like any other.
+                    log.warning("group %s was cancelled on the control plane; reading its results", gid)
+                    with self._lock:
+                        self._state["groups"][gid]["cancelled"] = True
+                        self._save()
+                    return False
+                raise SchedulerError(f"submit of group {gid} refused: {e}") from e
             except PolarError as e:
                 if not e.transient:
                     raise SchedulerError(f"submit of group {gid} refused: {e}") from e
@@ -373,6 +416,12 @@ class GroupScheduler:
                 self._stop.wait(delay)
             delay = min(delay * 2, 30)
         return None
+
+    def _cancelled_on_server(self, gid: str) -> bool:
+        try:
+            return self.client.status(gid).get("cancelled_at") is not None
+        except PolarError:
+            return False
 
     # -- results ---------------------------------------------------------------------------------
 

@@ -123,6 +123,7 @@ class Bridge:
         if not self.fenced:
             derived = rollout_id // self.cfg.update_weights_interval
             if derived > sched.policy_version:
+                self._label(derived)
                 sched.set_policy_version(derived)
         if not self.ds_hooks and rollout_id > 0:
             sched.commit(rollout_id)  # rollouts before this one were trained
@@ -194,8 +195,15 @@ class Bridge:
         new = self.scheduler.policy_version + 1
         if self.cfg.fence != "none":
             self.client.resume(self.cfg.scheduler.queue or "default", policy_version=new)
+        else:
+            self._label(new)
         self.fenced = True
         self.scheduler.set_policy_version(new)
+
+    def _label(self, version: int) -> None:
+        # Without a pause the queue's version must still move: turns are labelled with it, and a
+        # group's version (so its staleness) is read from those labels.
+        self.client.set_policy_version(self.cfg.scheduler.queue or "default", version)
 
     def close(self) -> None:
         self.scheduler.close()

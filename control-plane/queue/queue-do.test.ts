@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { BatchStatusBody, ResultsPage, type SessionAssignment } from "../protocol";
-import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "./testing/fixtures";
+import { BatchStatusBody, ResultsPage, type SessionAssignment } from "../../protocol";
+import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
 async function connect(queue: string): Promise<Gateway> {

@@ -1,11 +1,11 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { BatchRequest } from "../protocol";
-import type { BatchDO } from "./batch/batch-do";
-import type { QueueDO } from "./queue/queue-do";
-import { canonicalHash } from "./request-body";
-import { Gateway, postBatch, task, uniqueId } from "./testing/fixtures";
+import { BatchRequest } from "../../protocol";
+import type { QueueDO } from "../queue/queue-do";
+import { canonicalHash } from "../request-body";
+import { Gateway, postBatch, task, uniqueId } from "../testing/fixtures";
+import type { BatchDO } from "./batch-do";
 
 /** A namespace whose objects always fail: what the caller sees while the other DO is unreachable. */
 function unreachable(what: string) {

@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { Gateway, uniqueId } from "./testing/fixtures";
+import { Gateway, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
 afterEach(() => {

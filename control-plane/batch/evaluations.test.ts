@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { BatchStatusBody, type SessionAssignment } from "../protocol";
-import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "./testing/fixtures";
+import { BatchStatusBody, type SessionAssignment } from "../../protocol";
+import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
 afterEach(() => {

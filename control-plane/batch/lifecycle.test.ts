@@ -1,9 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { ArtifactRef, BatchStatusBody, ResultsPage } from "../protocol";
-import { tokenHash } from "./auth";
-import type { BatchDO } from "./batch/batch-do";
+import { ArtifactRef, BatchStatusBody, ResultsPage } from "../../protocol";
+import { tokenHash } from "../auth";
 import {
   call,
   Gateway,
@@ -13,7 +12,8 @@ import {
   TOKENS,
   task,
   uniqueId,
-} from "./testing/fixtures";
+} from "../testing/fixtures";
+import type { BatchDO } from "./batch-do";
 
 const open: Gateway[] = [];
 async function connect(queue: string, token?: string): Promise<Gateway> {
@@ -219,7 +219,7 @@ describe("configuration errors", () => {
       ...resultFor(first.session, "node-c"),
       status: "ERROR" as const,
       reward: null,
-      error: { kind: "configuration" as const, message: "evaluator.strategy: cannot import './x.mjs'" },
+      error: { kind: "configuration" as const, message: "evaluator.strategy: cannot import '../x.mjs'" },
     };
     gw.send({ v: 1, type: "result", lease_id: first.lease_id, result: configuration });
     expect((await gw.expect("ack")).status).toBe("accepted");

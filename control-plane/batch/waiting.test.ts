@@ -8,9 +8,9 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { LIMITS, ResultsPage, type SessionAssignment } from "../protocol";
-import type { BatchDO } from "./batch/batch-do";
-import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "./testing/fixtures";
+import { LIMITS, ResultsPage, type SessionAssignment } from "../../protocol";
+import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
+import type { BatchDO } from "./batch-do";
 
 const open: Gateway[] = [];
 async function connect(queue: string, nodeId?: string): Promise<Gateway> {

@@ -7,9 +7,9 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { type AdminMessage, FenceChangeResponse, FenceStatusResponse } from "../protocol";
-import { gatewayShard, shardsOf } from "./queue/shards";
-import { call, Gateway, postBatch, TOKENS, task, uniqueId } from "./testing/fixtures";
+import { type AdminMessage, FenceChangeResponse, FenceStatusResponse } from "../../protocol";
+import { call, Gateway, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { gatewayShard, shardsOf } from "./shards";
 
 const CONFIG = "sharded-*=4";
 const open: Gateway[] = [];

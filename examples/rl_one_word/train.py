@@ -1,0 +1,266 @@
+"""Async GRPO on the reference engine's tiny model, through the whole Polar-TS stack (the trainer
+of ``npm run demo:rl``; scripts/demo-rl.ts starts the stack and runs it).
+
+Polar side: only the public API of ``polar_trainer`` (PolarClient, SchedulerConfig,
+GroupScheduler: groups in flight while the trainer learns, GRPO advantages, the fence around each
+weight update). Model side: torch and transformers, the same checkpoint the engine serves.
+
+Per step:
+
+1. ``next_batch()``: ``rollout_batch_size`` accepted groups with advantages (one shared group std).
+2. The mismatch check: every sampled token's logprob is recomputed with a plain full-sequence
+   forward pass under the weights of the version it was sampled with (the trainer keeps the last
+   few versions) and compared with the logprob the engine recorded (temperature 1, no top-p/top-k:
+   the engine's sampling distribution is ``softmax(logits)``, so the two must agree to float
+   rounding when the tokens are exact).
+3. The loss: the clipped importance-ratio surrogate (PPO/GRPO) with the recorded logprobs as the
+   behaviour policy, per-sequence token mean, then the mean over sequences; one Adam step.
+4. The new weights are saved to ``<out>/weights/v<N>`` and the fleet is fenced around the
+   engine's ``/update_weights_from_disk`` (``drain``: no engine call is in flight while the weights
+   change; the engine reports how many requests it held during the swap, which must be 0).
+5. ``commit(step)``; one row per step on stdout and in ``<out>/steps.jsonl``; the summary in
+   ``<out>/summary.json`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import urllib.request
+from collections import Counter
+from typing import Any, Dict, List, Optional
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from polar_trainer import PolarClient
+from polar_trainer.config import SchedulerConfig
+from polar_trainer.scheduler import GroupScheduler
+
+
+def http_json(url: str, body: Optional[Dict[str, Any]] = None, timeout: float = 120) -> Dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"}, method="POST" if body is not None else "GET")
+    with urllib.request.urlopen(req, timeout=timeout) as res:
+        return json.loads(res.read() or b"{}")
+
+
+def engine_busy(engine_url: str) -> float:
+    return float(http_json(f"{engine_url}/server_info")["internal_states"][0]["busy_seconds"])
+
+
+def response_logprobs(model, tokens: List[int], prompt_length: int) -> torch.Tensor:
+    """log p(token_i | tokens_<i) for every response position, with a plain forward pass."""
+    ids = torch.tensor([tokens])
+    logits = model(input_ids=ids).logits[0, prompt_length - 1 : -1].float()
+    return torch.log_softmax(logits, dim=-1).gather(1, ids[0, prompt_length:, None])[:, 0]
+
+
+def fmt_counter(c: Dict[str, int]) -> str:
+    return " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if v) or "-"
+
+
+def delta(now: Dict[str, int], before: Dict[str, int]) -> Dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0)}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", required=True, help="the control plane")
+    ap.add_argument("--token", default=os.environ.get("POLAR_TRAINER_TOKEN"))
+    ap.add_argument("--engine-url", required=True)
+    ap.add_argument("--model", required=True, help="checkpoint folder of version 0 (what the engine serves at start)")
+    ap.add_argument("--task", required=True, help="JSON file with the task spec")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--run-id", default=f"rl-{int(time.time())}")
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--groups-per-step", type=int, default=4)
+    ap.add_argument("--max-async-level", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--clip", type=float, default=0.2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fence-timeout", type=float, default=120)
+    ap.add_argument("--keep-versions", type=int, default=4, help="weights kept in memory for the mismatch check")
+    args = ap.parse_args(argv)
+    if not args.token:
+        ap.error("--token (or POLAR_TRAINER_TOKEN) is required")
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+
+    with open(args.task) as f:
+        task = json.load(f)
+    os.makedirs(args.out, exist_ok=True)
+    weights_dir = os.path.join(args.out, "weights")
+    os.makedirs(weights_dir, exist_ok=True)
+    steps_path = os.path.join(args.out, "steps.jsonl")
+    open(steps_path, "w").close()
+
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.train()
+    scratch = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    # Weights by policy version: what the engine served while it sampled each token.
+    by_version: Dict[int, Dict[str, torch.Tensor]] = {0: {k: v.detach().clone() for k, v in model.state_dict().items()}}
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    client = PolarClient(args.url, args.token)
+    cfg = SchedulerConfig(
+        run_id=args.run_id,
+        rollout_batch_size=args.groups_per_step,
+        group_size=args.group_size,
+        max_async_level=args.max_async_level,
+        poll_wait_seconds=5,
+    )
+    rows: List[Dict[str, Any]] = []
+    header = f"{'step':>4} {'groups':>6} {'dropped':>12} {'reward':>6} {'stale':>9} {'versions':>9} {'busy%':>5} {'|Δlp|':>8} {'>1e-3':>6} {'fence':>9} {'sec':>5}"
+    print(header, flush=True)
+    t_start = time.monotonic()
+    with GroupScheduler(client, cfg, [task], os.path.join(args.out, "scheduler")) as sched:
+        before = sched.counters()
+        busy_before, wall_before = engine_busy(args.engine_url), time.monotonic()
+        for step in range(1, args.steps + 1):
+            batch = sched.next_batch(timeout=900)
+            samples = [s for s in batch.samples() if not s.removed]
+            rewards = [o.reward for g in batch.groups for o in g.sessions if o.kind == "trainable" and o.reward is not None]
+            staleness = Counter(str(g.staleness) for g in batch.groups)
+            versions_seen = sorted({v for s in samples for v, m in zip(s.token_versions, s.loss_mask) if m and v is not None})
+
+            # 2. The mismatch between recorded and recomputed logprobs, under the sampling weights.
+            diffs: List[float] = []
+            with torch.no_grad():
+                for version in versions_seen + [None]:
+                    chosen = [s for s in samples if any(m and v == version for v, m in zip(s.token_versions, s.loss_mask))]
+                    if not chosen or version is None or version not in by_version:
+                        continue
+                    scratch.load_state_dict(by_version[version])
+                    for s in chosen:
+                        lp = response_logprobs(scratch, s.tokens, s.prompt_length)
+                        for i, (m, v) in enumerate(zip(s.loss_mask, s.token_versions)):
+                            if m and v == version:
+                                diffs.append(abs(float(lp[i]) - s.rollout_logprobs[i]))
+            unchecked = sum(1 for s in samples for v, m in zip(s.token_versions, s.loss_mask) if m and v not in by_version)
+
+            # 3. The policy-gradient step on the recorded tokens, masks and logprobs.
+            losses = []
+            for s in samples:
+                if s.advantage == 0 or s.trainable_tokens == 0:
+                    continue
+                lp = response_logprobs(model, s.tokens, s.prompt_length)
+                mask = torch.tensor(s.loss_mask, dtype=torch.float32)
+                old = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+                ratio = torch.exp(lp - old)
+                adv = torch.tensor(s.advantage, dtype=torch.float32)
+                surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - args.clip, 1 + args.clip) * adv)
+                losses.append(-(surrogate * mask).sum() / mask.sum())
+            if losses:
+                opt.zero_grad()
+                torch.stack(losses).mean().backward()
+                opt.step()
+
+            # 4. Save, then fence the fleet around the engine's update.
+            version = batch.policy_version + 1
+            path = os.path.join(weights_dir, f"v{version}")
+            model.save_pretrained(path)
+            for name in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+                src = os.path.join(args.model, name)
+                if os.path.isfile(src):
+                    shutil.copyfile(src, os.path.join(path, name))
+            held: List[int] = []
+
+            def push(v: str) -> None:
+                answer = http_json(f"{args.engine_url}/update_weights_from_disk", {"model_path": path, "weight_version": v})
+                if not answer.get("success"):
+                    raise RuntimeError(f"update_weights_from_disk: {answer}")
+                held.append(int(answer.get("num_paused_requests", 0)))
+
+            fence = sched.update_weights(push, version=version, mode="drain", timeout_seconds=args.fence_timeout)
+            by_version[version] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            for old_v in [v for v in by_version if v < version - args.keep_versions]:
+                del by_version[old_v]
+            sched.commit(batch.step)
+            old_dir = os.path.join(weights_dir, f"v{version - args.keep_versions - 1}")
+            if os.path.isdir(old_dir) and version - args.keep_versions - 1 > 0:
+                shutil.rmtree(old_dir)
+
+            now = sched.counters()
+            busy_now, wall_now = engine_busy(args.engine_url), time.monotonic()
+            busy = 100.0 * (busy_now - busy_before) / max(1e-9, wall_now - wall_before)
+            busy_before, wall_before = busy_now, wall_now
+            acks = [n for n in fence.nodes]
+            row = {
+                "step": batch.step,
+                "policy_version": batch.policy_version,
+                "new_version": version,
+                "groups_accepted": len(batch.groups),
+                "accepted_total": now["accepted"],
+                "dropped": delta(now["dropped"], before["dropped"]),
+                "rejected": delta(now["rejected"], before["rejected"]),
+                "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
+                "sessions": len(rewards),
+                "exact": sum(1 for r in rewards if r == 1.0),
+                "staleness": dict(staleness),
+                "policy_versions_seen": versions_seen,
+                "engine_busy_pct": busy,
+                "logprob_abs_diff_mean": sum(diffs) / len(diffs) if diffs else None,
+                "logprob_abs_diff_max": max(diffs) if diffs else None,
+                "logprob_share_over_1e-3": sum(1 for d in diffs if d > 1e-3) / len(diffs) if diffs else None,
+                "tokens_checked": len(diffs),
+                "tokens_unchecked": unchecked,
+                "fence_ok": bool(fence.ok),
+                "fence_nodes": len(acks),
+                "engine_requests_held_during_update": sum(held),
+                "seconds": wall_now - t_start,
+            }
+            before = now
+            rows.append(row)
+            with open(steps_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            lp_mean = "-" if row["logprob_abs_diff_mean"] is None else f"{row['logprob_abs_diff_mean']:.1e}"
+            lp_share = "-" if row["logprob_share_over_1e-3"] is None else f"{100 * row['logprob_share_over_1e-3']:.1f}%"
+            fence_s = f"{'ok' if row['fence_ok'] and not row['engine_requests_held_during_update'] else 'FAIL'} {len(acks)}n"
+            dropped_s = fmt_counter({**row["dropped"], **{f"rej.{k}": v for k, v in row["rejected"].items()}})
+            print(
+                f"{row['step']:>4} {row['groups_accepted']:>6} {dropped_s:>12} {row['mean_reward']:>6.3f} "
+                f"{fmt_counter(row['staleness']):>9} {','.join(map(str, versions_seen)) or '-':>9} {busy:>5.1f} "
+                f"{lp_mean:>8} {lp_share:>6} {fence_s:>9} {row['seconds']:>5.0f}",
+                flush=True,
+            )
+        final = sched.counters()
+
+    first, last = rows[:5], rows[-5:]
+    all_diffs = [(r["logprob_abs_diff_mean"], r["tokens_checked"]) for r in rows if r["tokens_checked"]]
+    checked = sum(n for _, n in all_diffs)
+    owned = final["in_flight"] + final["queued"] + final["leased"]
+    summary = {
+        "steps": len(rows),
+        "mean_reward_first": sum(r["mean_reward"] for r in first) / len(first),
+        "mean_reward_last": sum(r["mean_reward"] for r in last) / len(last),
+        "logprob_abs_diff_mean": sum(d * n for d, n in all_diffs) / checked if checked else None,
+        "logprob_abs_diff_max": max((r["logprob_abs_diff_max"] or 0.0) for r in rows),
+        "logprob_share_over_1e-3": sum((r["logprob_share_over_1e-3"] or 0.0) * r["tokens_checked"] for r in rows) / checked if checked else None,
+        "tokens_checked": checked,
+        "policy_versions_seen": sorted({v for r in rows for v in r["policy_versions_seen"]}),
+        "groups_dropped": dict(final["dropped"]),
+        "groups_rejected": dict(final["rejected"]),
+        "groups_submitted": final["submitted"],
+        "groups_consumed": final["consumed"],
+        "groups_still_owned": owned,
+        "groups_accounted": final["submitted"] == final["consumed"] + sum(final["dropped"].values()) + sum(final["rejected"].values()) + owned,
+        "fence_held_every_step": all(r["fence_ok"] and r["engine_requests_held_during_update"] == 0 for r in rows),
+        "final_version": rows[-1]["new_version"] if rows else 0,
+        "wall_seconds": time.monotonic() - t_start,
+        "config": {k: getattr(args, k) for k in ("steps", "group_size", "groups_per_step", "max_async_level", "lr", "clip", "seed")},
+    }
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps({"summary": summary}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

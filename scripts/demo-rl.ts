@@ -1,0 +1,204 @@
+/**
+ * `npm run demo:rl`: async GRPO that really learns, on this machine, without a GPU.
+ *
+ * Starts the control plane (`wrangler dev`), the REFERENCE ENGINE (clients/reference-engine: a
+ * tiny randomly initialised Qwen3-architecture model, torch + transformers on the CPU, behind
+ * SGLang's `/generate`) and one gateway in token mode (its proxy renders the Qwen3 chat template
+ * and calls `/generate` with token ids); then runs the Python trainer examples/rl_one_word/train.py,
+ * which takes groups of examples/rl_one_word/task.yaml from polar_trainer's scheduler (a real
+ * harness process per session: answer.mjs asks the model once; evaluator.mjs gives partial credit
+ * for answering "red"), trains on the recorded tokens, masks and logprobs, and fences the fleet
+ * around the engine's `/update_weights_from_disk` every step. Installs torch into
+ * `.polar/torch-venv` first when it is missing (scripts/install-torch.sh).
+ *
+ * Flags: `--steps N` (24), `--hidden N` (32), `--group-size N` (8), `--groups-per-step N` (4),
+ * `--lr X` (0.003), `--seed N` (0), `--out DIR` (.polar/demo-rl), `--check learn|loop`: `learn`
+ * (default) exits 1 unless the reward rose (mean of the last 5 steps ≥ 2 × the first 5 and > 0.5);
+ * `loop` (the CI variant) only checks the loop: versions, fence, mismatch, groups accounted for.
+ *
+ * @module
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { parseArgs } from "node:util";
+import { startSupervised } from "../cli/child-process";
+import { startLocalStack } from "../cli/local-stack";
+import {
+  ensureTorch,
+  initTinyModel,
+  referenceEngineEnv,
+  referenceEngineProcess,
+} from "../cli/reference-engine";
+import { loadTaskFile } from "../cli/task-file";
+import { REPO_ROOT } from "../cli/wrangler-dev";
+
+const { values: flags } = parseArgs({
+  options: {
+    steps: { type: "string", default: "24" },
+    hidden: { type: "string", default: "32" },
+    "group-size": { type: "string", default: "8" },
+    "groups-per-step": { type: "string", default: "4" },
+    lr: { type: "string", default: "0.003" },
+    seed: { type: "string", default: "0" },
+    out: { type: "string", default: join(".polar", "demo-rl") },
+    check: { type: "string", default: "learn" },
+  },
+});
+
+function int(name: keyof typeof flags, min: number): number {
+  const v = Number(flags[name]);
+  if (!Number.isInteger(v) || v < min) {
+    console.error(`demo:rl: --${name} must be an integer >= ${min}, got '${flags[name]}'`);
+    process.exit(2);
+  }
+  return v;
+}
+const steps = int("steps", 1);
+const hidden = int("hidden", 4);
+const groupSize = int("group-size", 2);
+const groupsPerStep = int("groups-per-step", 1);
+const seed = int("seed", 0);
+const lr = Number(flags.lr);
+if (!(lr > 0)) {
+  console.error(`demo:rl: --lr must be a positive number, got '${flags.lr}'`);
+  process.exit(2);
+}
+if (flags.check !== "learn" && flags.check !== "loop") {
+  console.error(`demo:rl: --check must be learn or loop, got '${flags.check}'`);
+  process.exit(2);
+}
+
+const TASK_FILE = "examples/rl_one_word/task.yaml";
+const CONTEXT = 512;
+const started = Date.now();
+const say = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+
+console.log(
+  "Polar-TS RL demo: control plane (wrangler dev) + REFERENCE ENGINE (tiny model, torch on the CPU) + 1 gateway + a Python GRPO trainer.",
+);
+const python = ensureTorch(say);
+const out = join(REPO_ROOT, flags.out!);
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+
+const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE), { batchId: "demo-rl" });
+const task = { ...batch.tasks[0]! } as Record<string, unknown>;
+delete task.task_id;
+// One task per GRPO group: the scheduler submits it with num_samples = the group size.
+task.num_samples = groupSize;
+const evaluator = task.evaluator as { config: { words: string[]; target: string } };
+writeFileSync(join(out, "task.json"), `${JSON.stringify(task, null, 2)}\n`);
+
+const v0 = join(out, "weights", "v0");
+const stack = await startLocalStack({
+  gateways: 1,
+  engine: "sglang",
+  model: "polar-reference-tiny",
+  // The checkpoint is written while wrangler dev starts; the engine serves it once it exists.
+  startEngine: async (port) => {
+    const init = await initTinyModel(python, v0, {
+      favor: [...evaluator.config.words, "<|im_end|>"],
+      hidden,
+      contextLength: CONTEXT,
+      seed,
+    });
+    say(
+      `model: Qwen3 architecture, ${init.parameters} parameters (hidden ${hidden}, 2 layers, tied embeddings, Qwen3 vocabulary); ` +
+        `initial policy favours ${(init.favor as string[]).join(" ")} (${(100 * Number(init.favored_mass)).toFixed(0)}% of the mass)`,
+    );
+    return referenceEngineProcess(
+      { python, modelPath: v0, weightVersion: "0", contextLength: CONTEXT, seed, maxBatch: 64 },
+      port,
+    );
+  },
+  gatewayArgs: ["--context-length", String(CONTEXT), "--max-run=8", "--max-init=8", "--max-postrun=8"],
+});
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping…`);
+    void stack.stop().finally(() => process.exit(130));
+  });
+}
+
+let ok = false;
+try {
+  say(
+    `control plane ${stack.controlPlane.url}, reference engine ${stack.engineUrl}, gateway node-0 (token mode)`,
+  );
+  say(
+    `training: ${steps} steps × ${groupsPerStep} groups × ${groupSize} sessions of ${TASK_FILE}, async level 2, lr ${lr}`,
+  );
+  const trainer = startSupervised(
+    "trainer",
+    python,
+    [
+      join(REPO_ROOT, "examples", "rl_one_word", "train.py"),
+      "--url",
+      stack.controlPlane.url,
+      "--engine-url",
+      stack.engineUrl,
+      "--model",
+      v0,
+      "--task",
+      join(out, "task.json"),
+      "--out",
+      out,
+      "--steps",
+      String(steps),
+      "--group-size",
+      String(groupSize),
+      "--groups-per-step",
+      String(groupsPerStep),
+      "--lr",
+      String(lr),
+      "--seed",
+      String(seed),
+      "--run-id",
+      `rl-${Date.now().toString(36)}`,
+    ],
+    {
+      cwd: REPO_ROOT,
+      env: {
+        ...referenceEngineEnv(),
+        PYTHONPATH: `${join(REPO_ROOT, "clients", "python", "src")}:${referenceEngineEnv().PYTHONPATH}`,
+        POLAR_TRAINER_TOKEN: stack.tokens.trainer,
+      },
+      stdio: "inherit",
+    },
+  );
+  const exit = await trainer.exited;
+  const summaryFile = join(out, "summary.json");
+  if (exit.code !== 0 || !existsSync(summaryFile))
+    throw new Error(`the trainer exited with ${exit.code ?? exit.signal}`);
+  const s = JSON.parse(readFileSync(summaryFile, "utf8")) as Record<string, unknown>;
+  const first = Number(s.mean_reward_first);
+  const last = Number(s.mean_reward_last);
+  const diff = Number(s.logprob_abs_diff_mean);
+  const loopOk =
+    s.fence_held_every_step === true &&
+    s.groups_accounted === true &&
+    diff < 1e-4 &&
+    Number(s.steps) === steps;
+  const learned = last >= 2 * first && last > 0.5;
+  say(
+    `mean reward: first 5 steps ${first.toFixed(3)}, last 5 steps ${last.toFixed(3)}; logprob mismatch mean |Δ| ${diff.toExponential(1)} over ${s.tokens_checked} tokens; ` +
+      `versions seen ${(s.policy_versions_seen as number[]).join(",")}; fence held every step: ${s.fence_held_every_step}; every group accounted for: ${s.groups_accounted}`,
+  );
+  say(
+    `summary: ${relative(process.cwd(), summaryFile)}, per step: ${relative(process.cwd(), join(out, "steps.jsonl"))}`,
+  );
+  ok = loopOk && (flags.check === "loop" || learned);
+  say(
+    ok
+      ? "demo:rl OK"
+      : `demo:rl FAILED: ${loopOk ? "" : "the loop check failed (fence, groups or mismatch); "}${flags.check === "learn" && !learned ? "the reward did not rise enough" : ""}`,
+  );
+} catch (err) {
+  console.error(`demo:rl failed: ${(err as Error).message}`);
+  for (const p of [stack.engine, ...stack.gateways])
+    console.error(`--- ${p.name} ---\n${p.output().slice(-3000)}`);
+  console.error(`--- control plane ---\n${stack.controlPlane.output().slice(-2000)}`);
+} finally {
+  await stack.stop();
+}
+process.exit(ok ? 0 : 1);
