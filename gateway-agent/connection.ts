@@ -87,7 +87,7 @@ export interface ControlConnectionOptions {
 }
 
 /**
- * Close codes after which reconnecting cannot help (see `control-plane/queue/queue-do.ts`).
+ * Close codes after which reconnecting cannot help (see `control-plane/queue/handshake.ts` and `protocol/close-codes.ts`).
  *
  * @example
  * ```ts

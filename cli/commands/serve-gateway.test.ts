@@ -404,7 +404,7 @@ describe("polar serve_gateway refused by the control plane", { timeout: 60_000 }
     const cp = await startFakeControlPlane({ token: TOKEN });
     try {
       const run = serve(cp.url, TOKEN, "gpu-b");
-      // What the dispatcher does with a token bound to gpu-a (control-plane/queue/queue-do.ts).
+      // What the dispatcher does with a token bound to gpu-a (control-plane/queue/handshake.ts).
       await cp.waitFor((m) => m.type === "hello");
       cp.send({
         v: WIRE_VERSION,
