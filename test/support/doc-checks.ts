@@ -176,15 +176,18 @@ export function checkCi(command: DocCommand): string {
     const script = scripts[ws[2]];
     if (!script) throw new Error(`package.json has no script '${ws[2]}'`);
     if (ciRuns(`npm run ${ws[2]}`)) return `.ci/run runs \`npm run ${ws[2]}\``;
-    const project = /^vitest run --project (\S+)$/.exec(script)?.[1];
+    // `vitest run --project A [--project B …]`: projects of the `npm test` CI runs.
+    const projects = /^vitest run( --project \S+)+$/.test(script)
+      ? [...script.matchAll(/--project (\S+)/g)].map((m) => m[1]!)
+      : [];
     const config = readFileSync(join(REPO_ROOT, "vitest.config.ts"), "utf8");
     if (
-      project &&
+      projects.length > 0 &&
       scripts.test === "vitest run" &&
       ciRuns("npm test") &&
-      config.includes(`name: "${project}"`)
+      projects.every((p) => config.includes(`name: "${p}"`))
     )
-      return `one project (${project}) of the \`npm test\` that .ci/run runs`;
+      return `${projects.length === 1 ? "one project" : "projects"} (${projects.join(", ")}) of the \`npm test\` that .ci/run runs`;
     throw new Error(`.ci/run does not run \`npm run ${ws[2]}\` (nor is it a project of its \`npm test\`)`);
   }
   const script = ws[0] === "bash" ? ws[1] : ws[0];
