@@ -46,6 +46,7 @@ interface Row {
   loss_mask: number[];
   rollout_logprobs: number[];
   token_versions: Array<number | null>;
+  reward: number;
   advantage: number;
   group_version: number;
   policy_version: number;
@@ -171,15 +172,29 @@ describeWith(["python3"], "a trainer written against the package's docs runs the
       expect(new Set(trained)).toEqual(new Set([r.step - 1]));
       expect(r).toMatchObject({ group_version: r.step - 1, policy_version: r.step - 1, staleness: 0 });
     }
-    // GRPO within each group of the calculator task: a fix (+) and a non-fix (-).
+    // GRPO within each group of the calculator task: a session above its group's mean reward gets
+    // a positive advantage, one below it a negative one; a group whose sessions all scored the same
+    // (the simulated policy's draw) carries no signal, so every advantage is 0.
     const byGroup = new Map<string, Row[]>();
     for (const r of rows) byGroup.set(r.group_id, [...(byGroup.get(r.group_id) ?? []), r]);
     expect(byGroup.size).toBe(10);
-    for (const group of byGroup.values()) {
-      const advs = group.map((r) => r.advantage);
-      expect(Math.max(...advs)).toBeGreaterThan(0);
-      expect(Math.min(...advs)).toBeLessThan(0);
+    let mixed = 0;
+    for (const all of byGroup.values()) {
+      for (const r of all) if (r.removed) expect(r.advantage).toBe(0);
+      const group = all.filter((r) => !r.removed);
+      const rewards = group.map((r) => r.reward);
+      if (Math.max(...rewards) === Math.min(...rewards)) {
+        for (const r of group) expect(r.advantage).toBe(0);
+        continue;
+      }
+      mixed++;
+      const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
+      for (const r of group) {
+        if (r.reward > mean) expect(r.advantage).toBeGreaterThan(0);
+        else expect(r.advantage).toBeLessThan(0);
+      }
     }
+    expect(mixed).toBeGreaterThan(0);
   });
 
   it("groups rolling out across an update are dropped as stale, counted, and never trained on", () => {
