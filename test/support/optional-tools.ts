@@ -165,6 +165,11 @@ export const TOOLS = {
     install: "apt-get install python3",
     probe: () => runs("python3", ["--version"]),
   },
+  pip: {
+    name: "pip",
+    install: "apt-get install python3-pip",
+    probe: () => runs("python3", ["-m", "pip", "--version"]),
+  },
   pytest: { name: "pytest", install: "pip install pytest", probe: () => hostPytestProblem() },
   sandboxPytest: {
     name: "pytest in the sandbox",
