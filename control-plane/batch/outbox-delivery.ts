@@ -103,6 +103,7 @@ async function deliverToQueue(
   try {
     const buffer = new EnqueueBuffer(db, env, queue, unsent);
     for (const row of rows) {
+      // `cancel` is the stored kind of a withdrawal row (see `schema.outbox`).
       if (row.kind === "cancel") {
         await buffer.flush();
         await withdrawEverywhere(db, env, queue, row, unsent);
