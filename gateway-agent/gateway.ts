@@ -23,7 +23,7 @@ import { consoleLogger, type GatewayRefusedError, messageOf } from "./errors";
 import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
 import { HarnessAvailability } from "./harness/availability";
-import { GatewayMetrics, startGatewayHttp } from "./http-server";
+import { GatewayMetrics, type GatewayStats, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
 import { registerBridgeMetrics } from "./metrics-bridge";
 import {
@@ -33,12 +33,7 @@ import {
   detectLimits,
   type RuntimeSettings,
 } from "./runtime";
-import {
-  type AdminControls,
-  type RunnerStats,
-  SessionRunner,
-  type SessionRunnerOptions,
-} from "./session-runner";
+import { type AdminControls, SessionRunner, type SessionRunnerOptions } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
 export const AGENT_VERSION = "0.1.0";
@@ -106,11 +101,7 @@ export interface GatewayOptions extends TokenModeOptions {
   logger?: Logger;
 }
 
-/** Snapshot for monitoring and tests. */
-export interface GatewayStats extends RunnerStats {
-  connected: boolean;
-  connects: number;
-}
+export type { GatewayStats } from "./http-server";
 
 /** The proxy as the gateway uses it (admin controls are optional: feature-detected). */
 type GatewayProxy = Awaited<ReturnType<typeof startProxy>> & AdminControls;

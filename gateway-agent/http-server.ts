@@ -8,7 +8,16 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { SessionResult } from "../protocol";
-import type { GatewayStats } from "./gateway";
+import type { RunnerStats } from "./session-runner";
+
+/**
+ * Snapshot of a gateway for monitoring and tests: the runner's stats and the control-plane link.
+ * Defined here, where it is read on each scrape, so this module needs nothing from `gateway.ts`.
+ */
+export interface GatewayStats extends RunnerStats {
+  connected: boolean;
+  connects: number;
+}
 
 /**
  * The gauges read from the gateway's state on each scrape (stage depths, link, journal, credit,

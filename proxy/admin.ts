@@ -21,9 +21,12 @@ import type http from "node:http";
 import path from "node:path";
 import { type Context, Hono } from "hono";
 import { defaultBuilderFor, loadBuilder } from "./builders";
+import type { CaptureStore } from "./capture";
+import type { EngineName } from "./engines";
 import { ProxyHttpError } from "./errors";
+import type { InferenceFence } from "./fence";
 import { isObject } from "./json";
-import { MAX_REQUEST_BODY_BYTES, type ProxyServer, readBody } from "./server";
+import { MAX_REQUEST_BODY_BYTES, readBody } from "./request-io";
 
 /** Longest wait a `pause` call may ask for (ms). */
 export const MAX_PAUSE_TIMEOUT_MS = 3_600_000;
@@ -76,9 +79,21 @@ function requireAdminToken(req: http.IncomingMessage, token: string): void {
   }
 }
 
+/**
+ * The proxy as the admin routes act on it (the `ProxyServer` is one): its options, capture store,
+ * replicas, fence and status. A structural type, so this module needs nothing from the server's.
+ */
+export interface AdminHost {
+  readonly opts: { readonly adminToken?: string; readonly captureDir?: string; readonly engine: EngineName };
+  readonly store: CaptureStore;
+  readonly replicas: { forget(sessionId: string): void };
+  readonly fence: InferenceFence;
+  status(): unknown;
+}
+
 /** What a route sees besides the Hono request: the proxy and the Node request (its body). */
 interface AdminEnv {
-  server: ProxyServer;
+  server: AdminHost;
   req: http.IncomingMessage;
   /** The path as the server matched it (trailing slashes stripped, not decoded). */
   urlPath: string;
@@ -235,7 +250,7 @@ const ROUTED_METHODS = new Set(["GET", "POST", "DELETE"]);
  * ```
  */
 export async function handleAdmin(
-  server: ProxyServer,
+  server: AdminHost,
   req: http.IncomingMessage,
   res: http.ServerResponse,
   urlPath: string,
