@@ -479,17 +479,13 @@ export class BatchDO extends DurableObject<Env> {
     try {
       do {
         this.drainAgain = false;
-        await this.drainDueRows();
+        const batch = store.readBatch(this.db);
+        if (batch) await deliverDueOutbox(this.db, this.env, batch.batchId);
       } while (this.drainAgain);
     } finally {
       this.draining = false;
       await this.armAlarm();
     }
-  }
-
-  private async drainDueRows(): Promise<void> {
-    const batch = store.readBatch(this.db);
-    if (batch) await deliverDueOutbox(this.db, this.env, batch.batchId);
   }
 
   /** Arms the one alarm at the earliest timer (outbox, deadline, callback), or clears it. */
