@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { BatchCreated, BatchStatusBody, ErrorBody, LIMITS, ResultsPage } from "../protocol";
 import { app } from "./app";
-import { splitText } from "./batch/store";
+import { splitText } from "./batch/result-store";
 import { parseSessionId, sessionIdOf } from "./ids";
 import { canonicalHash, canonicalJson } from "./request-body";
 import { call, getAsTrainer, postBatch, TOKENS, task, uniqueId } from "./testing/fixtures";

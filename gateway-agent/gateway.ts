@@ -11,6 +11,7 @@ import {
   type GatewayCapacity,
   type HelloMessage,
   type Logger,
+  once,
   type RuntimeSpec,
   WIRE_VERSION,
 } from "../protocol";
@@ -22,7 +23,7 @@ import { consoleLogger, type GatewayRefusedError, messageOf } from "./errors";
 import { DEFAULT_KEEP_FAILED_SESSIONS, FailedSessionKeeper } from "./failed-sessions";
 import { SUPPORTED_HARNESSES } from "./harness";
 import { HarnessAvailability } from "./harness/availability";
-import { type GatewayHttpServer, GatewayMetrics, startGatewayHttp } from "./http-server";
+import { GatewayMetrics, type GatewayStats, startGatewayHttp } from "./http-server";
 import { ResultJournal } from "./journal";
 import { registerBridgeMetrics } from "./metrics-bridge";
 import {
@@ -32,7 +33,7 @@ import {
   detectLimits,
   type RuntimeSettings,
 } from "./runtime";
-import { type AdminControls, type RunnerStats, SessionRunner } from "./session-runner";
+import { type AdminControls, SessionRunner, type SessionRunnerOptions } from "./session-runner";
 
 /** Version this agent reports in `hello`. */
 export const AGENT_VERSION = "0.1.0";
@@ -100,11 +101,7 @@ export interface GatewayOptions extends TokenModeOptions {
   logger?: Logger;
 }
 
-/** Snapshot for monitoring and tests. */
-export interface GatewayStats extends RunnerStats {
-  connected: boolean;
-  connects: number;
-}
+export type { GatewayStats } from "./http-server";
 
 /** The proxy as the gateway uses it (admin controls are optional: feature-detected). */
 type GatewayProxy = Awaited<ReturnType<typeof startProxy>> & AdminControls;
@@ -247,6 +244,114 @@ function helloOf(opts: GatewayOptions, capacity: GatewayCapacity, runner: Sessio
   };
 }
 
+/** Starts the recording proxy of this gateway in front of its engine replicas. */
+async function startGatewayProxy(opts: GatewayOptions, logger: Logger): Promise<GatewayProxy> {
+  return (await startProxy({
+    engine: opts.engine,
+    engineUrl: opts.engineUrl,
+    ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
+    modelServed: opts.model,
+    requestTimeoutMs: opts.requestTimeoutMs,
+    ...pickTokenModeOptions(opts),
+    logger,
+  } as Parameters<typeof startProxy>[0])) as GatewayProxy;
+}
+
+/** The session runner of this host; `send` and `onFinished` reach parts made after it. */
+function createRunner(
+  opts: GatewayOptions,
+  host: HostSetup,
+  proxy: GatewayProxy,
+  controlHttp: ControlPlaneHttp,
+  logger: Logger,
+  hooks: Pick<SessionRunnerOptions, "send" | "onFinished">,
+): SessionRunner {
+  return new SessionRunner({
+    nodeId: opts.nodeId,
+    capacity: host.capacity,
+    workRoot: host.workRoot,
+    keepWorkspaces: opts.keepWorkspaces ?? false,
+    model: opts.model,
+    engine: opts.engine,
+    proxy,
+    runtimeSettings: host.runtimeSettings,
+    defaultRuntime: opts.defaultRuntime ?? null,
+    journal: new ResultJournal(path.join(host.workRoot, "journal"), logger),
+    upload: { http: controlHttp, policy: opts.uploadPolicy ?? DEFAULT_UPLOAD_POLICY, logger },
+    ...(opts.journalMaxBytes !== undefined ? { journalMaxBytes: opts.journalMaxBytes } : {}),
+    logger,
+    harnesses: host.harnesses,
+    failedSessions: host.failedSessions,
+    ...hooks,
+  });
+}
+
+/**
+ * The refusal of this gateway: `refused` settles on the first one, and the gateway stops itself
+ * as soon as its `stop` is armed (a refusal may come while the operator server is starting).
+ */
+function refusalLatch(logger: Logger) {
+  let stopGateway: (() => Promise<void>) | null = null;
+  let refusal: GatewayRefusedError | null = null;
+  // Nothing this gateway runs can be reported any more: stop (results stay journaled).
+  const stopRefused = () =>
+    void stopGateway?.().catch((e: unknown) =>
+      logger.error("stop after refusal failed", { error: messageOf(e) }),
+    );
+  let onRefused: (err: GatewayRefusedError) => void = () => {};
+  const refused = new Promise<GatewayRefusedError>((resolve) => {
+    onRefused = (err) => {
+      refusal = err;
+      resolve(err);
+      stopRefused();
+    };
+  });
+  return {
+    refused,
+    onRefused: (err: GatewayRefusedError) => onRefused(err),
+    armStop(stop: () => Promise<void>): void {
+      stopGateway = stop;
+      if (refusal) stopRefused();
+    },
+  };
+}
+
+/** The outbound control-plane connection, feeding the runner and resetting uploads on a drop. */
+function connectControlPlane(
+  opts: GatewayOptions,
+  logger: Logger,
+  capacity: GatewayCapacity,
+  runner: SessionRunner,
+  controlHttp: ControlPlaneHttp,
+  onRefused: (err: GatewayRefusedError) => void,
+): ControlConnection {
+  const connection = new ControlConnection({
+    controlPlaneUrl: opts.controlPlaneUrl,
+    queue: opts.queue ?? "default",
+    nodeId: opts.nodeId,
+    token: opts.token,
+    logger,
+    reconnect: opts.reconnect,
+    ...(opts.connectTimeoutMs !== undefined ? { connectTimeoutMs: opts.connectTimeoutMs } : {}),
+    hello: () => helloOf(opts, capacity, runner),
+    onWelcome: (welcome) => {
+      // Before any assignment of this connection is handled: a paused queue pauses this gateway.
+      runner.applyWelcomeFence(welcome.fence);
+      runner.linkUp();
+    },
+    onDown: () => {
+      // Whatever killed the socket may have killed the pooled upload connections too: never
+      // write into one of them again.
+      controlHttp.resetConnections();
+      runner.linkDown();
+    },
+    onMessage: (message) => runner.handle(message),
+    onRefused,
+  });
+  connection.start();
+  return connection;
+}
+
 /**
  * Starts a gateway: its proxy on `127.0.0.1:<free port>`, then the outbound connection.
  *
@@ -265,121 +370,53 @@ function helloOf(opts: GatewayOptions, capacity: GatewayCapacity, runner: Sessio
  */
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const logger = opts.logger ?? consoleLogger;
-  const { limitFields, capacity, workRoot, runtimeSettings, failedSessions, harnesses } = await prepareHost(
-    opts,
-    logger,
-  );
-  const proxy = (await startProxy({
-    engine: opts.engine,
-    engineUrl: opts.engineUrl,
-    ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
-    modelServed: opts.model,
-    requestTimeoutMs: opts.requestTimeoutMs,
-    ...pickTokenModeOptions(opts),
-    logger,
-  } as Parameters<typeof startProxy>[0])) as GatewayProxy;
-  let connection: ControlConnection | null = null;
-  let metrics: GatewayMetrics | null = null;
+  const host = await prepareHost(opts, logger);
+  const proxy = await startGatewayProxy(opts, logger);
   const controlHttp = new ControlPlaneHttp(
     opts.controlPlaneUrl,
     opts.token,
     opts.requestTimeouts ?? DEFAULT_REQUEST_TIMEOUTS,
   );
-  const runner = new SessionRunner({
-    nodeId: opts.nodeId,
-    capacity,
-    workRoot,
-    keepWorkspaces: opts.keepWorkspaces ?? false,
-    model: opts.model,
-    engine: opts.engine,
-    proxy,
-    runtimeSettings,
-    defaultRuntime: opts.defaultRuntime ?? null,
-    journal: new ResultJournal(path.join(workRoot, "journal"), logger),
-    upload: { http: controlHttp, policy: opts.uploadPolicy ?? DEFAULT_UPLOAD_POLICY, logger },
-    ...(opts.journalMaxBytes !== undefined ? { journalMaxBytes: opts.journalMaxBytes } : {}),
-    logger,
-    harnesses,
-    failedSessions,
+  let connection: ControlConnection | null = null;
+  let metrics: GatewayMetrics | null = null;
+  const runner = createRunner(opts, host, proxy, controlHttp, logger, {
     send: (message) => connection?.send(message) ?? false,
     onFinished: (result, runStartMs) => metrics?.observe(result, runStartMs),
   });
   await runner.recover();
-  const hello = (): HelloMessage => helloOf(opts, capacity, runner);
-  let stopGateway: (() => Promise<void>) | null = null;
-  let refusal: GatewayRefusedError | null = null;
-  // Nothing this gateway runs can be reported any more: stop (results stay journaled).
-  const stopRefused = () =>
-    void stopGateway?.().catch((e: unknown) =>
-      logger.error("stop after refusal failed", { error: messageOf(e) }),
-    );
-  let onRefused: (err: GatewayRefusedError) => void = () => {};
-  const refused = new Promise<GatewayRefusedError>((resolve) => {
-    onRefused = (err) => {
-      refusal = err;
-      resolve(err);
-      stopRefused();
-    };
-  });
-  connection = new ControlConnection({
-    controlPlaneUrl: opts.controlPlaneUrl,
-    queue: opts.queue ?? "default",
-    nodeId: opts.nodeId,
-    token: opts.token,
-    logger,
-    reconnect: opts.reconnect,
-    ...(opts.connectTimeoutMs !== undefined ? { connectTimeoutMs: opts.connectTimeoutMs } : {}),
-    hello,
-    onWelcome: (welcome) => {
-      // Before any assignment of this connection is handled: a paused queue pauses this gateway.
-      runner.applyWelcomeFence(welcome.fence);
-      runner.linkUp();
-    },
-    onDown: () => {
-      // Whatever killed the socket may have killed the pooled upload connections too: never
-      // write into one of them again.
-      controlHttp.resetConnections();
-      runner.linkDown();
-    },
-    onMessage: (message) => runner.handle(message),
-    onRefused: (err) => onRefused(err),
-  });
-  connection.start();
-  let stopping: Promise<void> | null = null;
-  const conn = connection;
+  const refusal = refusalLatch(logger);
+  const conn = connectControlPlane(opts, logger, host.capacity, runner, controlHttp, refusal.onRefused);
+  connection = conn;
   const stats = (): GatewayStats => ({
     ...runner.stats(),
     connected: conn.connected,
     connects: conn.connects,
   });
-  metrics = new GatewayMetrics(opts.nodeId, stats, () => harnesses.report());
+  metrics = new GatewayMetrics(opts.nodeId, stats, () => host.harnesses.report());
   registerBridgeMetrics(metrics.registry, () => proxy.status().bridge);
-  let ops: GatewayHttpServer | null = null;
-  if (opts.http) {
-    ops = await startGatewayHttp({
-      ...opts.http,
-      metrics,
-      health: () => healthOf(opts.nodeId, stats(), proxy, limitFields, harnesses, failedSessions),
-    });
-  }
-  stopGateway = () => {
-    stopping ??= (async () => {
-      await runner.shutdown();
-      await conn.close();
-      controlHttp.close();
-      await ops?.close();
-      await proxy.close();
-    })();
-    return stopping;
-  };
-  if (refusal) stopRefused(); // refused while the operator server was starting
+  const ops = opts.http
+    ? await startGatewayHttp({
+        ...opts.http,
+        metrics,
+        health: () =>
+          healthOf(opts.nodeId, stats(), proxy, host.limitFields, host.harnesses, host.failedSessions),
+      })
+    : null;
+  const stop = once(async () => {
+    await runner.shutdown();
+    await conn.close();
+    controlHttp.close();
+    await ops?.close();
+    await proxy.close();
+  });
+  refusal.armStop(stop);
   return {
     nodeId: opts.nodeId,
     proxyUrl: proxy.url,
     httpUrl: ops?.url ?? null,
-    workRoot,
-    stop: () => (stopGateway as () => Promise<void>)(),
+    workRoot: host.workRoot,
+    stop,
     stats,
-    refused,
+    refused: refusal.refused,
   };
 }

@@ -8,7 +8,75 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { SessionResult } from "../protocol";
-import type { GatewayStats } from "./gateway";
+import type { RunnerStats } from "./session-runner";
+
+/**
+ * Snapshot of a gateway for monitoring and tests: the runner's stats and the control-plane link.
+ * Defined here, where it is read on each scrape, so this module needs nothing from `gateway.ts`.
+ */
+export interface GatewayStats extends RunnerStats {
+  connected: boolean;
+  connects: number;
+}
+
+/**
+ * The gauges read from the gateway's state on each scrape (stage depths, link, journal, credit,
+ * harness presets), registered on `registry`.
+ */
+function registerStateGauges(
+  registry: Registry,
+  stats: () => GatewayStats,
+  harnesses: () => Record<string, { available: boolean }>,
+): void {
+  new Gauge({
+    name: "polar_gateway_stage_sessions",
+    help: "Sessions per stage (init_queue, init, ready, run, postrun_queue, postrun)",
+    labelNames: ["stage"],
+    registers: [registry],
+    collect() {
+      const m = stats().metrics;
+      this.set({ stage: "init_queue" }, m.init_queue_depth);
+      this.set({ stage: "init" }, m.init_inflight);
+      this.set({ stage: "ready" }, m.ready_depth);
+      this.set({ stage: "run" }, m.run_inflight);
+      this.set({ stage: "postrun_queue" }, m.postrun_queue_depth);
+      this.set({ stage: "postrun" }, m.postrun_inflight);
+    },
+  });
+  new Gauge({
+    name: "polar_gateway_connected",
+    help: "1 while the control-plane socket is open",
+    registers: [registry],
+    collect() {
+      this.set(stats().connected ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "polar_gateway_unacked_results",
+    help: "Results journaled and not yet acknowledged",
+    registers: [registry],
+    collect() {
+      this.set(stats().unackedResults);
+    },
+  });
+  new Gauge({
+    name: "polar_gateway_outstanding_credit",
+    help: "Credit granted to the control plane and not yet used",
+    registers: [registry],
+    collect() {
+      this.set(stats().outstandingCredit);
+    },
+  });
+  new Gauge({
+    name: "polar_gateway_harness_available",
+    help: "1 when local sessions of the harness preset can run on this host (CLI installed or installable)",
+    labelNames: ["harness"],
+    registers: [registry],
+    collect() {
+      for (const [harness, c] of Object.entries(harnesses())) this.set({ harness }, c.available ? 1 : 0);
+    },
+  });
+}
 
 /** Gateway metrics, updated by the gateway and read on each scrape. */
 export class GatewayMetrics {
@@ -25,55 +93,7 @@ export class GatewayMetrics {
     harnesses: () => Record<string, { available: boolean }> = () => ({}),
   ) {
     this.registry.setDefaultLabels({ node_id: nodeId });
-    const stage = new Gauge({
-      name: "polar_gateway_stage_sessions",
-      help: "Sessions per stage (init_queue, init, ready, run, postrun_queue, postrun)",
-      labelNames: ["stage"],
-      registers: [this.registry],
-      collect() {
-        const m = stats().metrics;
-        this.set({ stage: "init_queue" }, m.init_queue_depth);
-        this.set({ stage: "init" }, m.init_inflight);
-        this.set({ stage: "ready" }, m.ready_depth);
-        this.set({ stage: "run" }, m.run_inflight);
-        this.set({ stage: "postrun_queue" }, m.postrun_queue_depth);
-        this.set({ stage: "postrun" }, m.postrun_inflight);
-      },
-    });
-    void stage;
-    new Gauge({
-      name: "polar_gateway_connected",
-      help: "1 while the control-plane socket is open",
-      registers: [this.registry],
-      collect() {
-        this.set(stats().connected ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: "polar_gateway_unacked_results",
-      help: "Results journaled and not yet acknowledged",
-      registers: [this.registry],
-      collect() {
-        this.set(stats().unackedResults);
-      },
-    });
-    new Gauge({
-      name: "polar_gateway_outstanding_credit",
-      help: "Credit granted to the control plane and not yet used",
-      registers: [this.registry],
-      collect() {
-        this.set(stats().outstandingCredit);
-      },
-    });
-    new Gauge({
-      name: "polar_gateway_harness_available",
-      help: "1 when local sessions of the harness preset can run on this host (CLI installed or installable)",
-      labelNames: ["harness"],
-      registers: [this.registry],
-      collect() {
-        for (const [harness, c] of Object.entries(harnesses())) this.set({ harness }, c.available ? 1 : 0);
-      },
-    });
+    registerStateGauges(this.registry, stats, harnesses);
     this.errors = new Counter({
       name: "polar_gateway_errors_total",
       help: "Finished sessions that ended with an error, by error kind",

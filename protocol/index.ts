@@ -16,6 +16,7 @@ export * from "./logger";
 export * from "./names";
 export * from "./session";
 export * from "./session-id";
+export * from "./single-flight";
 export * from "./stage";
 export * from "./task";
 export * from "./trajectory";

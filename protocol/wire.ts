@@ -232,6 +232,11 @@ export const AckMessage = z.strictObject({
 });
 export type AckMessage = z.infer<typeof AckMessage>;
 
+/**
+ * The control plane's withdrawal of a session from the gateway holding it (the session ended on
+ * the ledger: cancelled, past its deadline, no gateway). The control plane's code says
+ * *withdraw*; on the wire the message stays `cancel`, as gateways of this wire version expect.
+ */
 export const CancelMessage = z.strictObject({
   v,
   type: z.literal("cancel"),

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { FenceMode } from "../protocol";
+import { type FenceMode, once } from "../protocol";
 
 /** What `pause` reports once in-flight calls drained (or were aborted) or the timeout passed. */
 export interface PauseResult {
@@ -74,7 +74,14 @@ export class FenceAbortError extends Error {
 class Ticket implements FenceTicket {
   private readonly controller = new AbortController();
   private readonly hooks: Array<() => Promise<void>> = [];
-  private abortRun: Promise<void> | null = null;
+  /** Runs the hooks (bounded), then cuts the request; once, however often `abort` is called. */
+  private readonly abortRun = once(async () => {
+    const hooks = Promise.allSettled(this.hooks.map((h) => h()));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([hooks, new Promise((r) => (timer = setTimeout(r, ABORT_HOOK_TIMEOUT_MS)))]);
+    clearTimeout(timer);
+    this.controller.abort(new FenceAbortError());
+  });
   aborted = false;
 
   constructor(readonly policyVersion: string | null) {}
@@ -91,14 +98,7 @@ class Ticket implements FenceTicket {
   /** Runs the hooks (bounded), then cuts the request. */
   abort(): Promise<void> {
     this.aborted = true;
-    this.abortRun ??= (async () => {
-      const hooks = Promise.allSettled(this.hooks.map((h) => h()));
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([hooks, new Promise((r) => (timer = setTimeout(r, ABORT_HOOK_TIMEOUT_MS)))]);
-      clearTimeout(timer);
-      this.controller.abort(new FenceAbortError());
-    })();
-    return this.abortRun;
+    return this.abortRun();
   }
 }
 

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { versionNumber } from "../protocol";
+import { SingleFlight, versionNumber } from "../protocol";
 import { isObject } from "./json";
 
 /** Default interval between health checks (ms). */
@@ -56,8 +56,8 @@ interface Replica extends ReplicaStatus {
   versionStale: boolean;
   /** When `/model_info` was last asked (epoch ms); 0 = never. */
   versionCheckedAt: number;
-  /** The `/model_info` request in flight, if any. */
-  versionProbe: Promise<void> | null;
+  /** The `/model_info` request in flight, shared by every caller that asks meanwhile. */
+  versionProbe: SingleFlight<void>;
 }
 
 /** How a call on a replica ended. */
@@ -175,7 +175,7 @@ export class ReplicaSet {
       coolUntil: 0,
       versionStale: true,
       versionCheckedAt: 0,
-      versionProbe: null,
+      versionProbe: new SingleFlight<void>(),
     };
   }
 
@@ -325,17 +325,12 @@ export class ReplicaSet {
   /** Asks `/model_info` of one replica (single flight); without `modelInfo`, does nothing. */
   private refreshVersion(r: Replica): Promise<void> {
     if (!this.opts.modelInfo) return Promise.resolve();
-    r.versionProbe ??= (async () => {
-      try {
-        r.versionCheckedAt = Date.now();
-        const v = await probeWeightVersion(r.url);
-        if (v !== null) r.weight_version = v;
-        r.versionStale = false;
-      } finally {
-        r.versionProbe = null;
-      }
-    })();
-    return r.versionProbe;
+    return r.versionProbe.run(async () => {
+      r.versionCheckedAt = Date.now();
+      const v = await probeWeightVersion(r.url);
+      if (v !== null) r.weight_version = v;
+      r.versionStale = false;
+    });
   }
 
   /** Re-reads the version of `url` when the known one may be out of date (before a dispatch). */

@@ -8,13 +8,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import {
-  type CompletionRecord,
-  type FenceMode,
-  type JsonObject,
-  type Logger,
-  readBoundedBody,
-} from "../protocol";
+import type { CompletionRecord, FenceMode, JsonObject, Logger } from "../protocol";
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
@@ -41,9 +35,10 @@ import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
 import { sendFamilyError, serveCall } from "./inference";
 import { isObject } from "./json";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
+import { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
 
-/** Largest request body a harness may send (bytes); above it the proxy answers 413. */
-export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
+export { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
+
 /** Default engine request timeout: 900 s, long agent turns on big models included. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 900_000;
 /**
@@ -143,34 +138,6 @@ const consoleLogger: Logger = {
   warn: (m, f) => console.warn(`[proxy] ${m}`, f ?? ""),
   error: (m, f) => console.error(`[proxy] ${m}`, f ?? ""),
 };
-
-/**
- * Reads a request body up to `limit` bytes (413 above it).
- *
- * @example
- * ```ts
- * const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
- * ```
- */
-export function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
-  return readBoundedBody(
-    req,
-    limit,
-    (n) => new ProxyHttpError(413, "invalid_request_error", "request_too_large", `body exceeds ${n} bytes`),
-  );
-}
-
-/**
- * Sends a JSON body.
- *
- * @example
- * ```ts
- * sendJson(res, 200, { ok: true });
- * ```
- */
-export function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
-}
 
 /** The proxy's state and HTTP handler. */
 export class ProxyServer {

@@ -27,7 +27,7 @@ import {
   toolboxOf,
 } from "./agent-tools";
 import { pythonJsonDumps } from "./output-parsers";
-import { hash32, prng, readTurns } from "./policy";
+import { hash32, prng, readTurns } from "./prompt-reading";
 
 /** Most tool calls the agent makes in one conversation before it must give its final answer. */
 export const MAX_AGENT_STEPS = 8;

@@ -16,6 +16,9 @@
  */
 import { type AgentOutcome, type AgentStep, decideAgentStep } from "./agent-policy";
 import type { SimImage } from "./images";
+import { hash32, prng, readTurns } from "./prompt-reading";
+
+export { hash32, prng, readTurns } from "./prompt-reading";
 
 /** Probability that an arithmetic answer is wrong (at temperature > 0). */
 export const WRONG_ANSWER_PROBABILITY = 0.25;
@@ -68,48 +71,6 @@ export interface ArithmeticQuestion {
   expression: string;
   /** The exact result: an integer, a decimal rounded to 4 places, or `undefined` for division by 0. */
   result: string | undefined;
-}
-
-/** One chat turn read back from a ChatML prompt. */
-interface Turn {
-  role: string;
-  content: string;
-}
-
-/**
- * 32-bit FNV-1a hash of a string. Cheap and stable across platforms; used for all draws.
- *
- * @example
- * ```ts
- * hash32("abc"); // 440920331
- * ```
- */
-export function hash32(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
-
-/**
- * mulberry32: a small deterministic PRNG giving floats in [0, 1).
- *
- * @example
- * ```ts
- * const random = prng(hash32("seed")); random(); // e.g. 0.4172
- * ```
- */
-export function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**
@@ -207,25 +168,6 @@ function finalSentence(q: ArithmeticQuestion, shown: string, random: () => numbe
     `${q.expression} equals ${shown}.`,
   ];
   return forms[Math.floor(random() * forms.length)]!;
-}
-
-/**
- * Reads the ChatML turns (`<|im_start|>role\n...<|im_end|>`); raw text is one user turn.
- *
- * @example
- * ```ts
- * readTurns("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"); // [{ role: "user", content: "Hi" }]
- * ```
- */
-export function readTurns(prompt: string): Turn[] {
-  const turns: Turn[] = [];
-  const re = /<\|im_start\|>(\w+)\n([\s\S]*?)(?=<\|im_end\|>|<\|im_start\|>|$)/g;
-  for (const m of prompt.matchAll(re)) turns.push({ role: m[1]!, content: m[2]! });
-  if (turns.length === 0) return [{ role: "user", content: prompt }];
-  // The generation prompt is an empty (or think-prefilled) assistant turn: it is not history.
-  const last = turns.at(-1);
-  if (last?.role === "assistant" && /^(<think>\s*<\/think>\s*)?$/.test(last.content)) turns.pop();
-  return turns;
 }
 
 /** Keeps a user snippet printable and free of special-token markup. */

@@ -8,9 +8,9 @@
  * @module
  */
 import type { ServerResponse } from "node:http";
+import { type ChatRequest, logprobContent } from "./chat-request";
 import type { EngineResult, SimEngineCore } from "./engine";
 import { sendJson } from "./http";
-import { type ChatRequest, logprobContent } from "./openai-chat";
 
 /** The parts of an answer the chat endpoint already computed. */
 export interface VllmAnswer {

@@ -1,7 +1,9 @@
 /**
  * BatchDO: the ledger of one batch (named by its batch id). It owns tasks, sessions, leases as
  * recorded by the dispatcher, accepted results and the outbox towards the queues. It is the
- * authority on results: exactly one accepted result per session.
+ * authority on results: exactly one accepted result per session. The object is thin: its RPCs and
+ * alarm call plain modules over its database (`store`, `result-store`, `lifecycle`, `outbox-store`
+ * and `outbox-delivery`, `callbacks` and `callback-delivery`, `no-gateway`, `queue-limit`).
  *
  * @module
  */
@@ -14,10 +16,9 @@ import {
   type GatewayStage,
   isTerminal,
   LIMITS,
-  type SessionAssignment,
   type SessionResult,
 } from "../../protocol";
-import { sessionShard, shardsOf } from "../queue/shards";
+import { shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
 import { deliverDueCallbacks } from "./callback-delivery";
 import * as callbacks from "./callbacks";
@@ -37,16 +38,16 @@ import type {
 import { noEvaluations, readEvaluations, recordEvaluation } from "./evaluations";
 import * as lifecycle from "./lifecycle";
 import * as noGateway from "./no-gateway";
+import { deliverDueOutbox } from "./outbox-delivery";
 import * as outbox from "./outbox-store";
+import { queueOverLimit } from "./queue-limit";
+import * as resultStore from "./result-store";
+import { ResultWaiters } from "./result-waiters";
 import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
 import { queuedAtOf, queueWaitMs } from "./waiting";
 
-/** Characters of assignments per `QueueDO.enqueue` call (≤ 12 MB UTF-8, far below the 32 MiB RPC cap). */
-const MAX_ENQUEUE_CHARS = 4 * 1024 * 1024;
-/** Sessions per `QueueDO.enqueue` call, so one call's inserts stay short. */
-const MAX_ENQUEUE_SESSIONS = 500;
 /** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */
 const MAX_HELD_WAIT_MS = 30_000;
 /** When a queue's dispatchers cannot say whether it has gateways, its no-gateway checks wait this long. */
@@ -85,7 +86,7 @@ export class BatchDO extends DurableObject<Env> {
   private draining = false;
   private drainAgain = false;
   /** Long-polls waiting for the next accepted result (in memory: a restart ends them early). */
-  private readonly waiters = new Set<() => void>();
+  private readonly waiters = new ResultWaiters();
   /** The fetch used for callbacks (replaceable in tests to observe retries). */
   callbackFetch: typeof fetch = (input, init) => fetch(input, init);
 
@@ -119,7 +120,7 @@ export class BatchDO extends DurableObject<Env> {
     }
     const queue = request.queue ?? "default";
     if (!store.readBatch(this.db)) {
-      const full = await this.queueOverLimit(request, queue);
+      const full = await queueOverLimit(this.env, request, queue);
       if (full) return full;
     }
     const outcome = this.ctx.storage.transactionSync((): CreateOutcome => {
@@ -156,40 +157,6 @@ export class BatchDO extends DurableObject<Env> {
     return outcome;
   }
 
-  /** I5: a trainer over the queue limit gets 429 with Retry-After, before anything is stored. */
-  private async queueOverLimit(
-    request: BatchRequest,
-    batchQueue: string,
-  ): Promise<Extract<CreateOutcome, { kind: "queue_full" }> | null> {
-    const perQueue = new Map<string, number>();
-    for (const task of request.tasks) {
-      const q = task.queue ?? batchQueue;
-      perQueue.set(q, (perQueue.get(q) ?? 0) + task.num_samples);
-    }
-    for (const [q, adding] of perQueue) {
-      let depth: number;
-      try {
-        // A sharded queue's depth is the sum over its shards.
-        const depths = await Promise.all(
-          shardsOf(q, this.env.POLAR_QUEUE_SHARDS).map((name) => this.env.QUEUE.getByName(name).depth()),
-        );
-        depth = depths.reduce((a, b) => a + b, 0);
-      } catch (error) {
-        // The outbox delivers once the queue is back; an unreachable queue must not block intake.
-        console.warn(`BatchDO: depth of queue '${q}' unknown:`, error);
-        continue;
-      }
-      if (depth + adding > LIMITS.maxQueueDepth) {
-        return {
-          kind: "queue_full",
-          message: `queue '${q}' holds ${depth} waiting sessions; adding ${adding} would exceed the limit of ${LIMITS.maxQueueDepth} (LIMITS.maxQueueDepth)`,
-          retryAfterSeconds: 30,
-        };
-      }
-    }
-    return null;
-  }
-
   /** Status with per-task counts, or null when no batch is stored here. */
   async status(): Promise<StatusOutcome> {
     const status = store.batchStatus(this.db);
@@ -216,7 +183,7 @@ export class BatchDO extends DurableObject<Env> {
     if (!batch || batch.requestHash === TOMBSTONE) return null;
     let page = this.page(after, limit);
     if (page.results.length === 0 && !page.done && waitMs > 0) {
-      await this.waitForResult(Math.min(waitMs, MAX_HELD_WAIT_MS));
+      await this.waiters.wait(Math.min(waitMs, MAX_HELD_WAIT_MS));
       page = this.page(after, limit);
     }
     return page;
@@ -224,25 +191,9 @@ export class BatchDO extends DurableObject<Env> {
 
   private page(after: number, limit: number): NonNullable<RawResultsPage> {
     const finished = store.allSessionsFinished(this.db);
-    const results = store.resultsAfter(this.db, after, limit, LIMITS.maxResultsPageBytes);
+    const results = resultStore.resultsAfter(this.db, after, limit, LIMITS.maxResultsPageBytes);
     const next = results.length > 0 ? results[results.length - 1]!.seq : after;
-    return { results, next, done: finished && next >= store.lastResultSeq(this.db) };
-  }
-
-  private waitForResult(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.waiters.add(done);
-    });
-  }
-
-  private notifyWaiters(): void {
-    for (const waiter of [...this.waiters]) waiter();
+    return { results, next, done: finished && next >= resultStore.lastResultSeq(this.db) };
   }
 
   /** Records an assignment made by the dispatcher (the new lease supersedes older ones). */
@@ -396,7 +347,7 @@ export class BatchDO extends DurableObject<Env> {
     const session = store.readSession(this.db, sessionId);
     if (!batch || !session) return null;
     const task = store.taskByIndex(this.db, session.taskIndex);
-    const result = store.resultOfSession(this.db, sessionId);
+    const result = resultStore.resultOfSession(this.db, sessionId);
     return {
       session_id: session.sessionId,
       batch_id: batch.batchId,
@@ -411,7 +362,7 @@ export class BatchDO extends DurableObject<Env> {
       deadline_at: session.deadlineAt,
       queued_at: queuedAtOf(session),
       queued_ms: result ? session.queueWaitMs : queueWaitMs(session, Date.now()),
-      result_json: result ? (store.resultBySeq(this.db, result.seq)?.json ?? null) : null,
+      result_json: result ? (resultStore.resultBySeq(this.db, result.seq)?.json ?? null) : null,
       trajectory_key: result?.trajectoryKey ?? null,
       trajectory_bytes: result?.trajectoryBytes ?? null,
       completions_key: result?.completionsKey ?? null,
@@ -456,7 +407,7 @@ export class BatchDO extends DurableObject<Env> {
         return withdrawn.length;
       });
       const abandoned = await this.checkNoGateway(batch.batchId);
-      if (expired + abandoned > 0) this.notifyWaiters();
+      if (expired + abandoned > 0) this.waiters.notify();
     }
     await this.drainOutbox();
     await this.deliverCallbacks();
@@ -498,7 +449,7 @@ export class BatchDO extends DurableObject<Env> {
 
   /** After results were recorded: wake long-polls, push the outbox, deliver callbacks. */
   private async afterChange(): Promise<void> {
-    this.notifyWaiters();
+    this.waiters.notify();
     await this.armAlarm();
     this.ctx.waitUntil(
       (async () => {
@@ -528,82 +479,12 @@ export class BatchDO extends DurableObject<Env> {
     try {
       do {
         this.drainAgain = false;
-        await this.drainDueRows();
+        const batch = store.readBatch(this.db);
+        if (batch) await deliverDueOutbox(this.db, this.env, batch.batchId);
       } while (this.drainAgain);
     } finally {
       this.draining = false;
       await this.armAlarm();
-    }
-  }
-
-  private async drainDueRows(): Promise<void> {
-    const batch = store.readBatch(this.db);
-    if (!batch) return;
-    const byQueue = new Map<string, outbox.OutboxRow[]>();
-    for (const row of outbox.dueOutbox(this.db, Date.now())) {
-      byQueue.set(row.queue, [...(byQueue.get(row.queue) ?? []), row]);
-    }
-    for (const [queue, rows] of byQueue) {
-      const unsent = new Set(rows.map((r) => r.id));
-      try {
-        let buffer: SessionAssignment[] = [];
-        let bufferChars = 0;
-        let coveredRows: number[] = [];
-        const shards = this.env.POLAR_QUEUE_SHARDS;
-        const flush = async () => {
-          // Each session goes to the shard of its id (one dispatcher for an unsharded queue).
-          // A fresh stub per call: a stub that has thrown may be broken.
-          const byShard = new Map<string, SessionAssignment[]>();
-          for (const item of buffer) {
-            const shard = sessionShard(queue, item.session_id, shards);
-            const list = byShard.get(shard);
-            if (list) list.push(item);
-            else byShard.set(shard, [item]);
-          }
-          await Promise.all(
-            [...byShard].map(([shard, items]) => this.env.QUEUE.getByName(shard).enqueue(items)),
-          );
-          // The await opened the input gate; deleting is still right because receivers dedupe.
-          outbox.deleteOutbox(this.db, coveredRows);
-          for (const id of coveredRows) unsent.delete(id);
-          buffer = [];
-          bufferChars = 0;
-          coveredRows = [];
-        };
-        for (const row of rows) {
-          if (row.kind === "cancel") {
-            await flush();
-            const items = JSON.parse(row.payload ?? "[]") as lifecycle.Withdrawal[];
-            // A session may sit on any shard (stolen, or leased by a sibling's gateway): tell each.
-            await Promise.all(
-              shardsOf(queue, shards).map((shard) =>
-                this.env.QUEUE.getByName(shard).withdraw(items, "the session ended on the control plane"),
-              ),
-            );
-            outbox.deleteOutbox(this.db, [row.id]);
-            unsent.delete(row.id);
-            continue;
-          }
-          // Re-read per row: sessions may have moved on while an earlier enqueue was awaited.
-          for (const item of outbox.queuedAssignments(this.db, batch.batchId, row.taskIndex)) {
-            const size = JSON.stringify(item).length;
-            if (
-              buffer.length > 0 &&
-              (bufferChars + size > MAX_ENQUEUE_CHARS || buffer.length >= MAX_ENQUEUE_SESSIONS)
-            ) {
-              await flush();
-            }
-            buffer.push(item);
-            bufferChars += size;
-          }
-          coveredRows.push(row.id);
-        }
-        await flush();
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        console.warn(`BatchDO ${batch.batchId}: outbox delivery to queue '${queue}' failed: ${message}`);
-        outbox.deferOutbox(this.db, [...unsent], Date.now(), message);
-      }
     }
   }
 

@@ -10,6 +10,7 @@ import { resultJson } from "../artifacts";
 import { privateCallbacksAllowed } from "../callback-url";
 import { callbackId, isRolloutBatch, rolloutState, upstreamTaskResult } from "../upstream/render";
 import * as callbacks from "./callbacks";
+import * as resultStore from "./result-store";
 import * as store from "./store";
 
 /**
@@ -28,7 +29,7 @@ export async function deliverDueCallbacks(db: store.BatchDb, env: Env, fetcher: 
     try {
       const seqs = callbacks.taskResultSeqs(db, due.taskIndex);
       const results = await Promise.all(
-        seqs.map((seq) => resultJson(env.TRAJECTORIES, store.resultBySeq(db, seq)!)),
+        seqs.map((seq) => resultJson(env.TRAJECTORIES, resultStore.resultBySeq(db, seq)!)),
       );
       const task = store.taskByIndex(db, due.taskIndex);
       const status = task?.cancelledAt !== null ? "cancelled" : "completed";

@@ -18,9 +18,10 @@ import {
   type TaskSpec,
   type TerminalStatus,
 } from "../../protocol";
+import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
-import { type BatchDb, bumpCounter, bumpErrorKind, RESULT_CHUNK_CHARS, splitText } from "./store";
+import { type BatchDb, bumpCounter, bumpErrorKind } from "./store";
 import { queuedAtOf, queueTimeoutPassed, queueWaitMs, waitingTimerAt } from "./waiting";
 
 type SessionRow = typeof schema.sessions.$inferSelect;

@@ -139,7 +139,8 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
 
 /**
  * Adds an outbox row: `enqueue` delivers task `taskIndex`'s QUEUED sessions to `queue`; `cancel`
- * withdraws the sessions in `withdrawals` (JSON) from it.
+ * withdraws the sessions in `withdrawals` (JSON) from it (the stored kind of a withdrawal, see
+ * `schema.outbox`).
  *
  * @example
  * ```ts

@@ -119,11 +119,17 @@ export const counters = sqliteTable("counters", {
  * sessions still QUEUED are read again at delivery (so a session cancelled meanwhile is not sent).
  * `cancel` rows have `task_index` -1 and `payload` = JSON `[{session_id, lease_id}]` (lease_id
  * null when never leased), sent to every shard of the queue.
+ *
+ * One name per concept: the code calls taking ended sessions off a queue (and off the gateways
+ * holding them) a *withdrawal*, whatever ended them; *cancel* is the trainer's action and the
+ * CANCELLED status. A withdrawal row is stored with kind `cancel` all the same: it is a value in
+ * every ledger's database (rows may wait in an outbox across a deploy), so renaming it would need
+ * a data migration of each one.
  */
 export const outbox = sqliteTable("outbox", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   queue: text("queue").notNull(),
-  /** `enqueue`: deliver task `task_index`'s QUEUED sessions; `cancel`: withdraw the sessions in `payload`. */
+  /** `enqueue`: deliver task `task_index`'s QUEUED sessions; `cancel` (a withdrawal): withdraw the sessions in `payload`. */
   kind: text("kind").$type<"enqueue" | "cancel">().notNull().default("enqueue"),
   payload: text("payload"),
   taskIndex: integer("task_index").notNull(),

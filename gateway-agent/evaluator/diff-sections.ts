@@ -121,93 +121,102 @@ function split(diff: string): { preamble: string; sections: string[] } {
 const ACTIVE_LINE =
   /^(?:--- |\+\+\+ |@@ |\*\*\* |GIT binary patch|rename (?:from|to) |copy (?:from|to) |Index: |Binary files )/m;
 
-/** Reads one `diff --git` section. */
-function parseSection(text: string): DiffSection {
-  const lines = text.split("\n");
-  const header = headerPaths((lines[0] ?? "").slice("diff --git ".length));
-  const s: DiffSection = {
-    text,
-    oldPath: header?.a ?? null,
-    newPath: header?.b ?? null,
-    kind: "modify",
-    symlink: false,
-    symlinkTarget: null,
-    binary: false,
-    modeChange: false,
-    mentioned: [header?.a, header?.b].filter((p): p is string => !!p),
-  };
-  let oldMode: string | null = null;
-  let newMode: string | null = null;
-  let minus: string | null | undefined;
-  let plus: string | null | undefined;
-  let sawHunk = false;
-  // Lines left in the current hunk (old side, new side), from its `@@ -a,n +b,m @@` header.
-  let left = { old: 0, new: 0 };
-  const added: string[] = [];
-  for (const line of lines.slice(1)) {
-    if (left.old > 0 || left.new > 0) {
-      const c = line[0];
-      if (c === " " || c === undefined) left = { old: left.old - 1, new: left.new - 1 };
-      else if (c === "-") left.old--;
-      else if (c === "+") {
-        left.new--;
-        added.push(line.slice(1));
-      } else if (c !== "\\") left = { old: 0, new: 0 };
-      continue;
-    }
-    const hunk = /^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@/.exec(line);
-    if (hunk) {
-      sawHunk = true;
-      left = { old: Number(hunk[1] ?? 1), new: Number(hunk[2] ?? 1) };
-      continue;
-    }
-    if (sawHunk) {
-      // After its hunks a section may only carry blank lines; a file header, hunk or binary
-      // patch there is another file to `git apply`/`patch`: never ours to keep.
-      if (ACTIVE_LINE.test(line)) {
-        s.unparsed = "a second file's changes inside one section";
-        const named = /^(?:--- |\+\+\+ |rename (?:from|to) |copy (?:from|to) )(.*)$/.exec(line);
-        const p = named ? pathToken(named[1] as string).replace(/^[ab]\//, "") : null;
-        if (p && p !== "/dev/null") s.mentioned.push(p);
-      }
-      continue;
-    }
-    const m =
-      /^(old mode|new mode|deleted file mode|new file mode|rename from|rename to|copy from|copy to|--- |\+\+\+ )\s?(.*)$/.exec(
-        line,
-      );
-    if (line.startsWith("GIT binary patch") || /^Binary files .* differ$/.test(line)) s.binary = true;
-    if (/^index [0-9a-f]+\.\.[0-9a-f]+ (\d{6})$/.test(line)) newMode = oldMode = line.slice(-6);
-    if (!m) continue;
-    const [, key, value] = m as unknown as [string, string, string];
-    const named =
-      key === "--- "
-        ? stripPrefix(pathToken(value), "a/")
-        : key === "+++ "
-          ? stripPrefix(pathToken(value), "b/")
-          : /from|to/.test(key)
-            ? pathToken(value)
-            : null;
-    if (named) s.mentioned.push(named);
-    if ((key === "--- " && minus !== undefined) || (key === "+++ " && plus !== undefined))
-      s.unparsed = "two file headers in one section";
-    if (key === "old mode") oldMode = value;
-    else if (key === "new mode") newMode = value;
-    else if (key === "deleted file mode") {
-      s.kind = "delete";
-      oldMode = value;
-      newMode = null;
-    } else if (key === "new file mode") {
-      s.kind = "add";
-      newMode = value;
-      oldMode = null;
-    } else if (key === "rename from" || key === "copy from") {
-      s.kind = key === "rename from" ? "rename" : "copy";
-      s.oldPath = pathToken(value);
-    } else if (key === "rename to" || key === "copy to") s.newPath = pathToken(value);
-    else if (key === "--- ") minus = stripPrefix(pathToken(value), "a/");
-    else if (key === "+++ ") plus = stripPrefix(pathToken(value), "b/");
+/** What {@link parseSection} tracks while it walks a section's lines. */
+interface SectionScan {
+  s: DiffSection;
+  oldMode: string | null;
+  newMode: string | null;
+  /** The `---` name (null = `/dev/null`); undefined until one is seen. */
+  minus: string | null | undefined;
+  /** The `+++` name, likewise. */
+  plus: string | null | undefined;
+  sawHunk: boolean;
+  /** Lines left in the current hunk (old side, new side), from its `@@ -a,n +b,m @@` header. */
+  left: { old: number; new: number };
+  /** The hunks' added lines (a symlink's target). */
+  added: string[];
+}
+
+/** Counts one line of a hunk's body against what its header announced. */
+function hunkBodyLine(scan: SectionScan, line: string): void {
+  const c = line[0];
+  if (c === " " || c === undefined) scan.left = { old: scan.left.old - 1, new: scan.left.new - 1 };
+  else if (c === "-") scan.left.old--;
+  else if (c === "+") {
+    scan.left.new--;
+    scan.added.push(line.slice(1));
+  } else if (c !== "\\") scan.left = { old: 0, new: 0 };
+}
+
+/**
+ * A line after the section's hunks: it may only be blank; a file header, hunk or binary patch
+ * there is another file to `git apply`/`patch`, never ours to keep.
+ */
+function afterHunksLine(s: DiffSection, line: string): void {
+  if (!ACTIVE_LINE.test(line)) return;
+  s.unparsed = "a second file's changes inside one section";
+  const named = /^(?:--- |\+\+\+ |rename (?:from|to) |copy (?:from|to) )(.*)$/.exec(line);
+  const p = named ? pathToken(named[1] as string).replace(/^[ab]\//, "") : null;
+  if (p && p !== "/dev/null") s.mentioned.push(p);
+}
+
+/** An extended header line before the hunks: modes, renames, copies, `---`/`+++`, binary. */
+function extendedHeaderLine(scan: SectionScan, line: string): void {
+  const s = scan.s;
+  const m =
+    /^(old mode|new mode|deleted file mode|new file mode|rename from|rename to|copy from|copy to|--- |\+\+\+ )\s?(.*)$/.exec(
+      line,
+    );
+  if (line.startsWith("GIT binary patch") || /^Binary files .* differ$/.test(line)) s.binary = true;
+  if (/^index [0-9a-f]+\.\.[0-9a-f]+ (\d{6})$/.test(line)) scan.newMode = scan.oldMode = line.slice(-6);
+  if (!m) return;
+  const [, key, value] = m as unknown as [string, string, string];
+  const named =
+    key === "--- "
+      ? stripPrefix(pathToken(value), "a/")
+      : key === "+++ "
+        ? stripPrefix(pathToken(value), "b/")
+        : /from|to/.test(key)
+          ? pathToken(value)
+          : null;
+  if (named) s.mentioned.push(named);
+  if ((key === "--- " && scan.minus !== undefined) || (key === "+++ " && scan.plus !== undefined))
+    s.unparsed = "two file headers in one section";
+  if (key === "old mode") scan.oldMode = value;
+  else if (key === "new mode") scan.newMode = value;
+  else if (key === "deleted file mode") {
+    s.kind = "delete";
+    scan.oldMode = value;
+    scan.newMode = null;
+  } else if (key === "new file mode") {
+    s.kind = "add";
+    scan.newMode = value;
+    scan.oldMode = null;
+  } else if (key === "rename from" || key === "copy from") {
+    s.kind = key === "rename from" ? "rename" : "copy";
+    s.oldPath = pathToken(value);
+  } else if (key === "rename to" || key === "copy to") s.newPath = pathToken(value);
+  else if (key === "--- ") scan.minus = stripPrefix(pathToken(value), "a/");
+  else if (key === "+++ ") scan.plus = stripPrefix(pathToken(value), "b/");
+}
+
+/** One line of a section after its `diff --git` header. */
+function scanLine(scan: SectionScan, line: string): void {
+  if (scan.left.old > 0 || scan.left.new > 0) {
+    hunkBodyLine(scan, line);
+    return;
   }
+  const hunk = /^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@/.exec(line);
+  if (hunk) {
+    scan.sawHunk = true;
+    scan.left = { old: Number(hunk[1] ?? 1), new: Number(hunk[2] ?? 1) };
+  } else if (scan.sawHunk) afterHunksLine(scan.s, line);
+  else extendedHeaderLine(scan, line);
+}
+
+/** Settles the section's paths, kind and symlink from everything its lines said. */
+function finishSection(scan: SectionScan, headerRead: boolean): DiffSection {
+  const { s, minus, plus, oldMode, newMode } = scan;
   // `---`/`+++` are what `git apply` and `patch` really use for the file names.
   if (minus !== undefined && s.kind !== "rename" && s.kind !== "copy") s.oldPath = minus;
   if (plus !== undefined && s.kind !== "rename" && s.kind !== "copy") s.newPath = plus;
@@ -218,9 +227,37 @@ function parseSection(text: string): DiffSection {
   s.modeChange = oldMode !== null && newMode !== null && oldMode !== newMode;
   if (s.modeChange && s.kind === "modify") s.kind = "mode";
   s.symlink = newMode === SYMLINK_MODE;
-  if (s.symlink && added.length > 0) s.symlinkTarget = added.join("\n");
-  if (!header && !s.oldPath && !s.newPath) s.unparsed = "unreadable diff --git header";
+  if (s.symlink && scan.added.length > 0) s.symlinkTarget = scan.added.join("\n");
+  if (!headerRead && !s.oldPath && !s.newPath) s.unparsed = "unreadable diff --git header";
   return s;
+}
+
+/** Reads one `diff --git` section. */
+function parseSection(text: string): DiffSection {
+  const lines = text.split("\n");
+  const header = headerPaths((lines[0] ?? "").slice("diff --git ".length));
+  const scan: SectionScan = {
+    s: {
+      text,
+      oldPath: header?.a ?? null,
+      newPath: header?.b ?? null,
+      kind: "modify",
+      symlink: false,
+      symlinkTarget: null,
+      binary: false,
+      modeChange: false,
+      mentioned: [header?.a, header?.b].filter((p): p is string => !!p),
+    },
+    oldMode: null,
+    newMode: null,
+    minus: undefined,
+    plus: undefined,
+    sawHunk: false,
+    left: { old: 0, new: 0 },
+    added: [],
+  };
+  for (const line of lines.slice(1)) scanLine(scan, line);
+  return finishSection(scan, header !== null);
 }
 
 /**

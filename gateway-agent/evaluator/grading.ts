@@ -96,23 +96,27 @@ export type Prepared =
       report: Record<string, unknown>;
     };
 
-/**
- * Extracts the agent's patch, protects, applies and checks. `taskPaths` gives the paths the task
- * itself protects (from the base tree's files), e.g. the files the test command runs.
- *
- * @example
- * ```ts
- * const p = await prepareGrading(ctx, {}, (files) => commandPaths(testCommand, files));
- * if (p.done) return p.done;
- * ```
- */
-export async function prepareGrading(
+/** What the grading steps share: where the patch goes, the rules it is held to, the report. */
+interface GradingPlan {
+  patch: string;
+  /** Grader files the agent replaced in its session folder (the reward is zero then). */
+  tampered: string[];
+  grading: Runtime;
+  gradingCfg: PatchConfig;
+  gradingEnv: Record<string, string>;
+  target: GuardTarget;
+  baseFiles: string[];
+  rules: ReturnType<typeof protectedRules>;
+  report: Record<string, unknown>;
+}
+
+/** Extracts the patch and reads the base tree and the protection rules; changes nothing yet. */
+async function planGrading(
   ctx: EvalContext,
+  runtime: Runtime,
   cfgDefaults: Record<string, unknown>,
   taskPaths: (baseFiles: readonly string[]) => string[],
-): Promise<Prepared> {
-  const runtime = ctx.runtime;
-  if (!runtime) throw new SessionFailure("infra", "no runtime to extract the patch from");
+): Promise<GradingPlan> {
   const config = { ...cfgDefaults, ...ctx.config };
   const cfg = patchConfig(config, runtime.workdir);
   const env = { ...runtime.baseEnv(), ...ctx.env };
@@ -147,54 +151,99 @@ export async function prepareGrading(
     reward_discarded: false,
     reward_discard_reason: null,
   };
-  const zero = (extra: Record<string, unknown>): Prepared => ({
-    done: { outcome_reward: 0, metadata: { ...report, ...extra, resolved: false } },
-  });
-  if (tampered.length > 0) {
-    return zero({
-      grader_files: tampered,
+  return { patch, tampered, grading, gradingCfg, gradingEnv, target, baseFiles, rules, report };
+}
+
+/** The finished result with reward 0: the report so far and `extra`. */
+function zeroed(plan: GradingPlan, extra: Record<string, unknown>): Prepared {
+  return { done: { outcome_reward: 0, metadata: { ...plan.report, ...extra, resolved: false } } };
+}
+
+/**
+ * Records protected `changes` in the report and applies `on_protected_change`: `fail` throws
+ * {@link GradingRefused}, `zero` finishes with reward 0, `revert` (or no change) goes on (null).
+ */
+function refuseProtected(plan: GradingPlan, changes: ProtectedChange[]): Prepared | null {
+  (plan.report.discarded_paths as ProtectedChange[]).push(...changes);
+  if (changes.length === 0 || plan.rules.action === "revert") return null;
+  const why = `protected paths changed: ${changes.map((c) => `${c.path} (${c.reason})`).join(", ")}`;
+  if (plan.rules.action === "fail")
+    throw new GradingRefused(why, { ...plan.report, ...discard("failed", why) });
+  return zeroed(plan, discard("zeroed", why));
+}
+
+/** Applies the patch, without its protected sections, in the fresh eval runtime; null = applied. */
+async function applyInFreshRuntime(
+  ctx: EvalContext,
+  evalRuntime: Runtime,
+  plan: GradingPlan,
+): Promise<Prepared | null> {
+  const split = splitProtected(plan.patch, plan.rules);
+  const early = refuseProtected(plan, split.refused);
+  if (early) return early;
+  if (split.refused.length > 0) plan.report.verdict = "reverted";
+  if (split.patch.trim() === "") {
+    plan.report.empty_generation = true;
+    return zeroed(plan, {});
+  }
+  const applied = await applyPatch(evalRuntime, split.patch, plan.gradingCfg, plan.gradingEnv, ctx.signal);
+  plan.report.failed_apply_patch = !applied.applied;
+  plan.report.apply_method = applied.method;
+  return applied.applied ? null : zeroed(plan, {});
+}
+
+/**
+ * Checks what the tests will really see (the parser may have missed something; the agent's own
+ * tree, in same-runtime grading, was never filtered at all) and restores protected files there.
+ */
+async function guardWorktree(plan: GradingPlan): Promise<Prepared | null> {
+  const { target, rules, baseFiles } = plan;
+  const violations = await checkWorktree(target, rules, baseFiles);
+  const late = refuseProtected(plan, violations);
+  if (late) return late;
+  if (violations.length === 0) return null;
+  await restoreWorktree(target, violations, baseFiles);
+  plan.report.verdict = "reverted";
+  const left = await checkWorktree(target, rules, baseFiles);
+  if (left.length === 0) return null;
+  return zeroed(
+    plan,
+    discard("zeroed", `protected paths could not be restored: ${left.map((c) => c.path).join(", ")}`),
+  );
+}
+
+/**
+ * Extracts the agent's patch, protects, applies and checks. `taskPaths` gives the paths the task
+ * itself protects (from the base tree's files), e.g. the files the test command runs.
+ *
+ * @example
+ * ```ts
+ * const p = await prepareGrading(ctx, {}, (files) => commandPaths(testCommand, files));
+ * if (p.done) return p.done;
+ * ```
+ */
+export async function prepareGrading(
+  ctx: EvalContext,
+  cfgDefaults: Record<string, unknown>,
+  taskPaths: (baseFiles: readonly string[]) => string[],
+): Promise<Prepared> {
+  const runtime = ctx.runtime;
+  if (!runtime) throw new SessionFailure("infra", "no runtime to extract the patch from");
+  const plan = await planGrading(ctx, runtime, cfgDefaults, taskPaths);
+  if (plan.tampered.length > 0) {
+    return zeroed(plan, {
+      grader_files: plan.tampered,
       ...discard(
         "grader_files_tampered",
-        `grader files replaced in the session folder: ${tampered.join(", ")}`,
+        `grader files replaced in the session folder: ${plan.tampered.join(", ")}`,
       ),
     });
   }
-  const refuse = (changes: ProtectedChange[]): Prepared | null => {
-    (report.discarded_paths as ProtectedChange[]).push(...changes);
-    if (changes.length === 0 || rules.action === "revert") return null;
-    const why = `protected paths changed: ${changes.map((c) => `${c.path} (${c.reason})`).join(", ")}`;
-    if (rules.action === "fail") throw new GradingRefused(why, { ...report, ...discard("failed", why) });
-    return zero(discard("zeroed", why));
-  };
-
   if (ctx.evalRuntime) {
-    const split = splitProtected(patch, rules);
-    const early = refuse(split.refused);
-    if (early) return early;
-    if (split.refused.length > 0) report.verdict = "reverted";
-    if (split.patch.trim() === "") {
-      report.empty_generation = true;
-      return zero({});
-    }
-    const applied = await applyPatch(ctx.evalRuntime, split.patch, gradingCfg, gradingEnv, ctx.signal);
-    report.failed_apply_patch = !applied.applied;
-    report.apply_method = applied.method;
-    if (!applied.applied) return zero({});
-  } else if (report.empty_generation) return zero({});
-
-  // What the tests will really see: the parser may have missed something, the agent's own tree
-  // (same-runtime grading) was never filtered at all.
-  const violations = await checkWorktree(target, rules, baseFiles);
-  const late = refuse(violations);
-  if (late) return late;
-  if (violations.length > 0) {
-    await restoreWorktree(target, violations, baseFiles);
-    report.verdict = "reverted";
-    const left = await checkWorktree(target, rules, baseFiles);
-    if (left.length > 0)
-      return zero(
-        discard("zeroed", `protected paths could not be restored: ${left.map((c) => c.path).join(", ")}`),
-      );
-  }
-  return { cfg: gradingCfg, env: gradingEnv, grading, report };
+    const stopped = await applyInFreshRuntime(ctx, ctx.evalRuntime, plan);
+    if (stopped) return stopped;
+  } else if (plan.report.empty_generation) return zeroed(plan, {});
+  const stopped = await guardWorktree(plan);
+  if (stopped) return stopped;
+  return { cfg: plan.gradingCfg, env: plan.gradingEnv, grading: plan.grading, report: plan.report };
 }

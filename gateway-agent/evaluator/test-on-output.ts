@@ -20,12 +20,13 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { SessionFailure } from "../errors";
+import type { CommandResult } from "../runtime/types";
 import { discard, EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
 import { parseJunit } from "./junit";
 import { parseTestStatusLines } from "./patch";
 import { commandPaths } from "./protected";
-import { openReportChannel, REPORT_PLACEHOLDER, ReportRefused } from "./report-channel";
-import type { Evaluator } from "./types";
+import { openReportChannel, REPORT_PLACEHOLDER, type ReportChannel, ReportRefused } from "./report-channel";
+import type { EvalResult, Evaluator } from "./types";
 
 export { EvaluationTimeout, samePlaceIn, secondsOf } from "./grading";
 
@@ -70,6 +71,71 @@ export function reportMode(config: Record<string, unknown>, testCommand: string)
 }
 
 /**
+ * Scores one finished test run: reward 1 iff the results (from the report, or from printed status
+ * lines) equal `expected`; a missing, invalid or inconsistent report gives 0 with its verdict.
+ */
+async function scoreRun(
+  channel: ReportChannel | null,
+  r: CommandResult,
+  expected: Record<string, string>,
+  report: Record<string, unknown>,
+): Promise<EvalResult> {
+  const ran = {
+    exit_code: r.exitCode,
+    expected_tests: expected,
+    test_output_path: "logs/eval-test.stdout.log",
+  };
+  const zero = (verdict: string, reason: string, extra: Record<string, unknown> = {}) => ({
+    outcome_reward: 0,
+    metadata: { ...report, ...ran, ...extra, resolved: false, ...discard(verdict, reason) },
+  });
+  let parsed: Record<string, string>;
+  if (channel) {
+    let xml: string | null;
+    try {
+      xml = await channel.read();
+    } catch (e) {
+      if (e instanceof ReportRefused) return zero("report_invalid", e.message);
+      throw e;
+    }
+    if (xml === null) return zero("report_missing", "the test command wrote no report");
+    const junit = parseJunit(xml);
+    if (!junit.ok) return zero("report_invalid", junit.reason);
+    parsed = junit.tests;
+    // The runner's own exit status, which the code under test cannot write, must agree.
+    if ((junit.failures === 0) !== (r.exitCode === 0))
+      return zero(
+        "report_inconsistent",
+        `the report has ${junit.failures} failing test(s) but the runner exited ${r.exitCode ?? r.signal}`,
+        { parsed_tests: parsed },
+      );
+  } else parsed = parseTestStatusLines(r.stdout ?? "");
+  const resolved = isDeepStrictEqual(parsed, expected);
+  if (channel && !resolved) {
+    // Never a result, but a signal: something printed a pass for a test the report fails.
+    const printed = parseTestStatusLines(r.stdout ?? "");
+    const forged = Object.keys(expected).filter((id) => printed[id] === "PASSED" && parsed[id] !== "PASSED");
+    if (forged.length > 0)
+      return {
+        outcome_reward: 0,
+        metadata: {
+          ...report,
+          ...ran,
+          resolved,
+          parsed_tests: parsed,
+          verdict: "forged_output",
+          // The tests the output claims: the reward (0) is the report's, nothing was discarded.
+          forged_tests: forged,
+        },
+      };
+  }
+  return {
+    outcome_reward: resolved ? 1 : 0,
+    metadata: { ...report, ...ran, resolved, parsed_tests: parsed },
+  };
+}
+
+/**
  * @example
  * ```ts
  * const r = await testOnOutput(ctx); // r.outcome_reward is 1 or 0
@@ -102,61 +168,7 @@ export const testOnOutput: Evaluator = async (ctx) => {
       throw new EvaluationTimeout(
         `test_command exceeded ${Math.round(Math.min(testTimeout, ctx.timeoutMs) / 1000)} s`,
       );
-    const ran = {
-      exit_code: r.exitCode,
-      expected_tests: expected,
-      test_output_path: "logs/eval-test.stdout.log",
-    };
-    const zero = (verdict: string, reason: string, extra: Record<string, unknown> = {}) => ({
-      outcome_reward: 0,
-      metadata: { ...report, ...ran, ...extra, resolved: false, ...discard(verdict, reason) },
-    });
-    let parsed: Record<string, string>;
-    if (channel) {
-      let xml: string | null;
-      try {
-        xml = await channel.read();
-      } catch (e) {
-        if (e instanceof ReportRefused) return zero("report_invalid", e.message);
-        throw e;
-      }
-      if (xml === null) return zero("report_missing", "the test command wrote no report");
-      const junit = parseJunit(xml);
-      if (!junit.ok) return zero("report_invalid", junit.reason);
-      parsed = junit.tests;
-      // The runner's own exit status, which the code under test cannot write, must agree.
-      if ((junit.failures === 0) !== (r.exitCode === 0))
-        return zero(
-          "report_inconsistent",
-          `the report has ${junit.failures} failing test(s) but the runner exited ${r.exitCode ?? r.signal}`,
-          { parsed_tests: parsed },
-        );
-    } else parsed = parseTestStatusLines(r.stdout ?? "");
-    const resolved = isDeepStrictEqual(parsed, expected);
-    if (channel && !resolved) {
-      // Never a result, but a signal: something printed a pass for a test the report fails.
-      const printed = parseTestStatusLines(r.stdout ?? "");
-      const forged = Object.keys(expected).filter(
-        (id) => printed[id] === "PASSED" && parsed[id] !== "PASSED",
-      );
-      if (forged.length > 0)
-        return {
-          outcome_reward: 0,
-          metadata: {
-            ...report,
-            ...ran,
-            resolved,
-            parsed_tests: parsed,
-            verdict: "forged_output",
-            // The tests the output claims: the reward (0) is the report's, nothing was discarded.
-            forged_tests: forged,
-          },
-        };
-    }
-    return {
-      outcome_reward: resolved ? 1 : 0,
-      metadata: { ...report, ...ran, resolved, parsed_tests: parsed },
-    };
+    return await scoreRun(channel, r, expected, report);
   } finally {
     await channel?.dispose();
   }
