@@ -18,6 +18,11 @@ Rules (docs/training.md has the whole picture):
   trainer's side. A trainer restarted with ``resume_step`` = the last step its checkpoint holds gets
   the groups of later steps offered again, in the same order.
 
+Why one module of ~700 lines: every method here reads and writes the one durable state under one
+condition variable (admission, the result workers, staleness drops, leases and commits see each
+other's changes atomically); the parts without that state already live apart (``groups``,
+``samples``, ``advantages``, ``state``, ``versions``, ``export``).
+
 Example::
 
     with GroupScheduler(client, cfg, tasks, state_dir="ckpt/polar") as sched:
