@@ -11,7 +11,7 @@ import time
 import pytest
 
 from polar_trainer.config import SchedulerConfig
-from polar_trainer.errors import SchedulerError
+from polar_trainer.errors import NotFound, SchedulerError, ServerUnavailable
 from polar_trainer.scheduler import Exhausted, GroupScheduler
 
 pytestmark = pytest.mark.stack
@@ -142,3 +142,52 @@ def test_a_run_closed_with_cancel_in_flight_restarts_without_resubmitting(stack,
         c = again.counters()
     assert c["submitted"] == 2 and c["replayed"] == 0 and c["accepted"] == 0
     assert sum(c["rejected"].values()) == 2 and c["sessions"].get("excluded:cancelled") == 4
+
+
+class _SubmitsOnlyFirst:
+    """The real client, except that every submit after the first fails as a 503 would (a control
+    plane the POST never reached): the second group is written ahead, never posted."""
+
+    def __init__(self, client):
+        self._client, self.submits, self.cancels = client, 0, []
+
+    def submit(self, body):
+        self.submits += 1
+        if self.submits > 1:
+            raise ServerUnavailable(503, "unavailable", "the POST never reached the control plane")
+        return self._client.submit(body)
+
+    def cancel(self, batch_id):
+        self.cancels.append(batch_id)
+        return self._client.cancel(batch_id)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_close_with_cancel_in_flight_leaves_a_group_never_posted_for_the_restart_to_submit(stack, run_id, state_dir):
+    # Cancelling an id the control plane never saw leaves a tombstone (so it could never be
+    # submitted, nor read): close must cancel only the groups whose POST was answered.
+    # Sessions that take 5 s: the first group is still running when close cancels it.
+    slow = stack.task("calculator")
+    slow["agent"]["custom_shell"]["command"] = "sleep 5; " + slow["agent"]["custom_shell"]["command"]
+    cfg = SchedulerConfig(run_id=run_id, queue=stack.free_queue, rollout_batch_size=1, group_size=2, max_async_level=2, max_groups=2, poll_wait_seconds=5)
+    flaky = _SubmitsOnlyFirst(stack.client())
+    sched = GroupScheduler(flaky, cfg, [slow], state_dir).start()
+    deadline = time.monotonic() + 60
+    while flaky.submits < 2:
+        assert time.monotonic() < deadline, sched.counters()
+        time.sleep(0.2)
+    sched.close(cancel_in_flight=True)
+    first, second = cfg.group_id(0), cfg.group_id(1)
+    assert second not in flaky.cancels
+    with pytest.raises(NotFound):
+        stack.client().status(second)  # no tombstone: the id is still free
+    assert flaky.cancels == [first]
+    # The restart reads the cancelled first group (rejected) and submits the second, which trains.
+    with GroupScheduler(stack.client(), cfg, [slow], state_dir) as again:
+        batch = again.next_batch(timeout=150)
+        c = again.counters()
+    assert batch.group_ids == [second]
+    assert c["submitted"] == 2 and c["replayed"] == 0
+    assert sum(c["rejected"].values()) == 1 and c["sessions"].get("excluded:cancelled") == 2

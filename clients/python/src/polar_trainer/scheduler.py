@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Union
 
 from . import advantages
 from .client import PolarClient
@@ -136,6 +136,11 @@ class GroupScheduler:
         self._stop = threading.Event()
         self._fatal: Optional[BaseException] = None
         self._threads: List[threading.Thread] = []
+        # Groups this process knows the control plane has (its POST answered, or results read).
+        # Only these are cancelled by close(cancel_in_flight=True): cancelling an id the control
+        # plane never saw leaves a tombstone (upstream's register_if_missing), so a restart could
+        # neither submit the group nor read it.
+        self._posted: Set[str] = set()
         self._groups: Dict[str, Group] = {}
         self._results: Dict[str, Dict[int, Any]] = {}
         self._exhausted = False
@@ -256,7 +261,8 @@ class GroupScheduler:
 
     def close(self, cancel_in_flight: bool = False) -> None:
         """Stops admission and the readers (the state stays valid for a restart). With
-        ``cancel_in_flight`` the batches of groups in flight are cancelled too; a scheduler
+        ``cancel_in_flight`` the batches of groups in flight are cancelled too (those whose POST
+        the control plane answered; one never posted is left for a restart to submit); a scheduler
         restarted on the same state then reads their CANCELLED sessions (excluded, the group
         rejected and counted) instead of resubmitting them.
 
@@ -267,7 +273,8 @@ class GroupScheduler:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-            inflight = [gid for gid, r in self._state["groups"].items() if r["state"] == "inflight"]
+            # A group whose POST has not been answered is left alone: a restart submits it.
+            inflight = [gid for gid, r in self._state["groups"].items() if r["state"] == "inflight" and gid in self._posted]
         for t in list(self._threads):
             t.join(timeout=self.cfg.poll_wait_seconds + 10)
         if cancel_in_flight:
@@ -277,7 +284,7 @@ class GroupScheduler:
                     self.client.cancel(gid)
                     cancelled.append(gid)
                 except NotFound:
-                    pass  # never reached the control plane: a restart submits it
+                    pass  # gone from the control plane: a restart submits it
                 except PolarError as e:
                     log.warning("cancel %s: %s", gid, e)
             with self._lock:
@@ -386,11 +393,15 @@ class GroupScheduler:
         with self._lock:
             rec = self._state["groups"][gid]
             has_results = bool(self._results.get(gid))
+        if replay and has_results:
+            with self._lock:
+                self._posted.add(gid)
         if not (replay and (has_results or rec.get("cancelled"))):
             created = self._submit(gid, rec["body"])
             if created is None:
                 return
             with self._lock:
+                self._posted.add(gid)
                 _bump(self._state["counters"], "submitted" if created else "replayed")
                 self._audit("submit", group_id=gid, index=rec["index"], created=created, stamp=rec["stamp"])
         t = threading.Thread(target=self._guard, args=(self._read, gid), name=f"polar-read-{gid}", daemon=True)
