@@ -1,11 +1,25 @@
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { type WebSocket, WebSocketServer } from "ws";
-import { type Logger, WIRE_VERSION } from "../protocol";
+import { type HelloMessage, type Logger, WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
 import { GatewayRefusedError } from "./errors";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
 import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
+
+/** The `hello` of a gateway with one slot per stage and nothing held. */
+function emptyHello(nodeId: string): HelloMessage {
+  return {
+    v: WIRE_VERSION,
+    type: "hello",
+    node_id: nodeId,
+    agent_version: "test",
+    capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
+    capabilities: { runtimes: [], harnesses: [], engines: [] },
+    credit: 0,
+    leases: [],
+  };
+}
 
 describe("connectUrl", () => {
   it("maps http→ws and https→wss, keeps a path prefix, encodes the queue", () => {
@@ -45,16 +59,7 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
       token,
       logger,
       reconnect: { initialDelayMs: 20, maxDelayMs: 40 },
-      hello: () => ({
-        v: WIRE_VERSION,
-        type: "hello",
-        node_id: "gpu-r",
-        agent_version: "test",
-        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
-        capabilities: { runtimes: [], harnesses: [], engines: [] },
-        credit: 0,
-        leases: [],
-      }),
+      hello: () => emptyHello("gpu-r"),
       onWelcome() {},
       onMessage() {},
       onRefused: (e) => refused.push(e),
@@ -147,16 +152,7 @@ describe("connected", { timeout: 30_000 }, () => {
       token: "t",
       logger: recordingLogger().logger,
       reconnect: { initialDelayMs: 20, maxDelayMs: 40 },
-      hello: () => ({
-        v: WIRE_VERSION,
-        type: "hello",
-        node_id: "gpu-w",
-        agent_version: "test",
-        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
-        capabilities: { runtimes: [], harnesses: [], engines: [] },
-        credit: 0,
-        leases: [],
-      }),
+      hello: () => emptyHello("gpu-w"),
       onWelcome: () => welcomedWhileConnected.push(conn.connected),
       onMessage() {},
       onRefused() {},
@@ -206,16 +202,7 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
       token: TOKEN,
       logger,
       reconnect: { initialDelayMs: 100, maxDelayMs: 400 },
-      hello: () => ({
-        v: WIRE_VERSION,
-        type: "hello",
-        node_id: "gpu-l",
-        agent_version: "test",
-        capacity: { max_init: 1, max_run: 1, max_postrun: 1 },
-        capabilities: { runtimes: [], harnesses: [], engines: [] },
-        credit: 0,
-        leases: [],
-      }),
+      hello: () => emptyHello("gpu-l"),
       onWelcome() {},
       onMessage() {},
       onDown: (why) => downs.push(why),
