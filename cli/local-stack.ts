@@ -60,6 +60,43 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+/** How long a started gateway may take to connect before the stack gives up. */
+const GATEWAY_CONNECT_TIMEOUT_MS = 120_000;
+
+/**
+ * Waits until `GET /v1/gateways` lists each of `gateways` (`node-0`, `node-1`, … by position) as
+ * connected; throws with a gateway's output if it exits first or the time runs out.
+ */
+async function waitForGateways(url: string, token: string, gateways: PolarProcess[]): Promise<void> {
+  const deadline = Date.now() + GATEWAY_CONNECT_TIMEOUT_MS;
+  const wanted = gateways.map((_, i) => `node-${i}`);
+  for (;;) {
+    const connected = new Set<string>();
+    try {
+      const res = await fetch(new URL("/v1/gateways", url), {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      if (res.ok) {
+        const body = (await res.json()) as { gateways?: Array<{ node_id: string; connected: boolean }> };
+        for (const g of body.gateways ?? []) if (g.connected) connected.add(g.node_id);
+      }
+    } catch {
+      // The control plane answered /health already; a failed listing is retried until the deadline.
+    }
+    const missing = wanted.filter((id) => !connected.has(id));
+    if (missing.length === 0) return;
+    const dead = gateways.find((g, i) => missing.includes(wanted[i]!) && !g.alive());
+    const stuck = dead ?? (Date.now() > deadline ? gateways[wanted.indexOf(missing[0]!)] : undefined);
+    if (stuck) {
+      const why = dead
+        ? "exited before it connected"
+        : `did not connect within ${GATEWAY_CONNECT_TIMEOUT_MS / 1000} s`;
+      throw new Error(`${stuck.name} ${why}\n--- output ---\n${stuck.output().slice(-4000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /**
  * Starts everything on loopback with fresh random tokens and a temporary state folder.
  *
@@ -144,6 +181,9 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
       started.push(gw);
       gateways.push(gw);
     }
+    // A gateway process that has started has not yet said hello: callers (the fence routes above
+    // all, which list connected gateways only) must find every gateway connected on return.
+    await waitForGateways(controlPlane.url, tokens.trainer, gateways);
     return {
       root,
       tokens,

@@ -34,6 +34,18 @@ async function post(path: string, body: string, token?: string) {
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 }
 
+describe("startLocalStack", () => {
+  // The fence routes and GET /v1/gateways list connected gateways only: a caller that fences or
+  // counts gateways right after start must not race the gateway's hello.
+  it("returns once every gateway it started is connected", async () => {
+    const res = await fetch(`${stack.controlPlane.url}/v1/gateways`, {
+      headers: { authorization: `Bearer ${stack.tokens.trainer}` },
+    });
+    const body = (await res.json()) as { gateways: Array<{ node_id: string; connected: boolean }> };
+    expect(body.gateways.filter((g) => g.connected).map((g) => g.node_id)).toEqual(["node-0"]);
+  });
+});
+
 const validTask = {
   task_id: "t1",
   instruction: "What is 2 + 2?",
