@@ -18,8 +18,10 @@ import {
   LIMITS,
   type SessionResult,
 } from "../../protocol";
+import { EventFlusher, outboxEvents } from "../events/outbox";
 import { shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
+import { REGISTRY_NAME } from "../registry/registry-do";
 import { deliverDueCallbacks } from "./callback-delivery";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
@@ -36,6 +38,7 @@ import type {
   SubmitOutcome,
 } from "./dto";
 import { noEvaluations, readEvaluations, recordEvaluation } from "./evaluations";
+import { batchEventData, coalesceBatchEvent, recordBatchEvent } from "./events";
 import * as lifecycle from "./lifecycle";
 import * as noGateway from "./no-gateway";
 import { deliverDueOutbox } from "./outbox-delivery";
@@ -46,6 +49,13 @@ import { ResultWaiters } from "./result-waiters";
 import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
+import {
+  type BatchSummary,
+  batchSummary,
+  listSessions,
+  type SessionListPage,
+  type SessionListQuery,
+} from "./summary";
 import { queuedAtOf, queueWaitMs } from "./waiting";
 
 /** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */
@@ -89,10 +99,22 @@ export class BatchDO extends DurableObject<Env> {
   private readonly waiters = new ResultWaiters();
   /** The fetch used for callbacks (replaceable in tests to observe retries). */
   callbackFetch: typeof fetch = (input, init) => fetch(input, init);
+  /** Sends the ledger's state events to the log, off the path of every answer. */
+  private readonly events: EventFlusher;
+  /** The status last copied to the registry (its batch listing filters on it). */
+  private reportedStatus = "running";
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.db = drizzle(ctx.storage, { schema });
+    this.events = new EventFlusher(
+      ctx,
+      () => this.env,
+      this.db,
+      () => `batch:${ctx.id.name ?? ctx.id.toString()}`,
+      () => ctx.storage.transactionSync(() => coalesceBatchEvent(this.db, Date.now())),
+      () => this.reportStatus(),
+    );
     ctx.blockConcurrencyWhile(async () => {
       await migrate(this.db, migrations);
     });
@@ -153,8 +175,19 @@ export class BatchDO extends DurableObject<Env> {
       const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now(), this.noGatewayMs);
       return { kind: "created", body: { batch_id: request.batch_id, queue, ...counts, created: true } };
     });
-    if (outcome.kind === "created") await this.drainOutbox();
+    if (outcome.kind === "created") {
+      this.events.schedule();
+      await this.drainOutbox();
+    }
     return outcome;
+  }
+
+  /** Copies a changed batch status to the registry (after the events that announced it). */
+  private async reportStatus(): Promise<void> {
+    const data = batchEventData(this.db);
+    if (!data || data.status === this.reportedStatus) return;
+    await this.env.REGISTRY.getByName(REGISTRY_NAME).setBatchStatus(data.batch_id, data.status);
+    this.reportedStatus = data.status;
   }
 
   /** Status with per-task counts, or null when no batch is stored here. */
@@ -203,9 +236,11 @@ export class BatchDO extends DurableObject<Env> {
     attempt: number,
     nodeId: string,
   ): Promise<AssignOutcome> {
-    return this.ctx.storage.transactionSync(() =>
+    const outcome = this.ctx.storage.transactionSync(() =>
       store.markAssigned(this.db, sessionId, leaseId, attempt, nodeId, Date.now()),
     );
+    if (outcome === "assigned") this.events.schedule();
+    return outcome;
   }
 
   /** Records a stage change; a lease other than the current one is refused and counted. */
@@ -213,7 +248,10 @@ export class BatchDO extends DurableObject<Env> {
     const outcome = this.ctx.storage.transactionSync(() =>
       store.markProgress(this.db, sessionId, leaseId, status, Date.now(), this.graceMs),
     );
-    if (outcome === "ok") await this.armAlarm();
+    if (outcome === "ok") {
+      this.events.schedule();
+      await this.armAlarm();
+    }
     return outcome;
   }
 
@@ -313,8 +351,11 @@ export class BatchDO extends DurableObject<Env> {
       }
       const withdrawn = lifecycle.cancelSessions(this.db, batch.batchId, taskIndex, now);
       outbox.addWithdrawals(this.db, withdrawn, now);
+      // The batch is cancelled even when no session was open any more: say so.
+      if (taskIndex === null) recordBatchEvent(this.db, now);
       return { kind: "cancelled", ended: withdrawn.length };
     });
+    if (outcome.kind === "cancelled") this.events.schedule();
     if (outcome.kind === "cancelled" && outcome.ended > 0) await this.afterChange();
     return outcome;
   }
@@ -370,9 +411,25 @@ export class BatchDO extends DurableObject<Env> {
     };
   }
 
+  /** A page of the batch's sessions, or null when no batch is stored here. */
+  async sessions(query: SessionListQuery): Promise<SessionListPage | null> {
+    if (!store.readBatch(this.db)) return null;
+    return listSessions(this.db, query);
+  }
+
+  /** The batch's aggregates and each task's, or null when no batch is stored here. */
+  async summary(): Promise<BatchSummary | null> {
+    return batchSummary(this.db);
+  }
+
   /** Stale/duplicate counters (observability and tests). */
   async counters(): Promise<BatchCounters> {
     return store.readCounters(this.db);
+  }
+
+  /** State events not yet in the log (observability and tests). */
+  async pendingEvents(): Promise<number> {
+    return outboxEvents(this.db);
   }
 
   /** Outbox rows not yet delivered (observability and tests). */
@@ -411,6 +468,7 @@ export class BatchDO extends DurableObject<Env> {
     }
     await this.drainOutbox();
     await this.deliverCallbacks();
+    await this.events.flush();
     await this.armAlarm();
   }
 
@@ -450,6 +508,7 @@ export class BatchDO extends DurableObject<Env> {
   /** After results were recorded: wake long-polls, push the outbox, deliver callbacks. */
   private async afterChange(): Promise<void> {
     this.waiters.notify();
+    this.events.schedule();
     await this.armAlarm();
     this.ctx.waitUntil(
       (async () => {

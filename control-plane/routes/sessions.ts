@@ -47,7 +47,7 @@ async function viewOf(env: Env, raw: string | undefined) {
 }
 
 sessionRoutes.get("/:id", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   const { result_json, trajectory_key, completions_key, ...rest } = view;
   const result =
@@ -112,7 +112,7 @@ async function serveArtifact(
 }
 
 sessionRoutes.get("/:id/trajectory", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "trajectory");
   if (view.trajectory_key)
@@ -127,7 +127,7 @@ sessionRoutes.get("/:id/trajectory", async (c) => {
 });
 
 sessionRoutes.get("/:id/completions", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   // The records are uploaded before the result is sent and their ref is stored with it: until the
   // result is accepted "no records" would be a guess, so say "not yet" instead of 404.
