@@ -23,6 +23,7 @@ import {
   TaskSpec,
   Trajectory,
 } from "../protocol";
+import { BatchListFilters, BatchListItemSchema, registerStatePaths } from "./openapi-state";
 import {
   AdminFanoutResponse,
   GatewayTokenBody,
@@ -42,7 +43,7 @@ const json = (schema: z.ZodType, description: string) => ({
 const errors = {
   400: json(ErrorBody, "Invalid input; the message names the field"),
   401: json(ErrorBody, "Missing or wrong bearer token"),
-  403: json(ErrorBody, "Token of another role"),
+  403: json(ErrorBody, "Token of another role (e.g. the read-only viewer token on a write)"),
   404: json(ErrorBody, "Not found"),
 };
 const idParam = (name: string) => z.object({ [name]: z.string() });
@@ -56,12 +57,13 @@ function build(): OpenAPIHono {
     route: string,
     summary: string,
     responses: Record<number, ReturnType<typeof json>>,
-    request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject } = {},
+    request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject; operationId?: string } = {},
   ) =>
     registry.registerPath({
       method,
       path: route,
       summary,
+      ...(request.operationId ? { operationId: request.operationId } : {}),
       security: [{ bearer: [] }],
       request: {
         ...(request.body ? { body: { content: { "application/json": { schema: request.body } } } } : {}),
@@ -91,15 +93,7 @@ function build(): OpenAPIHono {
     {
       200: json(
         z.object({
-          batches: z.array(
-            z.object({
-              batch_id: z.string(),
-              queue: z.string(),
-              tasks: z.number(),
-              sessions: z.number(),
-              created_at: z.number(),
-            }),
-          ),
+          batches: z.array(BatchListItemSchema),
           next_before: z
             .string()
             .nullable()
@@ -115,6 +109,7 @@ function build(): OpenAPIHono {
           .string()
           .optional()
           .describe("next_before of the previous page; a bare created_at lists batches strictly older"),
+        ...BatchListFilters,
       }),
     },
   );
@@ -170,6 +165,7 @@ function build(): OpenAPIHono {
     },
     { params: z.object({ id: z.string(), task_id: z.string() }) },
   );
+  registerStatePaths(path);
   const sessionId = idParam("id");
   path(
     "get",
