@@ -222,12 +222,18 @@ export const responses: Family = {
   errorBody: (e: ErrorInfo) => openAiError(e.message, e.type, e.code, e.param) as unknown as JsonObject,
 };
 
+/**
+ * A reasoning output item as OpenAI's own API returns one: the text in `summary`, the opaque
+ * `encrypted_content` when asked for, and no `content`. A `content: [{type: "reasoning_text"}]`
+ * copy is what Copilot CLI reads as a second, visible answer: it echoed it back as an assistant
+ * message repeating the reasoning, so the model saw it twice and every turn was
+ * `history_rewritten`. Codex sends the item back as it got it, with or without `content`.
+ */
 function reasoningItem(id: string, text: string, encrypted: boolean): JsonObject {
   return {
     type: "reasoning",
     id,
     summary: [{ type: "summary_text", text }],
-    content: [{ type: "reasoning_text", text }],
     ...(encrypted ? { encrypted_content: encodeReasoning(text) } : {}),
   };
 }
