@@ -20,7 +20,16 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, type FlatToolCall, mergeSystem, messageOf, sse, toolCallsOf, usageOf } from "./common";
+import {
+  choiceOf,
+  type FlatToolCall,
+  mergeSystem,
+  messageOf,
+  partsContent,
+  sse,
+  toolCallsOf,
+  usageOf,
+} from "./common";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 function parts(content: unknown, field: string): string | JsonObject[] {
@@ -45,7 +54,7 @@ function parts(content: unknown, field: string): string | JsonObject[] {
       });
     } else if (p.type === "refusal") out.push({ type: "text", text: String(p.refusal ?? "") });
   });
-  return out.every((p) => p.type === "text") ? out.map((p) => String(p.text)).join("") : out;
+  return partsContent(out);
 }
 
 function reasoningText(item: JsonObject): string {
@@ -93,7 +102,11 @@ function convertInput(body: JsonObject): JsonObject[] {
       const content = parts(item.content, `${field}.content`);
       if (item.role === "assistant") {
         const a = ensureAssistant();
-        const text = typeof content === "string" ? content : "";
+        // The answer as the proxy returned it (one output_text part, or its pieces).
+        const text =
+          typeof content === "string"
+            ? content
+            : content.map((p) => (p.type === "text" ? String(p.text) : "")).join("");
         a.content = `${typeof a.content === "string" ? a.content : ""}${text}`;
         return;
       }
