@@ -13,9 +13,10 @@ import { EVENT_KINDS, MAX_EVENTS_PER_PAGE } from "./events/kinds";
 export type PathFn = (
   method: "get",
   route: string,
+  operationId: string,
   summary: string,
   responses: Record<number, { description: string; content: { "application/json": { schema: z.ZodType } } }>,
-  request: { params?: z.ZodObject; query?: z.ZodObject; operationId?: string },
+  request: { params?: z.ZodObject; query?: z.ZodObject },
 ) => void;
 
 const json = (schema: z.ZodType, description: string) => ({
@@ -119,6 +120,7 @@ export function registerStatePaths(path: PathFn): void {
   path(
     "get",
     "/v1/events",
+    "listEvents",
     "State events (batch, session, gateway, fence): a JSON page, or SSE with Accept: text/event-stream or stream=1 (id = seq, resumable with Last-Event-ID; heartbeat comment every 15 s)",
     {
       200: json(EventsPage, "A page of events (SSE: text/event-stream)"),
@@ -128,7 +130,6 @@ export function registerStatePaths(path: PathFn): void {
       ),
     },
     {
-      operationId: "listEvents",
       query: z.object({
         after: z.string().optional().describe("Events after this seq (default: the oldest kept)"),
         limit: z.string().optional().describe(`At most this many (1..${MAX_EVENTS_PER_PAGE}, default 100)`),
@@ -144,6 +145,7 @@ export function registerStatePaths(path: PathFn): void {
   path(
     "get",
     "/v1/batches/{id}/sessions",
+    "listBatchSessions",
     "Sessions of a batch in task, then sample order, filtered and paged (viewer)",
     {
       200: json(
@@ -152,7 +154,6 @@ export function registerStatePaths(path: PathFn): void {
       ),
     },
     {
-      operationId: "listBatchSessions",
       params: z.object({ id: z.string() }),
       query: z.object({
         task_id: z.string().optional(),
@@ -166,8 +167,9 @@ export function registerStatePaths(path: PathFn): void {
   path(
     "get",
     "/v1/batches/{id}/summary",
+    "getBatchSummary",
     "Aggregates of a batch and of each task: counts, mean reward, pass rate, reward histogram, errors, tokens (viewer)",
     { 200: json(BatchSummarySchema, "Summary") },
-    { operationId: "getBatchSummary", params: z.object({ id: z.string() }) },
+    { params: z.object({ id: z.string() }) },
   );
 }

@@ -11,13 +11,13 @@
  */
 import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
 import {
-  type ArtifactRef,
   type ErrorKind,
   isTerminal,
   type SessionResult,
   type TaskSpec,
   type TerminalStatus,
 } from "../../protocol";
+import type { ResultRefs } from "./dto";
 import { recordSessionEvent } from "./events";
 import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
 import * as schema from "./schema";
@@ -107,12 +107,12 @@ export function recordResult(
   session: SessionRow,
   leaseId: string,
   result: SessionResult,
-  refs: { trajectory?: ArtifactRef; completions?: ArtifactRef },
+  refs: ResultRefs,
   now: number,
   fromGateway = true,
 ): number {
   const traces = result.trajectory.traces;
-  // An uploaded trajectory's traces are not in the result: its tokens are counted after acceptance.
+  // An uploaded trajectory's traces are not in the result: its tokens stay unknown (null).
   const counted = !refs.trajectory || traces.length > 0;
   const queuedMs = queueWaitMs(session, now, result.timing.queued_ms);
   const json = JSON.stringify({ ...result, timing: { ...result.timing, queued_ms: queuedMs } });
@@ -140,6 +140,10 @@ export function recordResult(
       readyMs: fromGateway ? result.timing.ready_ms : null,
       runMs: fromGateway ? result.timing.run_ms : null,
       postrunMs: fromGateway ? result.timing.postrun_ms : null,
+      logsKey: refs.logs?.key ?? null,
+      logsBytes: refs.logs?.bytes ?? null,
+      tokensKey: refs.tokens?.key ?? null,
+      tokensBytes: refs.tokens?.bytes ?? null,
     })
     .returning({ seq: schema.results.seq })
     .get();

@@ -93,12 +93,18 @@ export const results = sqliteTable("results", {
   completionsKey: text("completions_key"),
   /** Size of the uploaded completion records as accepted (checked against R2 before serving). */
   completionsBytes: integer("completions_bytes"),
+  /** R2 key and accepted size of the session's logs (`LogsUpload`). */
+  logsKey: text("logs_key"),
+  logsBytes: integer("logs_bytes"),
+  /** R2 key and accepted size of the token text of the trajectory (`TokenTextUpload`, token mode). */
+  tokensKey: text("tokens_key"),
+  tokensBytes: integer("tokens_bytes"),
   // What the state queries aggregate, kept at acceptance so no query parses result JSON. Null on
   // rows accepted before these columns existed (and timings on results the ledger wrote itself).
   reward: real("reward"),
   errorKind: text("error_kind"),
   errorMessage: text("error_message"),
-  /** Token ids over the trajectory's traces; null until known (an uploaded trajectory is counted after acceptance). */
+  /** Token ids over the trajectory's traces; null when not known (a trajectory uploaded to R2). */
   promptTokens: integer("prompt_tokens"),
   responseTokens: integer("response_tokens"),
   /** The gateway's stage timings (`SessionResult.timing`). */
