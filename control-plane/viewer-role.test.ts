@@ -29,10 +29,21 @@ describe("viewer role", () => {
       "/v1/gateways",
       "/v1/queues/default/inference",
       "/v1/events",
+      "/metrics",
     ]) {
       const res = await call(path, as(TOKENS.viewer));
       expect(res.status, path).toBe(200);
       await res.body?.cancel();
+    }
+  });
+
+  it("reaches a session's logs and token text (no 401 or 403: the session has none yet)", async () => {
+    const batchId = uniqueId("viewer-logs");
+    expect((await postBatch({ batch_id: batchId, tasks: [task("t0")] })).status).toBe(201);
+    for (const what of ["logs", "tokens"]) {
+      const res = await call(`/v1/sessions/${batchId}.0.0/${what}`, as(TOKENS.viewer));
+      expect(res.status, what).toBe(409);
+      expect(ErrorBody.parse(await res.json()).error.code).toBe("not_ready");
     }
   });
 

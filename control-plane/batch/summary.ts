@@ -118,6 +118,8 @@ function rows(db: LedgerDb, where?: SQL) {
       runMs: schema.results.runMs,
       postrunMs: schema.results.postrunMs,
       completionsKey: schema.results.completionsKey,
+      logsKey: schema.results.logsKey,
+      tokensKey: schema.results.tokensKey,
     })
     .from(schema.sessions)
     .innerJoin(schema.tasks, eq(schema.tasks.taskIndex, schema.sessions.taskIndex))
@@ -183,8 +185,8 @@ function listItem(r: Row): SessionListItem {
     stage_timings: timed
       ? { init_ms: r.initMs!, ready_wait_ms: r.readyMs!, run_ms: r.runMs!, post_run_ms: r.postrunMs! }
       : null,
-    has_logs: false,
-    has_tokens: false,
+    has_logs: r.logsKey !== null,
+    has_tokens: r.tokensKey !== null,
     has_completions: r.completionsKey !== null,
   };
 }

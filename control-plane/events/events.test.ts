@@ -69,6 +69,10 @@ async function runOneSession(queue: string, batchId: string, nodeId: string) {
       status,
       at: Date.now(),
     });
+    // Stages reach the ledger through the dispatcher concurrently: one at a time keeps their order.
+    await expect
+      .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.status)
+      .toBe(status);
   }
   gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, nodeId) });
   expect((await gw.expect("ack")).status).toBe("accepted");

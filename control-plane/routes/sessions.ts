@@ -162,7 +162,7 @@ sessionRoutes.get("/:id/completions", async (c) => {
 });
 
 sessionRoutes.get("/:id/logs", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "logs");
   if (!view.logs_key)
@@ -174,7 +174,7 @@ sessionRoutes.get("/:id/logs", async (c) => {
 });
 
 sessionRoutes.get("/:id/tokens", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "token text");
   if (!view.tokens_key)
