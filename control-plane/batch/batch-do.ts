@@ -43,6 +43,7 @@ import { ResultWaiters } from "./result-waiters";
 import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
+import { countUploadedTokens } from "./uploaded-tokens";
 import {
   type BatchSummary,
   batchSummary,
@@ -286,7 +287,13 @@ export class BatchDO extends DurableObject<Env> {
       outbox.addWithdrawals(this.db, lifecycle.afterTerminal(this.db, check.session.taskIndex, now), now);
       return "accepted";
     });
-    if (outcome === "accepted") await this.afterChange();
+    if (outcome === "accepted") {
+      const uploaded = refs.trajectory;
+      if (uploaded && result.trajectory.traces.length === 0) {
+        this.ctx.waitUntil(countUploadedTokens(this.db, this.env.TRAJECTORIES, sessionId, uploaded));
+      }
+      await this.afterChange();
+    }
     return outcome;
   }
 

@@ -112,7 +112,8 @@ export function recordResult(
   fromGateway = true,
 ): number {
   const traces = result.trajectory.traces;
-  // An uploaded trajectory's traces are not in the result: its tokens stay unknown (null).
+  // An uploaded trajectory's traces are not in the result: its tokens are counted after acceptance
+  // (uploaded-tokens.ts), until then null.
   const counted = !refs.trajectory || traces.length > 0;
   const queuedMs = queueWaitMs(session, now, result.timing.queued_ms);
   const json = JSON.stringify({ ...result, timing: { ...result.timing, queued_ms: queuedMs } });

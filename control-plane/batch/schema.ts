@@ -104,7 +104,7 @@ export const results = sqliteTable("results", {
   reward: real("reward"),
   errorKind: text("error_kind"),
   errorMessage: text("error_message"),
-  /** Token ids over the trajectory's traces; null when not known (a trajectory uploaded to R2). */
+  /** Token ids over the trajectory's traces; null until known (an uploaded one is counted after acceptance). */
   promptTokens: integer("prompt_tokens"),
   responseTokens: integer("response_tokens"),
   /** The gateway's stage timings (`SessionResult.timing`). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ErrorBody, type SessionResult } from "../../protocol";
+import { ArtifactRef, ErrorBody, type SessionResult } from "../../protocol";
 import type { BatchListItem } from "../registry/registry-do";
 import { call, Gateway, postBatch, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
 import { type BatchSummary, rewardHistogram, type SessionListPage } from "./summary";
@@ -156,6 +156,43 @@ describe("batch state queries", () => {
     expect(listed).toMatchObject({ batch_id: other, status: "cancelled", harnesses: ["codex"] });
     const bad = await call("/v1/batches?status=done", asViewer);
     expect(ErrorBody.parse(await bad.json()).error.message).toMatch(/^status:/);
+  });
+});
+
+describe("tokens of an uploaded trajectory", () => {
+  it("are counted from R2 after the result is accepted", async () => {
+    const queue = uniqueId("sumup");
+    const batchId = uniqueId("sumup");
+    expect((await postBatch({ batch_id: batchId, queue, tasks: [task("t")] })).status).toBe(201);
+    const gw = await Gateway.connect(queue);
+    gw.hello("node-up", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    const result = resultFor(a.session, "node-up");
+    const trace = result.trajectory.traces[0]!;
+    const big = { ...trace, prompt_ids: Array.from({ length: 70_000 }, (_, i) => i % 1000) };
+    const put = await call(
+      `/v1/sessions/${a.session.session_id}/artifacts/trajectory?lease_id=${a.lease_id}`,
+      {
+        method: "PUT",
+        headers: { Authorization: `Bearer ${TOKENS.gateway}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ ...result.trajectory, traces: [big, trace] }),
+      },
+    );
+    expect(put.status).toBe(201);
+    const ref = ArtifactRef.parse(await put.json());
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: { ...result, trajectory: { ...result.trajectory, traces: [] } },
+      trajectory_ref: ref,
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    gw.close();
+    await expect
+      .poll(async () => (await summaryOf(batchId)).tokens, { timeout: 10_000 })
+      .toEqual({ prompt: 70_003, response: 4 });
   });
 });
 
