@@ -43,7 +43,6 @@ import { ResultWaiters } from "./result-waiters";
 import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
-import { countUploadedTokens } from "./uploaded-tokens";
 import {
   type BatchSummary,
   batchSummary,
@@ -51,6 +50,7 @@ import {
   type SessionListPage,
   type SessionListQuery,
 } from "./summary";
+import { countUploadedTokens } from "./uploaded-tokens";
 import { queuedAtOf, queueWaitMs } from "./waiting";
 
 /** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */

@@ -870,7 +870,7 @@ export interface operations {
                         };
                         agent: {
                             /** @enum {string} */
-                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                             import_path?: string;
                             model_name?: string;
                             /** @default {} */
@@ -4294,7 +4294,7 @@ export interface operations {
                     };
                     agent: {
                         /** @enum {string} */
-                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                         import_path?: string;
                         model_name?: string;
                         /** @default {} */
