@@ -4,6 +4,7 @@
  * them back (token text expanded to whole prompts); `has_logs` / `has_tokens` on the session
  * view; 409 before the result, 404 without the artifact, 400 for a bad upload shape.
  */
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { ArtifactRef, type LogsUpload, type TokenTextUpload } from "../protocol";
 import {
@@ -138,6 +139,28 @@ describe("session logs and token text", () => {
     expect(await errorOf(await getAsTrainer(`/v1/sessions/${uniqueId("nob")}.0.0/logs`))).toMatchObject({
       status: 404,
     });
+  });
+
+  it("refuses, never serves a guess, when the stored logs are not the accepted upload", async () => {
+    const { gw, a, sessionId, put } = await assigned();
+    const ref = ArtifactRef.parse(await (await put("logs", LOGS)).json());
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: resultFor(a.session, "node-logs"),
+      logs_ref: ref,
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    await env.TRAJECTORIES.put(ref.key, '{"limit_bytes":0,"streams":[]}');
+    expect(await errorOf(await getAsTrainer(`/v1/sessions/${sessionId}/logs`))).toMatchObject({
+      status: 409,
+      code: "not_ready",
+    });
+    await env.TRAJECTORIES.delete(ref.key);
+    const gone = await errorOf(await getAsTrainer(`/v1/sessions/${sessionId}/logs`));
+    expect(gone).toMatchObject({ status: 404, code: "not_found" });
+    expect(gone.message).toContain("missing from storage");
   });
 
   it("refuses an upload of the wrong shape, naming the field", async () => {
