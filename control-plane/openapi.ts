@@ -271,6 +271,20 @@ function build(): OpenAPIHono {
       "Gateways",
     ),
   });
+  registry.registerPath({
+    method: "get",
+    path: "/metrics",
+    operationId: "getMetrics",
+    summary: "Prometheus metrics of every queue's shards: depth, leases, gateways, dispatch latency, results",
+    security: [{ bearer: [] }],
+    responses: {
+      401: errors[401],
+      200: {
+        description: "Prometheus text exposition format 0.0.4 (families: docs/control-plane.md)",
+        content: { "text/plain; version=0.0.4; charset=utf-8": { schema: z.string() } },
+      },
+    },
+  });
   path(
     "get",
     "/v1/gateways/connect",

@@ -122,6 +122,7 @@ async function onResult(shard: Shard, ws: WebSocket, message: ResultMessage) {
   }
   // Re-read after the await: the lease may have been requeued meanwhile.
   if (ownLease && store.findLease(db, ownLease.leaseId)) store.deleteLease(db, ownLease.leaseId);
+  if (status === "accepted") store.bumpResult(db, message.result.status);
   if (status === "stale") store.bumpCounter(db, "stale_results");
   if (status === "duplicate") store.bumpCounter(db, "duplicate_results");
   send(ws, { v: WIRE_VERSION, type: "ack", lease_id: message.lease_id, session_id: sessionId, status });
