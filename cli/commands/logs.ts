@@ -1,7 +1,8 @@
 /**
  * `polar logs SESSION [--stream NAME] [--json] [--control-plane URL]`: a session's logs as the
  * gateway uploaded them (`GET /v1/sessions/:id/logs`), each stream under a header naming it, its
- * size and whether only its tail was kept. The trainer token comes from `POLAR_TRAINER_TOKEN`.
+ * size and whether only its tail was kept. A read-only command: the token is
+ * `POLAR_TRAINER_TOKEN`, else `POLAR_VIEWER_TOKEN`.
  *
  * @module
  */
@@ -9,7 +10,6 @@ import createClient from "openapi-fetch";
 import type { paths } from "../../clients/typescript/src/schema";
 import { type LogStream, SessionLogs } from "../../protocol";
 import { UsageError } from "../usage-error";
-import { trainerToken } from "./submit";
 
 /** Options of {@link runLogs}. */
 export interface LogsOptions {
@@ -18,6 +18,24 @@ export interface LogsOptions {
   url?: string;
   stream?: string;
   json: boolean;
+}
+
+/**
+ * The bearer token of a read-only command: the trainer's, else the viewer's. Throws
+ * {@link UsageError} naming both variables when neither is set.
+ *
+ * @example
+ * ```ts
+ * readerToken({ POLAR_VIEWER_TOKEN: "v" }); // "v"
+ * ```
+ */
+export function readerToken(env: NodeJS.ProcessEnv = process.env): string {
+  const token = env.POLAR_TRAINER_TOKEN || env.POLAR_VIEWER_TOKEN;
+  if (!token)
+    throw new UsageError(
+      "POLAR_TRAINER_TOKEN or POLAR_VIEWER_TOKEN must be set (the bearer token to read with)",
+    );
+  return token;
 }
 
 /**
@@ -68,7 +86,7 @@ export function formatLogs(logs: SessionLogs, stream?: string): string {
  * ```
  */
 export async function runLogs(sessionId: string, opts: LogsOptions): Promise<void> {
-  const logs = await fetchLogs(opts.url ?? opts.controlPlane, trainerToken(), sessionId);
+  const logs = await fetchLogs(opts.url ?? opts.controlPlane, readerToken(), sessionId);
   if (opts.json) {
     if (opts.stream !== undefined) formatLogs(logs, opts.stream); // an unknown stream: the error
     const streams =
