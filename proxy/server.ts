@@ -135,6 +135,8 @@ export interface RecordingProxy {
    * `bridgeVerdicts`. Read it before `closeSession`.
    */
   bridgeFlags(sessionId: string): Record<BridgeFlag, number> | null;
+  /** Token mode only: the text of one token id, decoded alone (`tokenizer.decode([id])`). */
+  decodeToken?(id: number): string;
   /** Policy version stamped (`metadata.policy_version`) on records of calls admitted from now on. */
   setPolicyVersion(version: string | null): void;
   /** Stops listening and closes open connections. */
@@ -392,6 +394,8 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     status: () => server.status(),
     bridgeVerdicts: (sessionId) => tokenMode?.verdicts(sessionId) ?? null,
     bridgeFlags: (sessionId) => tokenMode?.flags(sessionId) ?? null,
+    // One id at a time: the text of each id as the engine's vocabulary has it, never re-encoded.
+    ...(tokenMode ? { decodeToken: (id: number) => tokenMode.tokenizer.decode([id]) } : {}),
     setPolicyVersion: (v) => server.fence.setPolicyVersion(v),
     close: () =>
       new Promise<void>((resolve) => {

@@ -91,6 +91,8 @@ function badArtifactRef(message: ResultMessage): string | null {
   for (const [kind, ref] of [
     ["trajectory", message.trajectory_ref],
     ["completions", message.completions_ref],
+    ["logs", message.logs_ref],
+    ["tokens", message.tokens_ref],
   ] as const) {
     if (ref && (!parts || ref.key !== artifactKey(parts.batchId, sessionId, message.lease_id, kind))) {
       return `${kind}_ref.key: not the upload of this session and lease`;
@@ -130,6 +132,8 @@ function submit(shard: Shard, batchId: string, message: ResultMessage) {
   const refs = {
     ...(message.trajectory_ref ? { trajectory: message.trajectory_ref } : {}),
     ...(message.completions_ref ? { completions: message.completions_ref } : {}),
+    ...(message.logs_ref ? { logs: message.logs_ref } : {}),
+    ...(message.tokens_ref ? { tokens: message.tokens_ref } : {}),
   };
   return shard.env.BATCH.getByName(batchId).submitResult(
     message.result.session_id,
