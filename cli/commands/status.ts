@@ -1,24 +1,20 @@
 /**
- * `polar status BATCH_ID [--json]`.
+ * `polar status [BATCH_ID] [--json]`: with an id, a batch's progress (per-task counts, errors by
+ * kind); without one, the whole fleet (`./fleet.ts`).
  *
  * @module
  */
-import { ControlPlaneClient } from "../client";
 import { table } from "../report";
-import { trainerToken } from "./submit";
+import { type ConnectionOptions, connect, printJson } from "./connection";
+import { runFleetStatus } from "./fleet";
 
-export interface StatusOptions {
-  url: string;
-  json: boolean;
-}
+export type StatusOptions = ConnectionOptions;
 
-/** Prints a batch's per-task counts. */
-export async function runStatus(batchId: string, opts: StatusOptions): Promise<void> {
-  const status = await new ControlPlaneClient(opts.url, trainerToken()).status(batchId);
-  if (opts.json) {
-    console.log(JSON.stringify(status));
-    return;
-  }
+/** Prints a batch's per-task counts, or the fleet when no batch id is given. */
+export async function runStatus(batchId: string | undefined, opts: StatusOptions): Promise<void> {
+  if (batchId === undefined) return runFleetStatus(opts);
+  const status = await connect(opts, "read").status(batchId);
+  if (opts.json) return printJson(status);
   console.log(
     `batch ${status.batch_id} (${status.queue}): ${status.status}, ${status.completed_sessions}/${status.sessions} sessions done`,
   );
