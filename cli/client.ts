@@ -26,6 +26,8 @@ import {
   LIMITS,
   type ResultsPage,
   ResultsPage as ResultsPageSchema,
+  SessionLogs,
+  SessionTokens,
 } from "../protocol";
 
 /**
@@ -83,6 +85,18 @@ export class ControlPlaneClient {
     const query = { after: String(after), ...(waitSeconds > 0 ? { wait: String(waitSeconds) } : {}) };
     const pending = this.api.GET("/v1/batches/{id}/results", { params: { path: { id: batchId }, query } });
     return ResultsPageSchema.parse(await unwrap(pending));
+  }
+
+  /** `GET /v1/sessions/:id/logs`. */
+  async sessionLogs(sessionId: string): Promise<SessionLogs> {
+    const pending = this.api.GET("/v1/sessions/{id}/logs", { params: { path: { id: sessionId } } });
+    return SessionLogs.parse(await unwrap(pending));
+  }
+
+  /** `GET /v1/sessions/:id/tokens`. */
+  async sessionTokens(sessionId: string): Promise<SessionTokens> {
+    const pending = this.api.GET("/v1/sessions/{id}/tokens", { params: { path: { id: sessionId } } });
+    return SessionTokens.parse(await unwrap(pending));
   }
 
   /**

@@ -9,6 +9,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import {
+  ArtifactKind,
   ArtifactRef,
   BatchCreated,
   BatchRequest,
@@ -19,7 +20,9 @@ import {
   LIMITS,
   MAX_FENCE_TIMEOUT_SECONDS,
   ResultsPage,
+  SessionLogs,
   SessionResult,
+  SessionTokens,
   TaskSpec,
   Trajectory,
 } from "../protocol";
@@ -223,17 +226,39 @@ function build(): OpenAPIHono {
     { params: sessionId },
   );
   path(
+    "get",
+    "/v1/sessions/{id}/logs",
+    "getSessionLogs",
+    "The session's logs: prepare, harness stdout/stderr, evaluator; each stream's tail, bounded",
+    {
+      200: json(SessionLogs, "Logs"),
+      409: json(ErrorBody, "not_ready: the session has no accepted result yet"),
+    },
+    { params: sessionId },
+  );
+  path(
+    "get",
+    "/v1/sessions/{id}/tokens",
+    "getSessionTokens",
+    "Token mode: the text of each id of each trace's prompt_ids and response_ids, decoded one at a time",
+    {
+      200: json(SessionTokens, "Token text"),
+      409: json(ErrorBody, "not_ready: the session has no accepted result yet"),
+    },
+    { params: sessionId },
+  );
+  path(
     "put",
     "/v1/sessions/{id}/artifacts/{kind}",
     "putSessionArtifact",
-    "Gateway upload of a trajectory or completion records (gateway token, ?lease_id=)",
+    "Gateway upload of a session artifact: trajectory, completion records, logs, token text (gateway token, ?lease_id=)",
     {
       201: json(ArtifactRef, "Stored in R2"),
       409: json(ErrorBody, "stale_lease: not the session's current lease"),
       413: json(ErrorBody, `Over ${LIMITS.maxArtifactBytes} bytes (LIMITS.maxArtifactBytes)`),
     },
     {
-      params: z.object({ id: z.string(), kind: z.enum(["trajectory", "completions"]) }),
+      params: z.object({ id: z.string(), kind: ArtifactKind }),
       query: z.object({ lease_id: z.string() }),
     },
   );
@@ -267,6 +292,20 @@ function build(): OpenAPIHono {
     .passthrough();
   path("get", "/v1/gateways", "listGateways", "Gateways of every queue, with stage metrics", {
     200: json(z.object({ gateways: z.array(gatewayView), queues: z.array(queueShard) }), "Gateways"),
+  });
+  registry.registerPath({
+    method: "get",
+    path: "/metrics",
+    operationId: "getMetrics",
+    summary: "Prometheus metrics of every queue's shards: depth, leases, gateways, dispatch latency, results",
+    security: [{ bearer: [] }],
+    responses: {
+      401: errors[401],
+      200: {
+        description: "Prometheus text exposition format 0.0.4 (families: docs/control-plane.md)",
+        content: { "text/plain; version=0.0.4; charset=utf-8": { schema: z.string() } },
+      },
+    },
   });
   path(
     "get",
