@@ -69,6 +69,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** State events (batch, session, gateway, fence): a JSON page, or SSE with Accept: text/event-stream or stream=1 (id = seq, resumable with Last-Event-ID; heartbeat comment every 15 s) */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Sessions of a batch in task, then sample order, filtered and paged (viewer) */
+        get: operations["listBatchSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Aggregates of a batch and of each task: counts, mean reward, pass rate, reward histogram, errors, tokens (viewer) */
+        get: operations["getBatchSummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}": {
         parameters: {
             query?: never;
@@ -615,6 +666,12 @@ export interface operations {
                 limit?: string;
                 /** @description next_before of the previous page; a bare created_at lists batches strictly older */
                 before?: string;
+                status?: "running" | "completed" | "cancelled";
+                queue?: string;
+                /** @description Batches with a task of this harness ('import_path' for import paths) */
+                harness?: string;
+                /** @description Batches created at or after this time (ms since the epoch) */
+                since?: string;
             };
             header?: never;
             path?: never;
@@ -635,6 +692,9 @@ export interface operations {
                             tasks: number;
                             sessions: number;
                             created_at: number;
+                            /** @enum {string} */
+                            status: "running" | "completed" | "cancelled";
+                            harnesses: string[];
                         }[];
                         /** @description Cursor of the next page ('<created_at>:<batch_id>'); null on the last page */
                         next_before: string | null;
@@ -671,7 +731,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -810,7 +870,7 @@ export interface operations {
                         };
                         agent: {
                             /** @enum {string} */
-                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                             import_path?: string;
                             model_name?: string;
                             /** @default {} */
@@ -939,7 +999,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1127,7 +1187,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1214,7 +1274,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1367,7 +1427,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1456,7 +1516,370 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Events after this seq (default: the oldest kept) */
+                after?: string;
+                /** @description At most this many (1..1000, default 100) */
+                limit?: string;
+                batch_id?: string;
+                /** @description Comma-separated: batch,session,gateway,fence */
+                kinds?: string;
+                /** @description 1: SSE without an Accept header */
+                stream?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events (SSE: text/event-stream) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        events: {
+                            seq: number;
+                            /** @enum {string} */
+                            kind: "batch" | "session" | "gateway" | "fence";
+                            at: number;
+                            /** @description The kind's data (docs/control-plane.md) */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** @description Cursor to continue from (the log's head after a short page) */
+                        next: number;
+                        /** @description Newest seq in the log */
+                        head: number;
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description events_expired: the cursor is older than the bounded log; reload and resume at details.next */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    listBatchSessions: {
+        parameters: {
+            query?: {
+                task_id?: string;
+                status?: "QUEUED" | "ASSIGNED" | "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN" | "COMPLETED" | "ERROR" | "TIMEOUT" | "CANCELLED";
+                node_id?: string;
+                /** @description 1..1000, default 100 */
+                limit?: string;
+                /** @description The next of the previous page (a session_id) */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of sessions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        sessions: {
+                            session_id: string;
+                            task_id: string;
+                            /** @enum {string} */
+                            status: "QUEUED" | "ASSIGNED" | "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN" | "COMPLETED" | "ERROR" | "TIMEOUT" | "CANCELLED";
+                            /** @description The status while a gateway holds the session, else null */
+                            stage: string | null;
+                            node_id: string | null;
+                            attempt: number;
+                            reward: number | null;
+                            error_kind: string | null;
+                            error_message: string | null;
+                            created_at: number;
+                            started_at: number | null;
+                            finished_at: number | null;
+                            stage_timings: {
+                                init_ms: number;
+                                ready_wait_ms: number;
+                                run_ms: number;
+                                post_run_ms: number;
+                            } | null;
+                            has_logs: boolean;
+                            has_tokens: boolean;
+                            has_completions: boolean;
+                        }[];
+                        next: string | null;
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getBatchSummary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Summary */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        batch_id: string;
+                        /** @enum {string} */
+                        status: "running" | "completed" | "cancelled";
+                        total: number;
+                        /** @description Sessions per status (statuses with none left out) */
+                        counts_by_status: {
+                            [key: string]: number;
+                        };
+                        mean_reward: number | null;
+                        /** @description Share of rewarded sessions with reward >= 1 */
+                        pass_rate: number | null;
+                        errors_by_kind: {
+                            [key: string]: number;
+                        };
+                        tokens: {
+                            prompt: number;
+                            response: number;
+                        };
+                        tasks: {
+                            task_id: string;
+                            harness: string;
+                            total: number;
+                            /** @description Sessions per status (statuses with none left out) */
+                            counts_by_status: {
+                                [key: string]: number;
+                            };
+                            mean_reward: number | null;
+                            /** @description Share of rewarded sessions with reward >= 1 */
+                            pass_rate: number | null;
+                            errors_by_kind: {
+                                [key: string]: number;
+                            };
+                            tokens: {
+                                prompt: number;
+                                response: number;
+                            };
+                            /** @description 10 bins over [0, 1]; rewards outside are clamped */
+                            reward_histogram: {
+                                lo: number;
+                                hi: number;
+                                count: number;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1604,7 +2027,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1713,7 +2136,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1797,7 +2220,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1889,7 +2312,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1992,7 +2415,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2096,7 +2519,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2243,7 +2666,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2352,7 +2775,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2454,7 +2877,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2569,7 +2992,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2693,7 +3116,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2817,7 +3240,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2934,7 +3357,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3050,7 +3473,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3208,7 +3631,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3366,7 +3789,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3504,7 +3927,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3589,7 +4012,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3682,7 +4105,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3767,7 +4190,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3901,7 +4324,7 @@ export interface operations {
                     };
                     agent: {
                         /** @enum {string} */
-                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                         import_path?: string;
                         model_name?: string;
                         /** @default {} */
@@ -4013,7 +4436,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4150,7 +4573,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4287,7 +4710,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4396,7 +4819,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4495,7 +4918,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4588,7 +5011,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4709,7 +5132,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4800,7 +5223,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4892,7 +5315,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5012,7 +5435,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5102,7 +5525,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
