@@ -40,6 +40,8 @@ export { PolarApiError as ControlPlaneError };
 export type BatchList = ResponseOf<"listBatches">;
 /** `GET /v1/gateways`'s answer. */
 export type GatewayList = ResponseOf<"listGateways">;
+/** `GET /v1/batches/{id}/summary`'s answer. */
+export type BatchSummary = ResponseOf<"getBatchSummary">;
 /** `POST /v1/gateways/{id}/drain`'s answer. */
 export type DrainAnswer = ResponseOf<"drainGateway">;
 
@@ -78,6 +80,11 @@ export class ControlPlaneClient {
   async status(batchId: string): Promise<BatchStatusBody> {
     const pending = this.api.GET("/v1/batches/{id}", { params: { path: { id: batchId } } });
     return BatchStatusSchema.parse(await unwrap(pending));
+  }
+
+  /** `GET /v1/batches/:id/summary`: counts, mean reward, pass rate, tokens, per task too. */
+  async summary(batchId: string): Promise<BatchSummary> {
+    return unwrap(this.api.GET("/v1/batches/{id}/summary", { params: { path: { id: batchId } } }));
   }
 
   /** `GET /v1/batches/:id/results?after=SEQ[&wait=S]` (a long-poll of up to S seconds). */

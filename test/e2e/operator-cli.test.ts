@@ -48,7 +48,7 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-type Role = "trainer" | "admin" | "none";
+type Role = "trainer" | "admin" | "viewer" | "none";
 
 /** `polar ARGS` as a child process, pointed at the stack, with one role's token (or none). */
 async function polar(args: string[], role: Role = "trainer") {
@@ -59,6 +59,7 @@ async function polar(args: string[], role: Role = "trainer") {
   };
   if (role === "trainer") env.POLAR_TRAINER_TOKEN = stack.tokens.trainer;
   if (role === "admin") env.POLAR_ADMIN_TOKEN = stack.tokens.admin;
+  if (role === "viewer") env.POLAR_VIEWER_TOKEN = stack.tokens.viewer!;
   const withUrl = args.includes("--help") ? args : [...args, "--control-plane", stack.controlPlane.url];
   return execa(process.execPath, [join(REPO_ROOT, "bin", "polar.mjs"), ...withUrl], {
     cwd: REPO_ROOT,
@@ -121,12 +122,18 @@ describe("submit --wait, batches, status, results", () => {
     expect(page.batches).toEqual([expect.objectContaining({ batch_id: "cli-hello", sessions: 2 })]);
   });
 
-  it("status ID shows the batch's counts", async () => {
-    const text = await polar(["status", batchId]);
+  it("status ID shows the batch's counts and summary, with a viewer token too", async () => {
+    const text = await polar(["status", batchId], "viewer");
+    expect(text.exitCode, text.stderr).toBe(0);
     expect(text.stdout).toContain("batch cli-hello (default): completed, 2/2 sessions done");
+    expect(text.stdout).toMatch(
+      /^mean reward 1\.00, pass rate 1\.00, tokens [1-9]\d* prompt \/ [1-9]\d* response$/m,
+    );
+    expect(text.stdout).toMatch(/^hello\s+shell\s+2\s+1\.00\s+1\.00\s+COMPLETED=2$/m);
     expect(json((await polar(["status", batchId, "--json"])).stdout)).toMatchObject({
       batch_id: batchId,
       completed_sessions: 2,
+      summary: { total: 2, mean_reward: 1, pass_rate: 1, tasks: [{ task_id: "hello", harness: "shell" }] },
     });
   });
 
@@ -198,6 +205,9 @@ describe("cancel", () => {
       tasks: Array<{ task_id: string; counts: Record<string, number> }>;
     };
     expect(status.tasks.find((t) => t.task_id === "sleeper")?.counts.CANCELLED).toBe(2);
+    expect((await polar(["status", "cli-cancel"])).stdout).toMatch(
+      /^batch cli-cancel \(default\): cancelled, /m,
+    );
   });
 });
 
