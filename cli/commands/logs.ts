@@ -6,9 +6,8 @@
  *
  * @module
  */
-import createClient from "openapi-fetch";
-import type { paths } from "../../clients/typescript/src/schema";
-import { type LogStream, SessionLogs } from "../../protocol";
+import type { LogStream, SessionLogs } from "../../protocol";
+import { ControlPlaneClient, ControlPlaneError } from "../client";
 import { UsageError } from "../usage-error";
 
 /** Options of {@link runLogs}. */
@@ -103,12 +102,11 @@ export async function runLogs(sessionId: string, opts: LogsOptions): Promise<voi
  * without logs); a malformed id is a mistake in the argument.
  */
 async function fetchLogs(baseUrl: string, token: string, sessionId: string): Promise<SessionLogs> {
-  const api = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${token}` } });
-  const { data, error, response } = await api.GET("/v1/sessions/{id}/logs", {
-    params: { path: { id: sessionId } },
-  });
-  if (data) return SessionLogs.parse(data);
-  const message = error?.error?.message ?? `HTTP ${response.status}`;
-  if (response.status === 400) throw new UsageError(`SESSION_ID: ${message}`);
-  throw new Error(`${message} (HTTP ${response.status})`);
+  try {
+    return await new ControlPlaneClient(baseUrl, token).sessionLogs(sessionId);
+  } catch (err) {
+    if (!(err instanceof ControlPlaneError)) throw err;
+    if (err.status === 400) throw new UsageError(`SESSION_ID: ${err.reason}`);
+    throw new Error(`${err.reason} (HTTP ${err.status})`);
+  }
 }

@@ -2597,12 +2597,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        gateways: {
+                        gateways: ({
+                            node_id: string;
+                            queue: string;
+                            /** @description The dispatcher holding the gateway: the queue, or queue#i when sharded */
+                            shard: string;
+                            credit: number;
+                            connected: boolean;
+                            draining: boolean;
+                            leases: number;
+                            reservations: number;
+                            capacity: {
+                                max_init: number;
+                                max_run: number;
+                                max_postrun: number;
+                            };
+                            /** @description Stage depths and in-flight counts */
+                            metrics: {
+                                [key: string]: number;
+                            } | null;
+                            connected_at: number;
+                            disconnected_at: number | null;
+                            last_seen_at: number | null;
+                        } & {
                             [key: string]: unknown;
-                        }[];
-                        queues: {
+                        })[];
+                        queues: ({
+                            queue: string;
+                            shard: string;
+                            pending: number;
+                            leases: number;
+                            counters: {
+                                [key: string]: number;
+                            };
+                        } & {
                             [key: string]: unknown;
-                        }[];
+                        })[];
                     };
                 };
             };
