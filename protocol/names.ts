@@ -28,6 +28,10 @@ export const HARNESS_NAMES = [
   "gemini_cli",
   "pi",
   "mini_swe_agent",
+  "kilo_code",
+  "continue",
+  "grok_cli",
+  "nanocoder",
 ] as const;
 export type HarnessNameValue = (typeof HARNESS_NAMES)[number];
 

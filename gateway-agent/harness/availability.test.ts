@@ -63,6 +63,10 @@ describe("HarnessAvailability", () => {
       "gemini_cli",
       "pi",
       "mini_swe_agent",
+      "kilo_code",
+      "continue",
+      "grok_cli",
+      "nanocoder",
     ]);
   });
 
