@@ -64,7 +64,7 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts}/**/*.test.ts"],
+          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients}/**/*.test.ts"],
           // Real tokenizers, sockets and child processes on a shared machine: 5 s is too tight.
           testTimeout: 30_000,
         },
