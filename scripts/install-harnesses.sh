@@ -29,6 +29,8 @@ HARNESSES=(
   "codex @openai/codex 0.171.0 codex"
   "opencode opencode-ai 1.18.33 opencode"
   "gemini_cli @google/gemini-cli 0.61.0 gemini"
+  "copilot_cli @github/copilot 1.0.102 copilot"
+  "cline cline 3.0.65 cline"
 )
 
 # Harnesses that need another Node than the gateway's: "name package version" of a pinned Node

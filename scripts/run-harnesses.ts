@@ -56,6 +56,8 @@ export const HARNESS_NAMES = [
   "codex",
   "opencode",
   "gemini_cli",
+  "copilot_cli",
+  "cline",
   "kilo_code",
   "continue",
   "continue_anthropic",

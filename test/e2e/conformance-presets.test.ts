@@ -26,6 +26,8 @@ const RUNS: Record<HarnessName, { api: string; settings?: Record<string, unknown
   opencode: { api: "openai_chat" },
   gemini_cli: { api: "google" },
   pi: { api: "openai_chat" },
+  copilot_cli: { api: "openai_responses" },
+  cline: { api: "openai_chat" },
   kilo_code: { api: "openai_chat" },
   continue: { api: "openai_chat" },
   continue_anthropic: { api: "anthropic", settings: { provider: "anthropic" } },
