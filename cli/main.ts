@@ -291,7 +291,7 @@ program
   )
   .option("--harness <name>", "shell | a preset")
   .option("--command <cmd>", "shell: command to run (default: examples/conformance/scripted-client.ts)")
-  .option("--task <file>", "YAML/JSON: {harness, command?, instruction?, env?, sampling?}")
+  .option("--task <file>", "YAML/JSON: {harness, command?, instruction?, env?, sampling?, settings?}")
   .option("--temperature <t>", "expected temperature (passed as POLAR_TEMPERATURE, checked)")
   .option("--top-p <p>", "expected top_p (passed as POLAR_TOP_P, checked)")
   .option("--json", "print JSON", false)

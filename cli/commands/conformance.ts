@@ -71,7 +71,7 @@ export interface ConformanceOptions {
   harness?: string;
   /** `shell`: the command to run (default {@link DEFAULT_SHELL_COMMAND}). */
   command?: string;
-  /** YAML/JSON task file: `{harness, command?, instruction?, env?, sampling?}`. */
+  /** YAML/JSON task file: `{harness, command?, instruction?, env?, sampling?, settings?}`. */
   task?: string;
   /** Expected sampling sent to the harness as `POLAR_TEMPERATURE` / `POLAR_TOP_P` and checked. */
   temperature?: number | string;
@@ -89,6 +89,8 @@ interface ConformanceTask {
   instruction: string;
   env: Record<string, string>;
   sampling: ExpectedSampling;
+  /** `agent.settings` of the session (a preset's options, e.g. `continue`'s `provider`). */
+  settings: Record<string, unknown>;
 }
 
 function num(value: number | string | undefined, flag: string): number | undefined {
@@ -125,6 +127,9 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   );
   const topP = num(opts.topP ?? (fileSampling.top_p as number | undefined), "--top-p");
   const env = { ...((file.env as Record<string, string> | undefined) ?? {}), ...(opts.env ?? {}) };
+  const settings = file.settings ?? {};
+  if (typeof settings !== "object" || settings === null || Array.isArray(settings))
+    throw new UsageError(`--task: settings in ${opts.task} must be a mapping (the preset's agent.settings)`);
   return {
     harness,
     command: opts.command ?? (typeof file.command === "string" ? file.command : undefined),
@@ -139,6 +144,7 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
       ...(temperature !== undefined ? { temperature } : {}),
       ...(topP !== undefined ? { top_p: topP } : {}),
     },
+    settings: settings as Record<string, unknown>,
   };
 }
 
@@ -157,6 +163,7 @@ function assignment(task: ConformanceTask, sessionId: string): SessionAssignment
     runtime: null,
     agent: {
       harness: task.harness,
+      settings: task.settings,
       ...(task.harness === "shell"
         ? { custom_shell: { command: task.command ?? DEFAULT_SHELL_COMMAND, env: {} } }
         : {}),

@@ -870,7 +870,7 @@ export interface operations {
                         };
                         agent: {
                             /** @enum {string} */
-                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
+                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline" | "kilo_code" | "continue" | "grok_cli" | "nanocoder";
                             import_path?: string;
                             model_name?: string;
                             /** @default {} */
@@ -4324,7 +4324,7 @@ export interface operations {
                     };
                     agent: {
                         /** @enum {string} */
-                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
+                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline" | "kilo_code" | "continue" | "grok_cli" | "nanocoder";
                         import_path?: string;
                         model_name?: string;
                         /** @default {} */
