@@ -92,6 +92,8 @@ export function App() {
       setRoute(parseRoute(location.hash));
     };
     addEventListener("hashchange", onHash);
+    // The hash may have changed between the first render and this effect.
+    onHash();
     return () => removeEventListener("hashchange", onHash);
   }, [token]);
   const api = useMemo(() => (token ? new Api(token) : null), [token]);

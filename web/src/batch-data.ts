@@ -55,7 +55,7 @@ export function useBatch(api: Api, batchId: string): BatchData {
       endEvent: "done",
       onEvent: (e) => {
         if (e.event !== "result") return;
-        const r = JSON.parse(e.data) as StreamedResult;
+        const { result: r } = JSON.parse(e.data) as { seq: number; result: StreamedResult };
         setResults((rs) => (rs.some((x) => x.session_id === r.session_id) ? rs : [...rs, r]));
         refresh();
       },
