@@ -14,6 +14,8 @@ import {
   ErrorBody,
   type ResultsPage,
   ResultsPage as ResultsPageSchema,
+  SessionLogs,
+  SessionTokens,
 } from "../protocol";
 
 /** A non-2xx answer from the control plane, with its `{error:{code,message}}` body. */
@@ -86,6 +88,18 @@ export class ControlPlaneClient {
   async results(batchId: string, after = 0): Promise<ResultsPage> {
     const path = `/v1/batches/${encodeURIComponent(batchId)}/results?after=${after}`;
     return ResultsPageSchema.parse(await this.request("GET", path));
+  }
+
+  /** `GET /v1/sessions/:id/logs`. */
+  async sessionLogs(sessionId: string): Promise<SessionLogs> {
+    return SessionLogs.parse(await this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/logs`));
+  }
+
+  /** `GET /v1/sessions/:id/tokens`. */
+  async sessionTokens(sessionId: string): Promise<SessionTokens> {
+    return SessionTokens.parse(
+      await this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/tokens`),
+    );
   }
 
   /**

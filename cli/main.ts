@@ -161,6 +161,23 @@ program
   .action(async (batchId, opts) => (await import("./commands/status")).runStatus(batchId, opts));
 
 program
+  .command("logs")
+  .description("Print a session's logs (prepare, harness stdout/stderr, evaluator), failed sessions too")
+  .argument("<session_id>", "session id (<batch_id>.<task index>.<sample index>)")
+  .option(
+    "--control-plane <url>",
+    "control plane URL (or POLAR_URL)",
+    process.env.POLAR_URL ?? "http://127.0.0.1:8787",
+  )
+  .option("--url <url>", "same as --control-plane")
+  .option(
+    "--stream <name>",
+    "print only this stream (prepare, harness.stdout, harness.stderr, evaluator, other)",
+  )
+  .option("--json", "print the API's JSON", false)
+  .action(async (sessionId, opts) => (await import("./commands/logs")).runLogs(sessionId, opts));
+
+program
   .command("proxy")
   .description("Run the recording proxy standalone (sessions via POST /sessions with POLAR_ADMIN_TOKEN)")
   .requiredOption("--engine <name>", "sglang (token mode, default for SGLang) | sglang-openai | vllm")

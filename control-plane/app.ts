@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { ApiError, errorBody } from "./errors";
+import { metricsRoutes } from "./metrics";
 import { openApiDocument } from "./openapi";
 import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
@@ -30,6 +31,7 @@ app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
 app.route("/v1/queues", queueRoutes);
 app.route("/v1/admin", adminRoutes);
+app.route("/metrics", metricsRoutes);
 // The upstream-compatible surface (`/health`, `/rollout/*`), at the root and under a base URL
 // that carries a path credential (docs/upstream-compat.md); nothing else is served under it.
 app.use(`${PATH_PREFIX}/:credential/*`, requirePathCredential);

@@ -9,6 +9,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import {
+  ArtifactKind,
   ArtifactRef,
   BatchCreated,
   BatchRequest,
@@ -19,7 +20,9 @@ import {
   LIMITS,
   MAX_FENCE_TIMEOUT_SECONDS,
   ResultsPage,
+  SessionLogs,
   SessionResult,
+  SessionTokens,
   TaskSpec,
   Trajectory,
 } from "../protocol";
@@ -51,16 +54,24 @@ function build(): OpenAPIHono {
   const doc = new OpenAPIHono();
   const registry = doc.openAPIRegistry;
   registry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
+  // `operationId` is a required argument, not an option: generated clients name their methods
+  // after it, so a route registered without one would have no stable name (checked unique below).
+  const operationIds = new Set<string>();
   const path = (
     method: Method,
     route: string,
+    operationId: string,
     summary: string,
     responses: Record<number, ReturnType<typeof json>>,
     request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject } = {},
-  ) =>
+  ) => {
+    if (!/^[a-z][A-Za-z0-9]*$/.test(operationId) || operationIds.has(operationId))
+      throw new Error(`operationId '${operationId}' of ${method} ${route} is not a fresh camelCase name`);
+    operationIds.add(operationId);
     registry.registerPath({
       method,
       path: route,
+      operationId,
       summary,
       security: [{ bearer: [] }],
       request: {
@@ -70,10 +81,12 @@ function build(): OpenAPIHono {
       },
       responses: { ...errors, ...responses },
     });
+  };
   const batchId = idParam("id");
   path(
     "post",
     "/v1/batches",
+    "createBatch",
     "Create a batch (idempotent by batch_id)",
     {
       200: json(BatchCreated, "Replay of the same body"),
@@ -87,6 +100,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/batches",
+    "listBatches",
     "List batches, newest first",
     {
       200: json(
@@ -121,6 +135,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/batches/{id}",
+    "getBatch",
     "Batch status with per-task counts",
     { 200: json(BatchStatusBody, "Status") },
     { params: batchId },
@@ -128,6 +143,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/batches/{id}/results",
+    "getBatchResults",
     "Results after a cursor; long-poll with wait=, or SSE (Accept: text/event-stream; id = seq, resumable with Last-Event-ID)",
     {
       200: json(ResultsPage, "A page of results"),
@@ -144,6 +160,7 @@ function build(): OpenAPIHono {
   path(
     "delete",
     "/v1/batches/{id}",
+    "cancelBatch",
     "Cancel a batch (idempotent; the id cannot be resubmitted)",
     {
       200: json(
@@ -156,6 +173,7 @@ function build(): OpenAPIHono {
   path(
     "delete",
     "/v1/batches/{id}/tasks/{task_id}",
+    "cancelTask",
     "Cancel one task of a batch",
     {
       200: json(
@@ -174,6 +192,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/sessions/{id}",
+    "getSession",
     "Session state and its result (trajectory included)",
     {
       200: json(
@@ -193,6 +212,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/sessions/{id}/trajectory",
+    "getSessionTrajectory",
     "The session's trajectory",
     { 200: json(Trajectory, "Trajectory") },
     { params: sessionId },
@@ -200,25 +220,49 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/sessions/{id}/completions",
+    "getSessionCompletions",
     "The session's uploaded completion records",
     { 200: json(z.array(z.record(z.string(), z.unknown())), "Completion records") },
     { params: sessionId },
   );
   path(
+    "get",
+    "/v1/sessions/{id}/logs",
+    "getSessionLogs",
+    "The session's logs: prepare, harness stdout/stderr, evaluator; each stream's tail, bounded",
+    {
+      200: json(SessionLogs, "Logs"),
+      409: json(ErrorBody, "not_ready: the session has no accepted result yet"),
+    },
+    { params: sessionId },
+  );
+  path(
+    "get",
+    "/v1/sessions/{id}/tokens",
+    "getSessionTokens",
+    "Token mode: the text of each id of each trace's prompt_ids and response_ids, decoded one at a time",
+    {
+      200: json(SessionTokens, "Token text"),
+      409: json(ErrorBody, "not_ready: the session has no accepted result yet"),
+    },
+    { params: sessionId },
+  );
+  path(
     "put",
     "/v1/sessions/{id}/artifacts/{kind}",
-    "Gateway upload of a trajectory or completion records (gateway token, ?lease_id=)",
+    "putSessionArtifact",
+    "Gateway upload of a session artifact: trajectory, completion records, logs, token text (gateway token, ?lease_id=)",
     {
       201: json(ArtifactRef, "Stored in R2"),
       409: json(ErrorBody, "stale_lease: not the session's current lease"),
       413: json(ErrorBody, `Over ${LIMITS.maxArtifactBytes} bytes (LIMITS.maxArtifactBytes)`),
     },
     {
-      params: z.object({ id: z.string(), kind: z.enum(["trajectory", "completions"]) }),
+      params: z.object({ id: z.string(), kind: ArtifactKind }),
       query: z.object({ lease_id: z.string() }),
     },
   );
-  path("get", "/v1/gateways", "Gateways of every queue, with stage metrics", {
+  path("get", "/v1/gateways", "listGateways", "Gateways of every queue, with stage metrics", {
     200: json(
       z.object({
         gateways: z.array(z.record(z.string(), z.unknown())),
@@ -227,9 +271,24 @@ function build(): OpenAPIHono {
       "Gateways",
     ),
   });
+  registry.registerPath({
+    method: "get",
+    path: "/metrics",
+    operationId: "getMetrics",
+    summary: "Prometheus metrics of every queue's shards: depth, leases, gateways, dispatch latency, results",
+    security: [{ bearer: [] }],
+    responses: {
+      401: errors[401],
+      200: {
+        description: "Prometheus text exposition format 0.0.4 (families: docs/control-plane.md)",
+        content: { "text/plain; version=0.0.4; charset=utf-8": { schema: z.string() } },
+      },
+    },
+  });
   path(
     "get",
     "/v1/gateways/connect",
+    "connectGateway",
     "Gateway WebSocket (Upgrade: websocket; protocol/wire.ts)",
     { 426: json(ErrorBody, "Not a WebSocket upgrade") },
     { query: z.object({ queue: z.string().optional(), node_id: z.string().optional() }) },
@@ -237,6 +296,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/gateways/{id}/drain",
+    "drainGateway",
     "Drain a gateway (admin)",
     { 200: json(z.object({ node_id: z.string(), draining: z.boolean() }).passthrough(), "Draining") },
     { params: idParam("id") },
@@ -248,6 +308,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/queues/{queue}/inference/pause",
+    "pauseQueueInference",
     "Pause inference on the queue's gateways, durably (trainer); mode drain or abort, one timeout",
     {
       200: json(FenceChangeResponse, "Stored; ok when every connected gateway acked paused with 0 in flight"),
@@ -258,6 +319,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/queues/{queue}/inference/resume",
+    "resumeQueueInference",
     "Set the policy version (if given) and resume inference on the queue, durably (trainer)",
     { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceErrors },
     { params: queueParam, body: ResumeBody },
@@ -265,6 +327,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/queues/{queue}/policy_version",
+    "setQueuePolicyVersion",
     "Set the policy version stamped on the queue's completions, durably (trainer)",
     { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceErrors },
     { params: queueParam, body: PolicyVersionBody },
@@ -272,6 +335,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/v1/queues/{queue}/inference",
+    "getQueueInference",
     "The queue's fence and each connected gateway's gate (trainer; no side effect)",
     { 200: json(FenceStatusResponse, "Fence and gates") },
     { params: queueParam },
@@ -284,6 +348,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/admin/inference/pause",
+    "pauseAllInference",
     "Pause inference on every known queue, durably (admin)",
     adminFence,
     { body: PauseBody },
@@ -291,6 +356,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/admin/inference/resume",
+    "resumeAllInference",
     "Resume inference on every known queue, durably (admin)",
     adminFence,
     {
@@ -300,6 +366,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/admin/policy_version",
+    "setAllPolicyVersion",
     "Set the policy version of every known queue, durably (admin)",
     adminFence,
     { body: PolicyVersionBody },
@@ -307,6 +374,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/admin/gateway_tokens",
+    "registerGatewayToken",
     "Register a per-gateway token by its SHA-256 (admin)",
     { 201: json(z.object({ node_id: z.string(), registered: z.boolean() }), "Registered") },
     { body: GatewayTokenBody },
@@ -314,6 +382,7 @@ function build(): OpenAPIHono {
   path(
     "delete",
     "/v1/admin/gateway_tokens/{node_id}",
+    "revokeGatewayTokens",
     "Revoke a node's gateway tokens (admin)",
     { 200: json(z.object({ node_id: z.string(), revoked: z.number() }), "Revoked") },
     { params: idParam("node_id") },
@@ -321,6 +390,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/v1/admin/path_tokens",
+    "registerPathToken",
     "Register a path credential (upstream base URL /u/<credential>) by its SHA-256 (admin)",
     {
       201: json(z.object({ name: z.string(), queue: z.string(), registered: z.boolean() }), "Registered"),
@@ -330,6 +400,7 @@ function build(): OpenAPIHono {
   path(
     "delete",
     "/v1/admin/path_tokens/{name}",
+    "revokePathTokens",
     "Revoke every path credential of a name (admin)",
     { 200: json(z.object({ name: z.string(), revoked: z.number() }), "Revoked") },
     { params: idParam("name") },
@@ -337,6 +408,7 @@ function build(): OpenAPIHono {
   path(
     "post",
     "/rollout/task/submit",
+    "upstreamSubmitTask",
     "Upstream-compatible submit of one TaskRequest (also under /u/{credential})",
     {
       200: json(
@@ -372,6 +444,7 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/rollout/task/{id}",
+    "upstreamGetTask",
     "Upstream-compatible TaskStatus",
     { 200: json(taskStatus, "Status") },
     { params: idParam("id") },
@@ -379,11 +452,12 @@ function build(): OpenAPIHono {
   path(
     "delete",
     "/rollout/task/{id}",
+    "upstreamCancelTask",
     "Upstream-compatible cancel (tombstone when unknown)",
     { 200: json(taskStatus, "Cancelled") },
     { params: idParam("id") },
   );
-  path("get", "/rollout/status", "Upstream-compatible service status", {
+  path("get", "/rollout/status", "upstreamStatus", "Upstream-compatible service status", {
     200: json(
       z.object({
         tasks: z.record(z.string(), z.string()),
@@ -396,12 +470,17 @@ function build(): OpenAPIHono {
   path(
     "get",
     "/nodes",
+    "upstreamListNodes",
     "Upstream-compatible gateway fleet: one row per gateway (and per queue without one), gateway_url a fence URL",
     { 200: json(z.array(GatewayNodeInfo), "Nodes") },
   );
-  for (const [route, what] of [
-    ["/queues/{queue}/gateways/{node_id}/admin/inference", "one gateway (the queue's durable fence)"],
-    ["/queues/{queue}/admin/inference", "a queue's durable fence"],
+  for (const [route, what, scope] of [
+    [
+      "/queues/{queue}/gateways/{node_id}/admin/inference",
+      "one gateway (the queue's durable fence)",
+      "Gateway",
+    ],
+    ["/queues/{queue}/admin/inference", "a queue's durable fence", "Queue"],
   ] as const) {
     const params = route.includes("{node_id}")
       ? z.object({ queue: z.string(), node_id: z.string() })
@@ -409,6 +488,7 @@ function build(): OpenAPIHono {
     path(
       "post",
       `${route}/pause`,
+      `upstreamPause${scope}`,
       `Upstream-compatible pause of ${what}; drains`,
       {
         200: json(GenerationStatus, "Paused (timed_out: calls still in flight)"),
@@ -423,6 +503,7 @@ function build(): OpenAPIHono {
     path(
       "post",
       `${route}/resume`,
+      `upstreamResume${scope}`,
       `Upstream-compatible resume of ${what}`,
       {
         200: json(GenerationStatus, "Resumed"),
@@ -432,6 +513,7 @@ function build(): OpenAPIHono {
     path(
       "get",
       `${route}/status`,
+      `upstream${scope}FenceStatus`,
       `Upstream-compatible fence status of ${what}`,
       {
         200: json(GenerationStatus, "Status"),
@@ -441,6 +523,22 @@ function build(): OpenAPIHono {
   }
   return doc;
 }
+
+/**
+ * Where the API is served: `polar dev`'s local Worker, and a deployed Worker on workers.dev (its
+ * name and account subdomain are the variables; wrangler.toml names the Worker).
+ */
+export const SERVERS = [
+  { url: "http://127.0.0.1:8787", description: "Local control plane (polar dev)" },
+  {
+    url: "https://{worker}.{subdomain}.workers.dev",
+    description: "Deployed control plane (polar deploy)",
+    variables: {
+      worker: { default: "polar-ts", description: "The Worker's name (wrangler.toml)" },
+      subdomain: { default: "example", description: "The account's workers.dev subdomain" },
+    },
+  },
+];
 
 let cached: unknown = null;
 
@@ -461,6 +559,7 @@ export function openApiDocument(): unknown {
       description:
         "Rollout service for agentic RL. Errors are {error:{code,message,details?}}. Limits: protocol/limits.ts.",
     },
+    servers: SERVERS,
   });
   return cached;
 }

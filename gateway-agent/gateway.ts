@@ -15,7 +15,7 @@ import {
   type RuntimeSpec,
   WIRE_VERSION,
 } from "../protocol";
-import { pickTokenModeOptions, startProxy, type TokenModeOptions } from "../proxy";
+import { PromProxyMetrics, pickTokenModeOptions, startProxy, type TokenModeOptions } from "../proxy";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { ControlPlaneHttp, DEFAULT_REQUEST_TIMEOUTS, type RequestTimeouts } from "./control-http";
@@ -245,7 +245,11 @@ function helloOf(opts: GatewayOptions, capacity: GatewayCapacity, runner: Sessio
 }
 
 /** Starts the recording proxy of this gateway in front of its engine replicas. */
-async function startGatewayProxy(opts: GatewayOptions, logger: Logger): Promise<GatewayProxy> {
+async function startGatewayProxy(
+  opts: GatewayOptions,
+  logger: Logger,
+  metrics: PromProxyMetrics,
+): Promise<GatewayProxy> {
   return (await startProxy({
     engine: opts.engine,
     engineUrl: opts.engineUrl,
@@ -253,6 +257,7 @@ async function startGatewayProxy(opts: GatewayOptions, logger: Logger): Promise<
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
     ...pickTokenModeOptions(opts),
+    metrics,
     logger,
   } as Parameters<typeof startProxy>[0])) as GatewayProxy;
 }
@@ -371,7 +376,9 @@ function connectControlPlane(
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const logger = opts.logger ?? consoleLogger;
   const host = await prepareHost(opts, logger);
-  const proxy = await startGatewayProxy(opts, logger);
+  // Made before the proxy, which pushes into it; registered on the gateway's registry below.
+  const proxyMetrics = new PromProxyMetrics();
+  const proxy = await startGatewayProxy(opts, logger, proxyMetrics);
   const controlHttp = new ControlPlaneHttp(
     opts.controlPlaneUrl,
     opts.token,
@@ -394,6 +401,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   });
   metrics = new GatewayMetrics(opts.nodeId, stats, () => host.harnesses.report());
   registerBridgeMetrics(metrics.registry, () => proxy.status().bridge);
+  proxyMetrics.register(metrics.registry, () => proxy.status());
   const ops = opts.http
     ? await startGatewayHttp({
         ...opts.http,

@@ -1,6 +1,8 @@
 /**
  * The gateway's own small HTTP server for operators: `GET /health` (JSON) and `GET /metrics`
- * (Prometheus text format, prom-client with a private registry).
+ * (Prometheus text format, prom-client with a private registry: the gateway's session families
+ * here, the proxy's from `proxy/metrics-prom.ts`, the bridge's from `metrics-bridge.ts`, and
+ * prom-client's process collectors).
  *
  * @module
  */
@@ -8,6 +10,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { SessionResult } from "../protocol";
+import { registerProcessMetrics } from "../proxy/metrics-prom";
 import type { RunnerStats } from "./session-runner";
 
 /**
@@ -52,6 +55,14 @@ function registerStateGauges(
     },
   });
   new Gauge({
+    name: "polar_gateway_draining",
+    help: "1 once the gateway is drained: it takes no new sessions and finishes the ones it holds",
+    registers: [registry],
+    collect() {
+      this.set(stats().draining ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: "polar_gateway_unacked_results",
     help: "Results journaled and not yet acknowledged",
     registers: [registry],
@@ -93,6 +104,7 @@ export class GatewayMetrics {
     harnesses: () => Record<string, { available: boolean }> = () => ({}),
   ) {
     this.registry.setDefaultLabels({ node_id: nodeId });
+    registerProcessMetrics(this.registry);
     registerStateGauges(this.registry, stats, harnesses);
     this.errors = new Counter({
       name: "polar_gateway_errors_total",

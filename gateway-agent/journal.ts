@@ -17,7 +17,7 @@ import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import type { Logger } from "../protocol";
-import { ResultMessage } from "../protocol";
+import { LogsUpload, ResultMessage, TokenTextUpload } from "../protocol";
 
 const SUFFIX = ".result.json";
 
@@ -39,6 +39,10 @@ export const JournalEntry = z.strictObject({
     completions: z.array(z.unknown()).optional(),
     /** The trajectory (inline in `message.result`) is still to be uploaded. */
     trajectory: z.boolean().optional(),
+    /** The session's logs, not uploaded yet. */
+    logs: LogsUpload.optional(),
+    /** The text of the trajectory's token ids (token mode), not uploaded yet. */
+    tokens: TokenTextUpload.optional(),
   }),
   finished_at: z.number(),
 });

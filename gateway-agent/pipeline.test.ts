@@ -273,7 +273,7 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
     cp.send(a);
     const m = await cp.waitFor(isResultOf(a.lease_id));
     expect(m.completions_ref).toBeDefined();
-    expect(cp.uploadAttempts).toBe(3);
+    expect(cp.uploadAttempts).toBe(4); // 2 failures, then the records and the logs
   });
 
   it("without the route: the result still arrives, inline, noting the failed upload", async () => {
@@ -285,6 +285,8 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
     expect(m.result.status).toBe("COMPLETED");
     expect(m.result.trajectory.traces).toHaveLength(1);
     expect(m.result.trajectory.metadata.completions_upload_error).toMatch(/HTTP 404/);
+    expect(m.result.trajectory.metadata.logs_upload_error).toMatch(/HTTP 404/);
+    expect(m.logs_ref).toBeUndefined();
   });
 });
 

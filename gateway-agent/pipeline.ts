@@ -79,7 +79,14 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
   const trajectory = await runPostRun(st);
   const result = finalise(st, trajectory);
   if (st.keptLogs) await deps.failedSessions?.writeSummary(st.keptLogs, result);
-  return { result, records: st.records, runStartMs: st.runStartMs, keptLogs: st.keptLogs };
+  return {
+    result,
+    records: st.records,
+    runStartMs: st.runStartMs,
+    keptLogs: st.keptLogs,
+    logs: st.logs,
+    tokens: st.tokens,
+  };
 }
 
 /**

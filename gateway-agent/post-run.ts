@@ -1,10 +1,16 @@
-import type { CompletionRecord, SessionAssignment, Trajectory } from "../protocol";
+import {
+  type CompletionRecord,
+  compactTokenText,
+  type SessionAssignment,
+  type Trajectory,
+} from "../protocol";
 import type { TrajectoryBuilder } from "../proxy";
 import type { BuilderChoice } from "./builder-choice";
 import { messageOf, SessionInterrupt } from "./errors";
 import { EvaluationTimeout, GradingRefused, mergeEvalResult } from "./evaluator";
 import type { LogSource } from "./failed-sessions";
 import type { Runtime, StorageLimited } from "./runtime";
+import { collectSessionLogs, type LogDir } from "./session-logs";
 import { classify, enter, hold, now, release, type SessionState, type Verdict } from "./session-state";
 
 /** Grading time left to a session whose own budget ran out (its partial work is still scored). */
@@ -47,6 +53,7 @@ export async function runPostRun(st: SessionState): Promise<Trajectory> {
     const before = st.verdict.status;
     if (shouldGrade(st)) trajectory = await evaluate(st, trajectory);
     if (st.verdict.status !== before) trajectory = stamp(trajectory, st.verdict, true);
+    st.tokens = tokenText(st, trajectory);
     return trajectory;
   } finally {
     await closeAndTearDown(st);
@@ -165,6 +172,11 @@ async function closeAndTearDown(st: SessionState): Promise<void> {
     deps.proxy.closeSession(a.session_id);
   }
   const evalRt = st.evalRuntime ? await st.evalRuntime.catch(() => null) : null;
+  // Read before the folders move or go: every session that ran uploads its logs, failed or not.
+  const logDirs: LogDir[] = [];
+  if (st.runtime) logDirs.push({ dir: st.runtime.logsDir, origin: "session" });
+  if (evalRt) logDirs.push({ dir: evalRt.logsDir, origin: "eval" });
+  if (logDirs.length) st.logs = await collectSessionLogs(logDirs);
   const { status } = st.verdict;
   // A failure's logs outlive its folder (bounded); with keep_workspaces the whole folder stays.
   if (status !== "COMPLETED" && status !== "CANCELLED" && !deps.keepWorkspaces && deps.failedSessions) {
@@ -181,6 +193,22 @@ async function closeAndTearDown(st: SessionState): Promise<void> {
       }),
     ),
   );
+}
+
+/**
+ * Token mode: the text of every id of the trajectory's traces, each id decoded alone by the
+ * gateway's tokenizer (null without a tokenizer or traces). A failure to decode is logged, not
+ * fatal: the result does not depend on it.
+ */
+function tokenText(st: SessionState, trajectory: Trajectory): SessionState["tokens"] {
+  const decode = st.deps.proxy.decodeToken;
+  if (!decode || trajectory.traces.length === 0) return null;
+  try {
+    return compactTokenText(trajectory.traces, (id) => decode(id));
+  } catch (err) {
+    st.deps.logger.warn("token text not written", { session_id: st.a.session_id, error: messageOf(err) });
+    return null;
+  }
 }
 
 /** The builder's trajectory, with `metadata.builder_choice` saying which builder ran and why. */

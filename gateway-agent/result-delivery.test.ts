@@ -81,6 +81,9 @@ describe("result delivery", { timeout: 60_000 }, () => {
     expect(m.completions_ref).toMatchObject({ key: `${a.session.session_id}/completions` });
     expect(m.result.trajectory.metadata.completions_upload_error).toBeUndefined();
     expect(cp.artifacts.find((x) => x.key === m.completions_ref?.key)?.body).toHaveLength(1);
+    // The session's logs went the same journaled way: held through the outage, then uploaded.
+    expect(m.logs_ref).toMatchObject({ key: `${a.session.session_id}/logs` });
+    expect(m.result.trajectory.metadata.logs_upload_error).toBeUndefined();
     await expect.poll(() => gateway.stats().unackedResults).toBe(0);
   });
 
@@ -90,7 +93,8 @@ describe("result delivery", { timeout: 60_000 }, () => {
     cp.send(a);
     const m = ResultMessage.parse(await cp.waitFor(isResultOf(a.lease_id), 30_000));
     expect(m.completions_ref).toBeDefined();
-    expect(cp.uploadAttempts).toBe(13);
+    expect(m.logs_ref).toBeDefined();
+    expect(cp.uploadAttempts).toBe(14); // 12 failures, then the records and the logs
   });
 
   it("takes no new sessions while the journal is over its bound, and grants credit again once an ack frees it", async () => {

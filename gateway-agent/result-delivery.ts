@@ -3,8 +3,8 @@
  * plane acknowledges its result, the result is journaled and its lease is held (listed in
  * `hello`), whatever the link does meanwhile.
  *
- * Each result goes through: journaled (with its completion records, and its trajectory when that
- * must be uploaded) → uploads, retried with backoff for as long as the link is down and at once
+ * Each result goes through: journaled (with its completion records, its logs, its token text and
+ * its trajectory when that must be uploaded) → uploads, retried with backoff for as long as the link is down and at once
  * when it comes back → sent → re-sent after every reconnect until acknowledged → removed. An
  * upload ends without success only on an answer retrying cannot change (see `artifacts.ts`).
  *
@@ -13,7 +13,16 @@
  *
  * @module
  */
-import type { CompletionRecord, LeaseRef, Logger, ResultMessage, SessionResult } from "../protocol";
+import type {
+  ArtifactKind,
+  CompletionRecord,
+  LeaseRef,
+  Logger,
+  LogsUpload,
+  ResultMessage,
+  SessionResult,
+  TokenTextUpload,
+} from "../protocol";
 import {
   DEFAULT_UPLOAD_POLICY,
   fitToWire,
@@ -61,6 +70,15 @@ interface Entry {
   /** Bytes in memory when no journal counts them. */
   bytes: number;
 }
+
+/** A session's diagnostic artifacts, uploaded like its completion records. */
+export interface SessionExtras {
+  logs?: LogsUpload | null;
+  tokens?: TokenTextUpload | null;
+}
+
+/** Upload order: records first (trainers read them), the trajectory last (it empties the inline one). */
+const UPLOAD_ORDER = ["completions", "logs", "tokens", "trajectory"] as const;
 
 /** Counters for the gateway's stats. */
 export interface DeliveryStats {
@@ -151,13 +169,20 @@ export class ResultDelivery {
    * Takes a finished session's result: its lease is held from this call on (synchronously), the
    * returned promise settles once it is journaled; uploads and the send follow on their own.
    */
-  add(leaseId: string, result: SessionResult, records: readonly CompletionRecord[]): Promise<void> {
+  add(
+    leaseId: string,
+    result: SessionResult,
+    records: readonly CompletionRecord[],
+    extras: SessionExtras = {},
+  ): Promise<void> {
     const upload = this.opts.upload !== null;
     const data: JournalEntry = {
       v: 2,
       message: resultMessage(leaseId, result),
       pending: {
         ...(upload && records.length > 0 ? { completions: [...records] } : {}),
+        ...(upload && extras.logs ? { logs: extras.logs } : {}),
+        ...(upload && extras.tokens ? { tokens: extras.tokens } : {}),
         ...(upload && trajectoryNeedsUpload(result) ? { trajectory: true } : {}),
       },
       finished_at: Date.now(),
@@ -246,7 +271,7 @@ export class ResultDelivery {
   private async deliver(entry: Entry): Promise<void> {
     try {
       let failures = 0;
-      while (this.alive(entry) && (entry.data.pending.completions || entry.data.pending.trajectory)) {
+      while (this.alive(entry) && nextKind(entry.data.pending) !== null) {
         if (!this.up) {
           await this.nextChange(null);
           continue;
@@ -285,28 +310,15 @@ export class ResultDelivery {
     const target = this.opts.upload!;
     const { message, pending } = entry.data;
     const sessionId = message.result.session_id;
-    const kind = pending.completions ? "completions" : "trajectory";
+    const kind = nextKind(pending)!;
     try {
-      if (kind === "completions") {
-        message.completions_ref = await uploadArtifact(
-          target,
-          sessionId,
-          message.lease_id,
-          "completions",
-          pending.completions,
-        );
-        delete pending.completions;
-      } else {
-        message.trajectory_ref = await uploadArtifact(
-          target,
-          sessionId,
-          message.lease_id,
-          "trajectory",
-          message.result.trajectory,
-        );
+      const body = kind === "trajectory" ? message.result.trajectory : pending[kind];
+      const ref = await uploadArtifact(target, sessionId, message.lease_id, kind, body);
+      if (kind === "trajectory") {
+        message.trajectory_ref = ref;
         message.result = { ...message.result, trajectory: { ...message.result.trajectory, traces: [] } };
-        delete pending.trajectory;
-      }
+      } else message[`${kind}_ref`] = ref;
+      delete pending[kind];
       if (failures > 0)
         this.opts.logger.info("upload done after retries", { session_id: sessionId, kind, failures });
       return "done";
@@ -314,21 +326,15 @@ export class ResultDelivery {
       this.failures++;
       const error = messageOf(err);
       if (err instanceof UploadError && !err.retryable) {
-        if (kind === "completions") {
-          delete pending.completions;
-          noteOnTrajectory(message, { completions_upload_error: error });
-          target.logger.warn("completion records refused by the control plane; result sent without them", {
-            session_id: sessionId,
-            error,
-          });
-        } else {
-          delete pending.trajectory;
-          noteOnTrajectory(message, { trajectory_upload_error: error });
-          target.logger.warn("trajectory upload refused; sending it inline", {
-            session_id: sessionId,
-            error,
-          });
-        }
+        // The result goes without it (the trajectory inline instead); the metadata says why.
+        delete pending[kind];
+        noteOnTrajectory(message, { [`${kind}_upload_error`]: error });
+        target.logger.warn(
+          kind === "trajectory"
+            ? "trajectory upload refused; sending it inline"
+            : `${kind} refused by the control plane; result sent without them`,
+          { session_id: sessionId, error },
+        );
         return "done";
       }
       // Expected during an outage: one line at the first failure, then every tenth.
@@ -342,4 +348,9 @@ export class ResultDelivery {
       return "retry";
     }
   }
+}
+
+/** The next artifact still to upload, or null when none is left. */
+function nextKind(pending: JournalEntry["pending"]): ArtifactKind | null {
+  return UPLOAD_ORDER.find((k) => pending[k] !== undefined && pending[k] !== false) ?? null;
 }

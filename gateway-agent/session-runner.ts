@@ -440,7 +440,10 @@ export class SessionRunner {
     }
     o.onFinished?.(r, outcome.runStartMs);
     // Held by the delivery before it stops being active: no hello in between can miss it.
-    const journaled = this.report(s.leaseId, r, outcome.records);
+    const journaled = this.report(s.leaseId, r, outcome.records, {
+      logs: outcome.logs,
+      tokens: outcome.tokens,
+    });
     this.active.delete(s.leaseId);
     this.grantCredit();
     await journaled;
@@ -454,9 +457,10 @@ export class SessionRunner {
     leaseId: string,
     result: SessionResult,
     records: Parameters<ResultDelivery["add"]>[2],
+    extras: Parameters<ResultDelivery["add"]>[3] = {},
   ): Promise<void> {
     this.finished++;
-    return this.delivery.add(leaseId, result, records).then(() => this.grantCredit());
+    return this.delivery.add(leaseId, result, records, extras).then(() => this.grantCredit());
   }
 
   /** Grants credit for intake neither used nor already promised. */

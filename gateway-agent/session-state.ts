@@ -10,6 +10,7 @@ import {
   type CompletionRecord,
   type GatewayStage,
   type Logger,
+  type LogsUpload,
   type RuntimeSpec,
   RuntimeSpec as RuntimeSpecSchema,
   type SessionAssignment,
@@ -20,6 +21,7 @@ import {
   stageOfStep,
   type TerminalStatus,
   type TimeoutInfo,
+  type TokenTextUpload,
 } from "../protocol";
 import type { TrajectoryBuilder } from "../proxy";
 import { chooseBuilder } from "./builder-choice";
@@ -52,6 +54,8 @@ export interface PipelineDeps {
     bridgeVerdicts?(sessionId: string): Record<string, number> | null;
     /** Token mode: the session's turn flag counts (`reasoning_dropped`), as for `bridgeVerdicts`. */
     bridgeFlags?(sessionId: string): Record<string, number> | null;
+    /** Token mode: the text of one token id, decoded alone by the gateway's tokenizer. */
+    decodeToken?(id: number): string;
   };
   logger: Logger;
   /** Preset availability on this host: a local session of a preset it cannot run fails at once. */
@@ -85,6 +89,10 @@ export interface PipelineOutcome {
   runStartMs: number | null;
   /** Where the logs of a failed session were kept (null: not kept). */
   keptLogs: string | null;
+  /** The session's logs, bounded (null: no runtime ran). */
+  logs: LogsUpload | null;
+  /** Token mode: the text of the trajectory's token ids (null: no token-mode traces). */
+  tokens: TokenTextUpload | null;
 }
 
 /**
@@ -162,6 +170,10 @@ export interface SessionState {
   sessionOpen: boolean;
   runStartMs: number | null;
   keptLogs: string | null;
+  /** The session's logs, read before the runtimes are torn down. */
+  logs: LogsUpload | null;
+  /** Token text of the final trajectory (token mode). */
+  tokens: TokenTextUpload | null;
   records: CompletionRecord[];
   reward: number | null;
   /** Token-mode tallies, read from the proxy just before it closes the session. */
@@ -196,6 +208,8 @@ export function newState(s: PipelineSession, deps: PipelineDeps): SessionState {
     sessionOpen: false,
     runStartMs: null,
     keptLogs: null,
+    logs: null,
+    tokens: null,
     records: [],
     reward: null,
     bridge: { verdicts: null, flags: null },

@@ -15,6 +15,7 @@ export * from "./limits";
 export * from "./logger";
 export * from "./names";
 export * from "./session";
+export * from "./session-artifacts";
 export * from "./session-id";
 export * from "./single-flight";
 export * from "./stage";

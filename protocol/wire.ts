@@ -117,15 +117,20 @@ export const ArtifactRef = z.strictObject({
 });
 export type ArtifactRef = z.infer<typeof ArtifactRef>;
 
-/** Kinds of artifact a gateway uploads for a session. */
-export const ArtifactKind = z.enum(["trajectory", "completions"]);
+/**
+ * Kinds of artifact a gateway uploads for a session: its trajectory (when too large to travel
+ * inline), its completion records, its logs and, in token mode, the text of its token ids
+ * (`session-artifacts.ts`).
+ */
+export const ArtifactKind = z.enum(["trajectory", "completions", "logs", "tokens"]);
 export type ArtifactKind = z.infer<typeof ArtifactKind>;
 
 /**
  * The terminal result of a session. Small trajectories travel inline in `result.trajectory`; a
  * trajectory larger than `LIMITS.inlineTrajectoryBytes` is uploaded first and referenced by
  * `trajectory_ref`, and then `result.trajectory.traces` is empty (the control plane serves the
- * uploaded one). `completions_ref` points at the session's completion records when uploaded.
+ * uploaded one). `completions_ref` points at the session's completion records when uploaded,
+ * `logs_ref` at its logs and `tokens_ref` at the text of its token ids.
  */
 export const ResultMessage = z
   .strictObject({
@@ -135,6 +140,8 @@ export const ResultMessage = z
     result: SessionResult,
     trajectory_ref: ArtifactRef.optional(),
     completions_ref: ArtifactRef.optional(),
+    logs_ref: ArtifactRef.optional(),
+    tokens_ref: ArtifactRef.optional(),
   })
   .superRefine((m, ctx) => {
     if (m.trajectory_ref && m.result.trajectory.traces.length > 0) {

@@ -16,6 +16,7 @@ import { completionDeltas } from "./families";
 import type { Family, ParsedRequest } from "./families/types";
 import type { InferenceFence } from "./fence";
 import { isObject, randomId } from "./json";
+import type { ProxyMetricsSink } from "./metrics";
 import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
 
 /**
@@ -24,7 +25,7 @@ import { MAX_CALL_ATTEMPTS, type ReplicaSet } from "./replicas";
  *
  * @example
  * ```ts
- * const deps: InferenceDeps = { engine: engineAdapter("vllm"), tokenMode: null, store, fence, replicas, modelServed, timeoutMs };
+ * const deps: InferenceDeps = { engine: engineAdapter("vllm"), tokenMode: null, store, fence, replicas, modelServed, timeoutMs, metrics: NO_PROXY_METRICS };
  * ```
  */
 export type InferenceDeps = CallContext &
@@ -48,6 +49,8 @@ export interface CallContext {
   replicas: ReplicaSet;
   modelServed: string;
   timeoutMs: number;
+  /** Where the call's measurements go (`NO_PROXY_METRICS` when nobody counts). */
+  metrics: ProxyMetricsSink;
   logger?: Logger;
 }
 

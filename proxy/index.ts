@@ -47,6 +47,18 @@ export { buildVllmChatRequest, normalizeVllmChatResponse } from "./engines/vllm"
 export * from "./errors";
 export { type ApiType, detectFamily, requestKey } from "./families";
 export { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
+export {
+  type CompletionEvent,
+  NO_PROXY_METRICS,
+  type ProxyMetricsSink,
+  type RequestEvent,
+} from "./metrics";
+export {
+  ENGINE_CALL_BUCKETS,
+  FIRST_TOKEN_BUCKETS,
+  PromProxyMetrics,
+  registerProcessMetrics,
+} from "./metrics-prom";
 export { DEFAULT_HEALTH_INTERVAL_MS, ReplicaSet, type ReplicaStatus } from "./replicas";
 export {
   DEFAULT_REQUEST_TIMEOUT_MS,

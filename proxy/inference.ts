@@ -80,6 +80,14 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
     if (record) {
       deps.store.commit(call.session.sessionId, record);
       committed = true;
+      deps.metrics.completion({
+        api: record.api_type,
+        engine: record.engine,
+        promptTokens: record.prompt_ids.length,
+        responseTokens: record.response_ids.length,
+        cachedTokens: record.cached_tokens,
+        callSeconds: record.latency_ms / 1000,
+      });
     }
   } finally {
     call.res.off("close", onClose);
@@ -232,6 +240,7 @@ async function streamReal(
   res.writeHead(200, headersOf(writer.contentType));
   res.write(writer.start());
   const acc = new VllmStreamAccumulator();
+  let firstToken = false;
   try {
     for await (const data of upstream.events) {
       if (data === "[DONE]") break;
@@ -244,6 +253,10 @@ async function streamReal(
       if (!isObject(chunk)) throw new EngineContractError("(stream chunk)", "is not a JSON object");
       if (chunk.error !== undefined) {
         throw new EngineStatusError(500, JSON.stringify({ error: chunk.error }), "application/json");
+      }
+      if (!firstToken && carriesTokens(chunk)) {
+        firstToken = true;
+        deps.metrics.firstToken(engine.name, (performance.now() - started) / 1000);
       }
       let out = "";
       for (const ev of acc.push(chunk)) out += writer.delta(ev);
@@ -263,6 +276,13 @@ async function streamReal(
     return record;
   } catch (err) {
     upstream.cancel();
+    deps.metrics.error(
+      a.ticket.aborted
+        ? "engine_aborted"
+        : err instanceof Error && err.name === "AbortError"
+          ? "client_closed"
+          : classifyError(err).code,
+    );
     if (a.ticket.aborted && !res.writableEnded) {
       // Bytes already reached the harness: it cannot be re-issued unseen; the harness retries.
       res.end(
@@ -286,4 +306,18 @@ async function streamReal(
     if (!res.writableEnded) res.end(writer.error(classifyError(err)));
     return null;
   }
+}
+
+/**
+ * Whether a stream chunk carries generated tokens (ids, text, reasoning or a tool call): the
+ * first such chunk is the time to first token. The opening chunk (role only) carries none.
+ */
+function carriesTokens(chunk: JsonObject): boolean {
+  const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+  return choices.some((c) => {
+    if (!isObject(c)) return false;
+    if (Array.isArray(c.token_ids) && c.token_ids.length > 0) return true;
+    const d = isObject(c.delta) ? c.delta : {};
+    return Boolean(d.content || d.reasoning || d.reasoning_content || d.tool_calls);
+  });
 }

@@ -21,7 +21,7 @@ import {
 } from "./capture";
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
-import { openAiError, ProxyHttpError } from "./errors";
+import { classifyError, openAiError, ProxyHttpError } from "./errors";
 import {
   anthropicToChat,
   detectFamily,
@@ -34,6 +34,7 @@ import type { Family } from "./families/types";
 import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
 import { sendFamilyError, serveCall } from "./inference";
 import { isObject } from "./json";
+import { NO_PROXY_METRICS, type ProxyMetricsSink } from "./metrics";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
 import { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
 
@@ -82,6 +83,13 @@ export interface ProxyOptions extends TokenModeOptions {
   maxSessionBytes?: number;
   /** Persist each session's records under `<captureDir>/<session id>/completions.jsonl`. */
   captureDir?: string;
+  /** Receives what the proxy measures (requests, tokens, engine latency, errors); default: dropped. */
+  metrics?: ProxyMetricsSink;
+  /**
+   * Serves `GET /metrics` with what this returns (the standalone proxy's own registry); omitted =
+   * no such route (the gateway serves the proxy's families on its operator port instead).
+   */
+  metricsEndpoint?: () => Promise<{ contentType: string; body: string }>;
   /** Enables the standalone session API and `/admin/inference/*` for this bearer token. */
   adminToken?: string;
   logger?: Logger;
@@ -127,6 +135,8 @@ export interface RecordingProxy {
    * `bridgeVerdicts`. Read it before `closeSession`.
    */
   bridgeFlags(sessionId: string): Record<BridgeFlag, number> | null;
+  /** Token mode only: the text of one token id, decoded alone (`tokenizer.decode([id])`). */
+  decodeToken?(id: number): string;
   /** Policy version stamped (`metadata.policy_version`) on records of calls admitted from now on. */
   setPolicyVersion(version: string | null): void;
   /** Stops listening and closes open connections. */
@@ -185,6 +195,7 @@ export class ProxyServer {
       replicas: this.replicas,
       modelServed: opts.modelServed,
       timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      metrics: opts.metrics ?? NO_PROXY_METRICS,
       logger: log,
     };
   }
@@ -201,14 +212,23 @@ export class ProxyServer {
   /** Entry point of every request; nothing thrown here can take the server down. */
   handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     let family: Family = openAiChat;
+    let inference = false;
+    const metrics = this.deps.metrics;
+    // Counted once the answer is over, whichever path ended it (reply, error, hang-up).
+    res.once("close", () => {
+      if (inference) metrics.request({ api: family.api, status: res.headersSent ? res.statusCode : 499 });
+    });
     this.route(req, res, (f) => {
       family = f;
+      inference = true;
     }).catch((err: unknown) => {
       // The harness hung up mid-call: there is nobody left to answer.
       if (err instanceof Error && err.name === "AbortError") {
+        metrics.error("client_closed");
         res.destroy();
         return;
       }
+      metrics.error(classifyError(err).code);
       const e = err instanceof ProxyHttpError ? null : err;
       if (e && !(e instanceof Error && e.name === "EngineStatusError")) {
         this.log.warn("request failed", { url: req.url, error: e instanceof Error ? e.message : String(e) });
@@ -230,6 +250,11 @@ export class ProxyServer {
     const path = url.pathname.replace(/\/+$/, "");
     if (req.method === "GET" && path === "/health") {
       sendJson(res, 200, { status: "ok", sessions: this.store.size, paused: this.fence.status().paused });
+      return;
+    }
+    if (req.method === "GET" && path === "/metrics" && this.opts.metricsEndpoint) {
+      const { contentType, body } = await this.opts.metricsEndpoint();
+      res.writeHead(200, { "content-type": contentType }).end(body);
       return;
     }
     if (req.method === "GET" && path === "/v1/models") {
@@ -369,6 +394,8 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     status: () => server.status(),
     bridgeVerdicts: (sessionId) => tokenMode?.verdicts(sessionId) ?? null,
     bridgeFlags: (sessionId) => tokenMode?.flags(sessionId) ?? null,
+    // One id at a time: the text of each id as the engine's vocabulary has it, never re-encoded.
+    ...(tokenMode ? { decodeToken: (id: number) => tokenMode.tokenizer.decode([id]) } : {}),
     setPolicyVersion: (v) => server.fence.setPolicyVersion(v),
     close: () =>
       new Promise<void>((resolve) => {

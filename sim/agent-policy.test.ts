@@ -23,10 +23,12 @@ import {
   MAX_AGENT_STEPS,
   stripReadDecorations,
   stripResultFraming,
+  unwrapJsonResult,
 } from "./agent-policy";
 import { parseOfferedTools, toolboxOf } from "./agent-tools";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
 import { decideAnswer } from "./policy";
+import { withoutHarnessContext } from "./prompt-reading";
 
 const REPO = resolve(import.meta.dirname, "../examples/calculator/repo");
 const INSTRUCTION =
@@ -50,6 +52,8 @@ interface Vocabulary {
   tools: ReturnType<typeof fn>[];
   run(ops: Ops, name: string, a: Record<string, unknown>): string;
   systemPrompt(cwd: string): string;
+  /** The first user message, when the harness wraps the instruction. */
+  userPrompt?(instruction: string): string;
 }
 
 const str = (v: unknown) => String(v);
@@ -194,6 +198,64 @@ const VOCABULARIES: Record<string, Vocabulary> = {
     },
     systemPrompt: () => "You are Gemini CLI, an autonomous CLI agent.",
   },
+  copilot_cli: {
+    // Copilot CLI 1.0.102: its system prompt carries usage guidelines in a `<tools>` block of its
+    // own, before the template's; the request opens with the date.
+    tools: [
+      fn("bash", { command: s, description: s, shellId: s, mode: s }, ["command", "description"]),
+      fn("view", { path: s, view_range: { type: "array", items: { type: "integer" } } }, ["path"]),
+      fn("create", { path: s, file_text: s }),
+      fn("edit", { path: s, old_str: s, new_str: s }, ["path"]),
+    ],
+    run: (o, n, a) => {
+      if (n === "bash") return `${o.sh(str(a.command))}\n<shellId: 0 completed with exit code 0>`;
+      if (n === "view") return o.read(str(a.path));
+      if (n === "create") return o.write(str(a.path), str(a.file_text));
+      const r = o.edit(str(a.path), str(a.old_str), str(a.new_str));
+      return r.startsWith("Error") ? r : `File ${a.path} updated with changes.`;
+    },
+    systemPrompt: (cwd) =>
+      `You are the GitHub Copilot CLI.\n<environment_context>\n* Current working directory: ${cwd}\n</environment_context>\n` +
+      "You have access to several tools.\n<tools>\n<bash>\n* Each command runs in a fresh process.\n</bash>\n</tools>",
+    userPrompt: (instruction) =>
+      `<current_datetime>2026-12-02T02:28:53.429+00:00</current_datetime>\n\n${instruction}`,
+  },
+  cline: {
+    // Cline 3.0.65: `run_commands` takes a list of whole commands and answers with a JSON array
+    // of `{query, result, success}`; `editor` answers with one such object.
+    tools: [
+      fn("read_files", {
+        files: { type: "array", items: { type: "object", properties: { path: s } } },
+      }),
+      fn("run_commands", { commands: { type: "array", items: s } }),
+      fn("editor", { path: s, old_text: s, new_text: s, insert_line: { type: "integer" } }, [
+        "path",
+        "new_text",
+      ]),
+    ],
+    run: (o, n, a) => {
+      if (n === "run_commands")
+        return JSON.stringify(
+          (a.commands as string[]).map((c) => {
+            const out = o.sh(c);
+            const failed = /\[exit code (\d+)\]$/.test(out);
+            return {
+              query: c,
+              result: out,
+              ...(failed ? { error: "Command failed" } : {}),
+              success: !failed,
+            };
+          }),
+        );
+      if (n === "editor") {
+        const r = o.edit(str(a.path), str(a.old_text), str(a.new_text));
+        const ok = !r.startsWith("Error");
+        return JSON.stringify({ query: `edit:${a.path}`, result: ok ? `Edited ${a.path}` : r, success: ok });
+      }
+      return JSON.stringify([{ query: "read", result: "Error: unexpected tool", success: false }]);
+    },
+    systemPrompt: (cwd) => `You are Cline.\nCurrent Working Directory: ${cwd}`,
+  },
   codex_argv_shell: {
     tools: [fn("shell", { command: { type: "array", items: s } })],
     run: (o, _n, a) => {
@@ -253,7 +315,7 @@ function opsIn(cwd: string): Ops {
 function runSession(vocab: Vocabulary, cwd: string, routingKey: string, seed = 0) {
   const messages: ChatMessage[] = [
     { role: "system", content: vocab.systemPrompt(cwd) },
-    { role: "user", content: INSTRUCTION },
+    { role: "user", content: vocab.userPrompt?.(INSTRUCTION) ?? INSTRUCTION },
   ];
   const names = vocab.tools.map((t) => t.function.name);
   const ops = opsIn(cwd);
@@ -315,6 +377,14 @@ describe("tool vocabularies", () => {
       editsArray: { property: "edits", old: "oldText", new: "newText" },
     });
     expect(box("codex_argv_shell").shell).toMatchObject({ main: "command", argv: true });
+    // Copilot CLI: the template's block, not the guidelines block before it.
+    expect(box("copilot_cli")).toMatchObject({
+      shell: { tool: { name: "bash" } },
+      read: { main: "path" },
+      edit: { main: "path", second: "old_str", third: "new_str" },
+    });
+    expect(box("cline").shell).toMatchObject({ main: "commands", commandList: true });
+    expect(box("cline").shell).not.toHaveProperty("argv");
   });
 });
 
@@ -410,6 +480,45 @@ describe("draws", () => {
     const { calls: _a, ...a } = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
     const { calls: _b, ...b } = runSession(VOCABULARIES.pi!, workspace(), "same.0.1", 5);
     expect(b).toEqual(a);
+  });
+});
+
+describe("reading what real harnesses send", () => {
+  it("unwraps JSON tool results: Gemini's {output}, Cline's arrays; other text stays", () => {
+    expect(unwrapJsonResult('{"output": "a\\nb"}')).toBe("a\nb");
+    expect(
+      unwrapJsonResult(
+        '[{"query":"pwd","result":"/w\\n","success":true},{"query":"ls","result":"x.js","success":true}]',
+      ),
+    ).toBe("/w\n\nx.js");
+    expect(
+      unwrapJsonResult('{"query":"edit","result":"boom","error":"Command failed","success":false}'),
+    ).toBe("Command failed\nboom");
+    for (const text of ['{"error": "no such file"}', "[1, 2]", "plain {text}", '{"a": 1'])
+      expect(unwrapJsonResult(text)).toBe(text);
+    expect(stripResultFraming('[{"query":"pwd","result":"/w","success":true}]')).toBe("/w");
+  });
+
+  it("takes no date or harness context for the task", () => {
+    expect(
+      withoutHarnessContext("<current_datetime>2026-12-02T02:28:53.429+00:00</current_datetime>\n\nHi"),
+    ).toBe("Hi");
+    expect(withoutHarnessContext("Today is 2026-12-02. What is 2 + 3?")).toBe("Today is  . What is 2 + 3?");
+    const prompt = (content: string) =>
+      tok.render([{ role: "user", content }], { addGenerationPrompt: true });
+    const dated = decideAnswer({
+      seed: 0,
+      routingKey: "d",
+      prompt: prompt("<current_datetime>2026-12-02T02:28:53+00:00</current_datetime>\n\nSay hello."),
+    });
+    expect(dated.kind).not.toBe("arithmetic");
+    expect(
+      decideAnswer({
+        seed: 0,
+        routingKey: "d",
+        prompt: prompt("<current_datetime>2026-12-02</current_datetime> 2 + 3?"),
+      }).expected,
+    ).toBe("5");
   });
 });
 

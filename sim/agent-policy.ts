@@ -27,7 +27,7 @@ import {
   toolboxOf,
 } from "./agent-tools";
 import { pythonJsonDumps } from "./output-parsers";
-import { hash32, prng, readTurns } from "./prompt-reading";
+import { hash32, prng, readTurns, withoutHarnessContext } from "./prompt-reading";
 
 /** Most tool calls the agent makes in one conversation before it must give its final answer. */
 export const MAX_AGENT_STEPS = 8;
@@ -188,6 +188,43 @@ function stepsOf(turns: ReadonlyArray<{ role: string; content: string }>): Step[
   return steps;
 }
 
+/** The text fields of a JSON tool result, in the order harnesses use them. */
+const RESULT_KEYS = ["output", "result", "content", "text", "stdout"] as const;
+
+/**
+ * A tool result a harness sent as JSON, read as the text the tool printed: `{"output": "…"}` (the
+ * Gemini API's key for a function's output), Cline's `[{"query": cmd, "result": "…", "success"}]`
+ * (one entry per command, joined by lines), a JSON string. Anything else is left as it came.
+ *
+ * @example
+ * ```ts
+ * unwrapJsonResult('[{"query":"ls","result":"a.js\n","success":true}]'); // "a.js\n"
+ * ```
+ */
+export function unwrapJsonResult(text: string): string {
+  const t = text.trim();
+  if (!/^[[{"]/.test(t)) return text;
+  let value: unknown;
+  try {
+    value = JSON.parse(t);
+  } catch {
+    return text;
+  }
+  const textOf = (v: unknown): string | undefined => {
+    if (typeof v === "string") return v;
+    if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+    const o = v as Record<string, unknown>;
+    const key = RESULT_KEYS.find((k) => typeof o[k] === "string");
+    if (key === undefined) return undefined;
+    return typeof o.error === "string" && o.error ? `${o.error}\n${o[key]}` : (o[key] as string);
+  };
+  if (Array.isArray(value)) {
+    const parts = value.map(textOf);
+    return parts.length > 0 && parts.every((p) => p !== undefined) ? parts.join("\n") : text;
+  }
+  return textOf(value) ?? text;
+}
+
 /** Labels Gemini CLI puts on the sections of a command's result, after its output. */
 const SHELL_SECTION = /^(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): /;
 
@@ -203,7 +240,7 @@ const SHELL_SECTION = /^(?:Error|Exit Code|Signal|Background PIDs|Process Group 
  * ```
  */
 export function stripResultFraming(text: string): string {
-  let lines = text.split("\n");
+  let lines = unwrapJsonResult(text).split("\n");
   if (lines[0]?.trim() === "<untrusted_context>" && lines.at(-1)?.trim() === "</untrusted_context>")
     lines = lines.slice(1, -1);
   if (lines[0]?.startsWith("Output: ") && lines.some((l) => SHELL_SECTION.test(l))) {
@@ -218,7 +255,7 @@ function taskOf(turns: ReadonlyArray<{ role: string; content: string }>): string
   const user = [...turns]
     .reverse()
     .find((t) => t.role === "user" && !t.content.trimStart().startsWith("<tool_response>"));
-  return (user?.content ?? "").replace(/<system-reminder>[\s\S]*?<\/system-reminder>/g, " ");
+  return withoutHarnessContext(user?.content ?? "");
 }
 
 const CODE_FILE = /(?<![\w/.-])((?:[\w.-]+\/)*[\w.-]+\.(?:js|mjs|cjs|ts|py))(?![\w])/g;

@@ -5,8 +5,9 @@
  * expects. This is how one policy drives Claude Code (`Bash/Read/Write/Edit`), Qwen Code
  * (`run_shell_command/read_file/write_file/edit`), Codex (`exec_command`), OpenCode
  * (`bash/read/write/edit`, camelCase arguments), Pi (`read/bash/edit/write`), Gemini CLI
- * (`run_shell_command/read_file/write_file/replace`, the last with a required `instruction`) and
- * plain `bash`/`shell`/`execute` tools.
+ * (`run_shell_command/read_file/write_file/replace`, the last with a required `instruction`),
+ * Copilot CLI (`bash/view/create/edit`), Cline (`run_commands` with a list of whole commands,
+ * `editor`) and plain `bash`/`shell`/`execute` tools.
  *
  * @module
  */
@@ -43,6 +44,8 @@ export interface RoleTool {
   editsArray?: { property: string; old: string; new: string };
   /** shell: the command is an argv array (`["bash", "-lc", cmd]`) rather than a string. */
   argv?: boolean;
+  /** shell: the property is a list of whole commands (Cline's `run_commands({commands})`). */
+  commandList?: boolean;
 }
 
 /** The roles found among the offered tools (first match wins per role). */
@@ -77,7 +80,9 @@ function findKey(props: Record<string, unknown>, candidates: readonly string[]):
 
 /**
  * Reads the tools of a rendered Qwen3 prompt (the `<tools>` block; one JSON object per line).
- * Lines that are not JSON are skipped: they are not ours to judge.
+ * Lines that are not JSON are skipped: they are not ours to judge. A system prompt may carry
+ * `<tools>` blocks of its own (Copilot CLI's usage guidelines, `<tools><bash>…</bash></tools>`)
+ * before the template's: the block with the most tools is the one the template rendered.
  *
  * @example
  * ```ts
@@ -85,10 +90,17 @@ function findKey(props: Record<string, unknown>, candidates: readonly string[]):
  * ```
  */
 export function parseOfferedTools(prompt: string): OfferedTool[] {
-  const block = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
-  if (!block) return [];
+  let best: OfferedTool[] = [];
+  for (const block of prompt.matchAll(/<tools>\n([\s\S]*?)\n<\/tools>/g)) {
+    const tools = toolsOfBlock(block[1]!);
+    if (tools.length > best.length) best = tools;
+  }
+  return best;
+}
+
+function toolsOfBlock(block: string): OfferedTool[] {
   const tools: OfferedTool[] = [];
-  for (const line of block[1]!.split("\n")) {
+  for (const line of block.split("\n")) {
     try {
       const raw = JSON.parse(line) as { function?: Record<string, unknown> } & Record<string, unknown>;
       const fn = (raw.function ?? raw) as {
@@ -127,9 +139,11 @@ function classify(tool: OfferedTool): [ToolRole, RoleTool] | undefined {
   const newKey = findKey(props, NEW_KEYS);
   if (command && (SHELL_NAMES.test(n) || /bash|shell|exec|command/.test(n))) {
     const type = props[command]?.type;
-    const argv =
+    const array =
       type === "array" || (Array.isArray(type) && type.includes("array") && !type.includes("string"));
-    return ["shell", { tool, main: command, ...(argv ? { argv } : {}) }];
+    // `command: string[]` is one argv (Codex); `commands: string[]` is several whole commands (Cline).
+    if (array && norm(command) === "commands") return ["shell", { tool, main: command, commandList: true }];
+    return ["shell", { tool, main: command, ...(array ? { argv: true } : {}) }];
   }
   if (!file) return undefined;
   // Codex's `view_image` takes a `path` too; an image viewer is no way to read source code.
@@ -206,7 +220,9 @@ export interface ToolCall {
  * ```
  */
 export function shellCall(shell: RoleTool, command: string, purpose: string): ToolCall {
-  const args: Record<string, unknown> = { [shell.main]: shell.argv ? ["bash", "-lc", command] : command };
+  const args: Record<string, unknown> = {
+    [shell.main]: shell.argv ? ["bash", "-lc", command] : shell.commandList ? [command] : command,
+  };
   fillRequired(shell.tool, args, purpose);
   return { name: shell.tool.name, arguments: args };
 }
@@ -248,6 +264,7 @@ export function fileCall(
  */
 export function mainArgument(role: RoleTool, args: Record<string, unknown>): string {
   const v = args[role.main];
+  if (Array.isArray(v) && role.commandList) return v.map(String).join(" && ");
   if (Array.isArray(v)) return String(v.at(-1) ?? "");
   return typeof v === "string" ? v : "";
 }

@@ -15,8 +15,9 @@
  * @module
  */
 import { type AgentOutcome, type AgentStep, decideAgentStep } from "./agent-policy";
+import { parseOfferedTools } from "./agent-tools";
 import type { SimImage } from "./images";
-import { hash32, prng, readTurns } from "./prompt-reading";
+import { hash32, prng, readTurns, withoutHarnessContext } from "./prompt-reading";
 
 export { hash32, prng, readTurns } from "./prompt-reading";
 
@@ -185,21 +186,8 @@ function withThinking(thinking: boolean, reasoning: string, answer: string): str
 
 /** A calculator-like tool offered in the Qwen3 `<tools>` block: its name and first argument. */
 function findCalculatorTool(prompt: string): { name: string; argument: string } | undefined {
-  const block = /<tools>\n([\s\S]*?)\n<\/tools>/.exec(prompt);
-  if (!block) return undefined;
-  for (const line of block[1]!.split("\n")) {
-    try {
-      const tool = JSON.parse(line) as { function?: { name?: string; parameters?: { properties?: object } } };
-      const fn = tool.function ?? (tool as { name?: string; parameters?: { properties?: object } });
-      if (typeof fn.name === "string" && /calc|math|arith|eval/i.test(fn.name)) {
-        const argument = Object.keys(fn.parameters?.properties ?? {})[0] ?? "expression";
-        return { name: fn.name, argument };
-      }
-    } catch {
-      // A tool line that is not JSON is not ours to judge; skip it.
-    }
-  }
-  return undefined;
+  const tool = parseOfferedTools(prompt).find((t) => /calc|math|arith|eval/i.test(t.name));
+  return tool ? { name: tool.name, argument: Object.keys(tool.properties)[0] ?? "expression" } : undefined;
 }
 
 /**
@@ -217,7 +205,10 @@ export function decideAnswer(input: PolicyInput): PolicyAnswer {
   const random = prng(hash32(`${input.seed}\u0000${key}\u0000${input.prompt}`));
   const thinking = !/<think>\s*<\/think>\s*$/.test(input.prompt);
   const turns = readTurns(input.prompt);
-  const userTurns = turns.filter((t) => t.role === "user");
+  // What the user asked, without the context harnesses wrap around it (dates, reminders).
+  const userTurns = turns
+    .filter((t) => t.role === "user")
+    .map((t) => ({ ...t, content: withoutHarnessContext(t.content) }));
   const lastUser = userTurns.at(-1)?.content ?? "";
   // "Reply with just the number." is honoured: the answer after the think block is the bare result.
   const terse = /\b(just|only) (the|a) (number|result|answer)\b/i.test(lastUser);

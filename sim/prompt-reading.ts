@@ -66,3 +66,29 @@ export function readTurns(prompt: string): Turn[] {
   if (last?.role === "assistant" && /^(<think>\s*<\/think>\s*)?$/.test(last.content)) turns.pop();
   return turns;
 }
+
+/**
+ * Blocks harnesses wrap around a request that say where and when, not what to do. A list, not
+ * "every tag": Cline puts the request itself in `<task>…</task>`.
+ */
+const CONTEXT_TAGS =
+  "current_datetime|system-reminder|environment_details|environment_context|session_context|system_notification";
+const CONTEXT_BLOCK = new RegExp(`<(${CONTEXT_TAGS})>[\\s\\S]*?<\\/\\1>`, "g");
+
+/**
+ * A user turn without the context a harness wraps around the request: tagged blocks such as
+ * Copilot CLI's `<current_datetime>2026-12-02T02:28:53+00:00</current_datetime>` or Claude Code's
+ * `<system-reminder>…</system-reminder>`, and bare ISO dates and times. What is left is what the
+ * user asked; a date is never read as a task (`2026-12` is no subtraction).
+ *
+ * @example
+ * ```ts
+ * withoutHarnessContext("<current_datetime>2026-12-02</current_datetime>\n\nWhat is 2 + 3?"); // "What is 2 + 3?"
+ * ```
+ */
+export function withoutHarnessContext(text: string): string {
+  return text
+    .replace(CONTEXT_BLOCK, " ")
+    .replace(/\b\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?/g, " ")
+    .trim();
+}

@@ -55,7 +55,7 @@ describe("polar proxy as a process", () => {
   });
   afterAll(async () => sim.close());
 
-  it("serves sessions created over HTTP", async () => {
+  it("serves sessions created over HTTP, and its metrics on /metrics", async () => {
     const child = polarProxy(["--engine", "sglang-openai", "--engine-url", sim.url, ...FLAGS]);
     try {
       const url = await new Promise<string>((resolve, reject) => {
@@ -82,6 +82,11 @@ describe("polar proxy as a process", () => {
         })
       ).json()) as { completions: unknown[] };
       expect(recs.completions).toHaveLength(1);
+      // Standalone, the proxy serves its own Prometheus families.
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toContain('polar_proxy_requests_total{api="openai_chat",status="200"} 1');
+      expect(metrics).toContain('polar_proxy_engine_call_seconds_count{engine="sglang-openai"} 1');
+      expect(metrics).toContain("# TYPE process_cpu_user_seconds_total counter");
     } finally {
       await stop(child);
     }

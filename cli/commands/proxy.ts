@@ -4,8 +4,11 @@
  *
  * @module
  */
+
+import { Registry } from "prom-client";
 import { ENGINE_NAMES, type EngineName } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
+import { PromProxyMetrics, registerProcessMetrics } from "../../proxy/metrics-prom";
 import { startProxy } from "../../proxy/server";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
@@ -128,15 +131,24 @@ const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase(
  */
 export async function runProxy(opts: ProxyCommandOptions): Promise<void> {
   const options = proxyOptionsFrom(opts, process.env.POLAR_ADMIN_TOKEN);
+  // The same proxy families a gateway exports, with the process collectors, on GET /metrics.
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const metrics = new PromProxyMetrics();
   let proxy: Awaited<ReturnType<typeof startProxy>>;
   try {
-    proxy = await startProxy(options);
+    proxy = await startProxy({
+      ...options,
+      metrics,
+      metricsEndpoint: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
+    });
   } catch (err) {
     // Start-up failures of token mode name an option or a file: say which flag that is.
     if (err instanceof TokenizerLoadError) throw new UsageError(`--tokenizer-path: ${err.message}`);
     if (err instanceof TokenModeConfigError) throw new UsageError(`--${kebab(err.option)}: ${err.message}`);
     throw err;
   }
+  metrics.register(registry, () => proxy.status());
   console.log(`polar proxy (${opts.engine}, model ${opts.model}) listening at ${proxy.url}`);
   console.log(
     `create a session: curl -X POST -H "Authorization: Bearer $POLAR_ADMIN_TOKEN" ${proxy.url}/sessions`,

@@ -10,14 +10,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
-import {
-  type ArtifactRef,
-  type BatchRequest,
-  type GatewayStage,
-  isTerminal,
-  LIMITS,
-  type SessionResult,
-} from "../../protocol";
+import { type BatchRequest, type GatewayStage, isTerminal, LIMITS, type SessionResult } from "../../protocol";
 import { shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
 import { deliverDueCallbacks } from "./callback-delivery";
@@ -31,6 +24,7 @@ import type {
   LeaseLostOutcome,
   ProgressOutcome,
   RawResultsPage,
+  ResultRefs,
   SessionView,
   StatusOutcome,
   SubmitOutcome,
@@ -226,7 +220,7 @@ export class BatchDO extends DurableObject<Env> {
     sessionId: string,
     leaseId: string,
     result: SessionResult,
-    refs: { trajectory?: ArtifactRef; completions?: ArtifactRef } = {},
+    refs: ResultRefs = {},
   ): Promise<SubmitOutcome> {
     const batchId = store.readBatch(this.db)?.batchId ?? result.batch_id;
     const outcome = this.ctx.storage.transactionSync((): SubmitOutcome => {
@@ -367,6 +361,10 @@ export class BatchDO extends DurableObject<Env> {
       trajectory_bytes: result?.trajectoryBytes ?? null,
       completions_key: result?.completionsKey ?? null,
       completions_bytes: result?.completionsBytes ?? null,
+      logs_key: result?.logsKey ?? null,
+      logs_bytes: result?.logsBytes ?? null,
+      tokens_key: result?.tokensKey ?? null,
+      tokens_bytes: result?.tokensBytes ?? null,
     };
   }
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { BatchCreated, BatchStatusBody, SessionAssignment } from "../../protocol";
+import type { ArtifactRef, BatchCreated, BatchStatusBody, SessionAssignment } from "../../protocol";
 
 /** Outcome of `BatchDO.create`: created, replayed with the same body, a different body, or queue full. */
 export type CreateOutcome =
@@ -81,6 +81,18 @@ export interface SessionView {
   completions_key: string | null;
   /** Bytes of the uploaded completion records as accepted (null for results accepted before this was kept). */
   completions_bytes: number | null;
+  logs_key: string | null;
+  logs_bytes: number | null;
+  tokens_key: string | null;
+  tokens_bytes: number | null;
+}
+
+/** Artifact refs a result arrives with (`ResultMessage.*_ref`), stored with it in the ledger. */
+export interface ResultRefs {
+  trajectory?: ArtifactRef;
+  completions?: ArtifactRef;
+  logs?: ArtifactRef;
+  tokens?: ArtifactRef;
 }
 
 /** What the outbox hands to `QueueDO.enqueue`. */

@@ -11,13 +11,13 @@
  */
 import { and, asc, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
 import {
-  type ArtifactRef,
   type ErrorKind,
   isTerminal,
   type SessionResult,
   type TaskSpec,
   type TerminalStatus,
 } from "../../protocol";
+import type { ResultRefs } from "./dto";
 import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
@@ -106,7 +106,7 @@ export function recordResult(
   session: SessionRow,
   leaseId: string,
   result: SessionResult,
-  refs: { trajectory?: ArtifactRef; completions?: ArtifactRef },
+  refs: ResultRefs,
   now: number,
 ): number {
   const queuedMs = queueWaitMs(session, now, result.timing.queued_ms);
@@ -125,6 +125,10 @@ export function recordResult(
       trajectoryBytes: refs.trajectory?.bytes ?? null,
       completionsKey: refs.completions?.key ?? null,
       completionsBytes: refs.completions?.bytes ?? null,
+      logsKey: refs.logs?.key ?? null,
+      logsBytes: refs.logs?.bytes ?? null,
+      tokensKey: refs.tokens?.key ?? null,
+      tokensBytes: refs.tokens?.bytes ?? null,
     })
     .returning({ seq: schema.results.seq })
     .get();

@@ -93,6 +93,12 @@ export const results = sqliteTable("results", {
   completionsKey: text("completions_key"),
   /** Size of the uploaded completion records as accepted (checked against R2 before serving). */
   completionsBytes: integer("completions_bytes"),
+  /** R2 key and accepted size of the session's logs (`LogsUpload`). */
+  logsKey: text("logs_key"),
+  logsBytes: integer("logs_bytes"),
+  /** R2 key and accepted size of the token text of the trajectory (`TokenTextUpload`, token mode). */
+  tokensKey: text("tokens_key"),
+  tokensBytes: integer("tokens_bytes"),
 });
 
 /** A result's JSON split in pieces that each stay far below SQLite's 2 MB row limit. */

@@ -91,6 +91,8 @@ function badArtifactRef(message: ResultMessage): string | null {
   for (const [kind, ref] of [
     ["trajectory", message.trajectory_ref],
     ["completions", message.completions_ref],
+    ["logs", message.logs_ref],
+    ["tokens", message.tokens_ref],
   ] as const) {
     if (ref && (!parts || ref.key !== artifactKey(parts.batchId, sessionId, message.lease_id, kind))) {
       return `${kind}_ref.key: not the upload of this session and lease`;
@@ -120,6 +122,7 @@ async function onResult(shard: Shard, ws: WebSocket, message: ResultMessage) {
   }
   // Re-read after the await: the lease may have been requeued meanwhile.
   if (ownLease && store.findLease(db, ownLease.leaseId)) store.deleteLease(db, ownLease.leaseId);
+  if (status === "accepted") store.bumpResult(db, message.result.status);
   if (status === "stale") store.bumpCounter(db, "stale_results");
   if (status === "duplicate") store.bumpCounter(db, "duplicate_results");
   send(ws, { v: WIRE_VERSION, type: "ack", lease_id: message.lease_id, session_id: sessionId, status });
@@ -129,6 +132,8 @@ function submit(shard: Shard, batchId: string, message: ResultMessage) {
   const refs = {
     ...(message.trajectory_ref ? { trajectory: message.trajectory_ref } : {}),
     ...(message.completions_ref ? { completions: message.completions_ref } : {}),
+    ...(message.logs_ref ? { logs: message.logs_ref } : {}),
+    ...(message.tokens_ref ? { tokens: message.tokens_ref } : {}),
   };
   return shard.env.BATCH.getByName(batchId).submitResult(
     message.result.session_id,

@@ -6,11 +6,13 @@
  * @module
  */
 import { and, eq, inArray, isNotNull, isNull, lte, min, sql } from "drizzle-orm";
+import { observeDispatch } from "./counter-store";
 import type { LeaseRow, PendingRow, QueueDb } from "./db";
 import * as schema from "./schema";
 
 /**
- * Turns a reserved pending session into a lease held by `nodeId` and spends one credit.
+ * Turns a reserved pending session into a lease held by `nodeId`, spends one credit, and records
+ * how long the session waited in this shard's pending list (the dispatch-latency histogram).
  *
  * @example
  * ```ts
@@ -42,6 +44,7 @@ export function confirmAssignment(
     })
     .where(eq(schema.gateways.nodeId, nodeId))
     .run();
+  observeDispatch(db, now - item.enqueuedAt);
 }
 
 /**

@@ -3,9 +3,9 @@
  * `queue#i`). A thin Durable Object over plain modules that take the shard (`shard.ts`): its
  * sockets (`sockets`), the hello handshake (`handshake`), frames (`frames`), dispatch and
  * withdrawal (`dispatch`), liveness and the alarm (`liveness`), lost leases (`lost-leases`),
- * work stealing between shards (`stealing`), admin fan-out and the fence (`fence-routes`), and
- * stats (`stats`), over per-table stores (`store`). The BatchDO ledger stays the authority on
- * assignments and results; this object only forwards to it.
+ * work stealing between shards (`stealing`), admin fan-out and the fence (`fence-routes`),
+ * stats (`stats`) and metrics (`shard-metrics`), over per-table stores (`store`). The BatchDO
+ * ledger stays the authority on assignments and results; this object only forwards to it.
  *
  * @module
  */
@@ -25,6 +25,7 @@ import { processLostLeases } from "./lost-leases";
 import { errorFrame } from "./messages";
 import * as schema from "./schema";
 import { openShard, type Shard } from "./shard";
+import { type ShardMetrics, shardMetrics } from "./shard-metrics";
 import { acceptGateway, closeQuietly, isBenignSocketError, send } from "./sockets";
 import { type GatewayPresence, gatewayPresence, type ShardStats, shardStats } from "./stats";
 import { Stealing } from "./stealing";
@@ -144,6 +145,11 @@ export class QueueDO extends DurableObject<Env> {
   /** Pending, leases, gateways and counters. */
   async stats(): Promise<ShardStats> {
     return shardStats(this.shard);
+  }
+
+  /** What this shard contributes to the control plane's `GET /metrics` (see `shard-metrics.ts`). */
+  async metrics(): Promise<ShardMetrics> {
+    return shardMetrics(this.shard);
   }
 
   /** The queue's inference fence as stored here. */

@@ -1,6 +1,7 @@
 /**
- * Session routes: `GET /v1/sessions/:id` (state and result), `/trajectory`, `/completions`
- * (trainer), and `PUT /v1/sessions/:id/artifacts/:kind?lease_id=L` (gateway upload to R2).
+ * Session routes: `GET /v1/sessions/:id` (state and result), `/trajectory`, `/completions`,
+ * `/logs`, `/tokens` (trainer), and `PUT /v1/sessions/:id/artifacts/:kind?lease_id=L` (gateway
+ * upload to R2).
  *
  * @module
  */
@@ -11,6 +12,12 @@ import { authorize } from "../auth";
 import type { SessionView } from "../batch/dto";
 import { ApiError } from "../errors";
 import { parseSessionId } from "../ids";
+import {
+  checkArtifactShape,
+  readStoredArtifact,
+  sessionLogsBody,
+  sessionTokensBody,
+} from "../session-artifacts";
 import { identifierParam } from "./params";
 
 /** Uploads up to this size are parsed as JSON before storing; larger ones are trusted (gateway token). */
@@ -49,12 +56,26 @@ async function viewOf(env: Env, raw: string | undefined) {
 sessionRoutes.get("/:id", async (c) => {
   await authorize("trainer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
-  const { result_json, trajectory_key, completions_key, ...rest } = view;
+  const {
+    result_json,
+    trajectory_key,
+    completions_key,
+    logs_key,
+    logs_bytes: _logsBytes,
+    tokens_key,
+    tokens_bytes: _tokensBytes,
+    ...rest
+  } = view;
   const result =
     result_json === null
       ? "null"
       : await resultJson(c.env.TRAJECTORIES, { json: result_json, trajectory_key });
-  const head = JSON.stringify({ ...rest, has_completions: completions_key !== null });
+  const head = JSON.stringify({
+    ...rest,
+    has_completions: completions_key !== null,
+    has_logs: logs_key !== null,
+    has_tokens: tokens_key !== null,
+  });
   return c.body(`${head.slice(0, -1)},"result":${result}}`, 200, {
     "Content-Type": "application/json; charset=UTF-8",
   });
@@ -140,6 +161,36 @@ sessionRoutes.get("/:id/completions", async (c) => {
   return serveArtifact(c, view, view.completions_key, view.completions_bytes, "completion records");
 });
 
+sessionRoutes.get("/:id/logs", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const view = await viewOf(c.env, c.req.param("id"));
+  if (view.result_json === null) throw notReady(view, "logs");
+  if (!view.logs_key)
+    throw ApiError.notFound(
+      `session '${view.session_id}' finished without logs (nothing ran, or their upload failed: see the trajectory's metadata.logs_upload_error)`,
+    );
+  const stored = await readStoredArtifact(c.env.TRAJECTORIES, view, view.logs_key, view.logs_bytes, "logs");
+  return c.json(sessionLogsBody(view.session_id, stored));
+});
+
+sessionRoutes.get("/:id/tokens", async (c) => {
+  await authorize("trainer", c.req.header("Authorization"), c.env);
+  const view = await viewOf(c.env, c.req.param("id"));
+  if (view.result_json === null) throw notReady(view, "token text");
+  if (!view.tokens_key)
+    throw ApiError.notFound(
+      `session '${view.session_id}' has no token text (its engine is not a token-mode engine, it has no traces, or the upload failed: see the trajectory's metadata.tokens_upload_error)`,
+    );
+  const stored = await readStoredArtifact(
+    c.env.TRAJECTORIES,
+    view,
+    view.tokens_key,
+    view.tokens_bytes,
+    "token text",
+  );
+  return c.json(sessionTokensBody(view.session_id, stored));
+});
+
 /** Reads at most `max` bytes of the body; 413 naming the limit above it. */
 async function readBytes(request: Request, max: number): Promise<Uint8Array> {
   const declared = request.headers.get("Content-Length");
@@ -200,11 +251,14 @@ sessionRoutes.put("/:id/artifacts/:kind", async (c) => {
   if (bytes.byteLength === 0)
     throw ApiError.badRequest("invalid_json", "artifact body is empty; expected JSON");
   if (bytes.byteLength <= VALIDATE_JSON_BYTES) {
+    let json: unknown;
     try {
-      JSON.parse(new TextDecoder().decode(bytes));
+      json = JSON.parse(new TextDecoder().decode(bytes));
     } catch (error) {
       throw ApiError.badRequest("invalid_json", `artifact is not valid JSON: ${(error as Error).message}`);
     }
+    // Logs and token text are served re-shaped: a bad shape is refused now, not at every read.
+    checkArtifactShape(kind.data, json);
   }
   const key = artifactKey(batchId, sessionId, leaseId, kind.data);
   const sha256 = await sha256Hex(bytes);

@@ -123,7 +123,7 @@ function serveArtifact(
   res: http.ServerResponse,
 ): void {
   const url = new URL(req.url ?? "/", "http://cp");
-  const m = /^\/v1\/sessions\/([^/]+)\/artifacts\/(trajectory|completions)$/.exec(url.pathname);
+  const m = /^\/v1\/sessions\/([^/]+)\/artifacts\/(trajectory|completions|logs|tokens)$/.exec(url.pathname);
   const artifactMode = state.artifactMode;
   if (req.method !== "PUT" || !m || artifactMode === "missing") {
     res

@@ -16,7 +16,7 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, type FlatToolCall, messageOf, sse, toolCallsOf, usageOf } from "./common";
+import { choiceOf, type FlatToolCall, messageOf, partsContent, sse, toolCallsOf, usageOf } from "./common";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 /** Claude Code puts a billing line in the system prompt; it means nothing to another model. */
@@ -50,15 +50,32 @@ function mediaPart(block: JsonObject, field: string): JsonObject {
       : { type: "file", file: { file_url: source.url } };
   }
   if (source.type === "text" && typeof source.data === "string") return { type: "text", text: source.data };
-  if (source.type === "content") return { type: "text", text: textOfBlocks(source.content) };
+  if (source.type === "content") {
+    // A document made of text blocks is one text: its blocks are lines of it.
+    const text = textOfBlocks(source.content);
+    return {
+      type: "text",
+      text: typeof text === "string" ? text : text.map((p) => String(p.text)).join("\n"),
+    };
+  }
   throw badField(`${field}.source.type`, `unsupported source type '${String(source.type)}'`);
 }
 
-function textOfBlocks(content: unknown): string {
+/** The text blocks of a content list as text parts (a string stays a string). */
+function textOfBlocks(content: unknown): string | JsonObject[] {
   if (typeof content === "string") return content;
-  return objects(content)
-    .map((b) => (b.type === "text" && typeof b.text === "string" ? b.text : ""))
-    .join("");
+  return partsContent(
+    objects(content)
+      .filter((b) => b.type === "text" && typeof b.text === "string")
+      .map((b) => ({ type: "text", text: b.text })),
+  );
+}
+
+/** Prefixes a tool result's text (a string or text parts) with `lead`. */
+function prefixed(lead: string, content: string | JsonObject[]): string | JsonObject[] {
+  if (typeof content === "string") return `${lead}${content}`;
+  const [first, ...rest] = content;
+  return first ? [{ ...first, text: `${lead}${String(first.text ?? "")}` }, ...rest] : lead;
 }
 
 /** A content block list → OpenAI content parts (text, images, documents). */
@@ -71,19 +88,17 @@ function contentParts(blocks: JsonObject[], field: string): JsonObject[] {
   return parts;
 }
 
-/** Plain string when all parts are text (what string-content chat templates want). */
-function simplify(parts: JsonObject[]): string | JsonObject[] {
-  return parts.every((p) => p.type === "text") ? parts.map((p) => String(p.text)).join("") : parts;
-}
-
 function convertMessages(body: JsonObject): JsonObject[] {
   if (!Array.isArray(body.messages)) throw badField("messages", "required array");
   const out: JsonObject[] = [];
-  let system = "";
-  if (typeof body.system === "string") system = body.system;
-  else if (Array.isArray(body.system)) system = textOfBlocks(body.system);
-  system = system.replace(BILLING_LINE, "").trim();
-  if (system) out.push({ role: "system", content: system });
+  // Each system block on its own, without Claude Code's billing line; blocks left empty go.
+  const systemBlocks = (
+    typeof body.system === "string" ? [{ type: "text", text: body.system }] : objects(body.system)
+  )
+    .filter((b) => b.type === "text" && typeof b.text === "string")
+    .map((b) => ({ type: "text", text: String(b.text).replace(BILLING_LINE, "").trim() }))
+    .filter((b) => b.text !== "");
+  if (systemBlocks.length > 0) out.push({ role: "system", content: partsContent(systemBlocks) });
   body.messages.forEach((m, i) => {
     const field = `messages[${i}]`;
     if (!isObject(m)) throw badField(field, "must be an object");
@@ -136,18 +151,18 @@ function convertMessages(body: JsonObject): JsonObject[] {
       if (b.type !== "tool_result") return;
       if (typeof b.tool_use_id !== "string")
         throw badField(`${field}.content[${j}].tool_use_id`, "required string");
-      const content = typeof b.content === "string" ? b.content : textOfBlocks(b.content);
+      const content = textOfBlocks(b.content);
       out.push({
         role: "tool",
         tool_call_id: b.tool_use_id,
-        content: b.is_error === true ? `Error: ${content}` : content,
+        content: b.is_error === true ? prefixed("Error: ", content) : content,
       });
     });
     const parts = contentParts(
       blocks.filter((b) => b.type !== "tool_result"),
       `${field}.content`,
     );
-    if (parts.length > 0) out.push({ role: "user", content: simplify(parts) });
+    if (parts.length > 0) out.push({ role: "user", content: partsContent(parts) });
   });
   return out;
 }

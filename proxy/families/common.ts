@@ -5,7 +5,7 @@
  * @module
  */
 import type { JsonObject } from "../../protocol";
-import { isObject, objects, textOf } from "../json";
+import { isObject, objects } from "../json";
 import type { DeltaEvent } from "./types";
 
 /**
@@ -21,12 +21,39 @@ import type { DeltaEvent } from "./types";
 export function mergeSystem(messages: JsonObject[]): JsonObject[] {
   const isSys = (m: JsonObject) => m.role === "system" || m.role === "developer";
   let i = 0;
-  const lead: string[] = [];
-  while (i < messages.length && isSys(messages[i]!)) lead.push(textOf(messages[i++]!.content));
+  const lead: JsonObject[] = [];
+  while (i < messages.length && isSys(messages[i]!)) lead.push(messages[i++]!);
   const rest = messages.slice(i).map((m) => (m.role === "developer" ? { ...m, role: "system" } : m));
   if (lead.length === 0) return rest;
   if (lead.length === 1 && messages[0]!.role === "system") return [messages[0]!, ...rest];
-  return [{ role: "system", content: lead.join("\n\n") }, ...rest];
+  // A message given as text parts keeps them (the engine side joins parts, see partsContent);
+  // whole messages are joined by a blank line.
+  const texts = lead.map((m) => m.content);
+  if (texts.every((c) => typeof c === "string"))
+    return [{ role: "system", content: texts.join("\n\n") }, ...rest];
+  const parts = texts.flatMap((c) =>
+    typeof c === "string" ? [{ type: "text", text: c }] : objects(c).filter((p) => p.type === "text"),
+  );
+  return [{ role: "system", content: partsContent(parts) }, ...rest];
+}
+
+/**
+ * The content of a message made of several parts, in the chat form: one text part is a plain
+ * string; several stay a list of text parts, so the engine side joins them as the model's server
+ * would (SGLang flattens the parts of a string-content template with a space, vLLM with a newline,
+ * a template that iterates over `content` gets the list itself). Joining them here with nothing
+ * between, as the proxy once did, glued a block's closing tag to the next block's first word.
+ *
+ * @example
+ * ```ts
+ * partsContent([{ type: "text", text: "a" }]); // "a"
+ * partsContent([{ type: "text", text: "a" }, { type: "text", text: "b" }]); // the two parts, as given
+ * ```
+ */
+export function partsContent(parts: JsonObject[]): string | JsonObject[] {
+  if (parts.length === 0) return "";
+  if (parts.length === 1 && parts[0]!.type === "text") return String(parts[0]!.text ?? "");
+  return parts;
 }
 
 /**

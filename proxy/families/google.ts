@@ -17,7 +17,7 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, messageOf, sse, toolCallsOf, usageOf } from "./common";
+import { choiceOf, messageOf, partsContent, sse, toolCallsOf, usageOf } from "./common";
 import { normalizeGeminiRequest } from "./google-wire";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
@@ -113,6 +113,8 @@ function convertContents(body: JsonObject): JsonObject[] {
       let reasoning = "";
       let text = "";
       const calls: JsonObject[] = [];
+      // A model turn's text parts are pieces of one answer (a streamed reply is kept one part per
+      // chunk): joined as they were sampled, with nothing between.
       for (const p of parts) {
         if (p.thought === true && typeof p.text === "string") reasoning += p.text;
         else if (typeof p.text === "string") text += p.text;
@@ -178,7 +180,7 @@ function convertContents(body: JsonObject): JsonObject[] {
     if (user.length > 0) {
       out.push({
         role: "user",
-        content: user.every((p) => p.type === "text") ? user.map((p) => String(p.text)).join("") : user,
+        content: partsContent(user),
       });
     }
   });

@@ -20,7 +20,16 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, type FlatToolCall, mergeSystem, messageOf, sse, toolCallsOf, usageOf } from "./common";
+import {
+  choiceOf,
+  type FlatToolCall,
+  mergeSystem,
+  messageOf,
+  partsContent,
+  sse,
+  toolCallsOf,
+  usageOf,
+} from "./common";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 function parts(content: unknown, field: string): string | JsonObject[] {
@@ -45,7 +54,7 @@ function parts(content: unknown, field: string): string | JsonObject[] {
       });
     } else if (p.type === "refusal") out.push({ type: "text", text: String(p.refusal ?? "") });
   });
-  return out.every((p) => p.type === "text") ? out.map((p) => String(p.text)).join("") : out;
+  return partsContent(out);
 }
 
 function reasoningText(item: JsonObject): string {
@@ -93,7 +102,11 @@ function convertInput(body: JsonObject): JsonObject[] {
       const content = parts(item.content, `${field}.content`);
       if (item.role === "assistant") {
         const a = ensureAssistant();
-        const text = typeof content === "string" ? content : "";
+        // The answer as the proxy returned it (one output_text part, or its pieces).
+        const text =
+          typeof content === "string"
+            ? content
+            : content.map((p) => (p.type === "text" ? String(p.text) : "")).join("");
         a.content = `${typeof a.content === "string" ? a.content : ""}${text}`;
         return;
       }
@@ -222,12 +235,18 @@ export const responses: Family = {
   errorBody: (e: ErrorInfo) => openAiError(e.message, e.type, e.code, e.param) as unknown as JsonObject,
 };
 
+/**
+ * A reasoning output item as OpenAI's own API returns one: the text in `summary`, the opaque
+ * `encrypted_content` when asked for, and no `content`. A `content: [{type: "reasoning_text"}]`
+ * copy is what Copilot CLI reads as a second, visible answer: it echoed it back as an assistant
+ * message repeating the reasoning, so the model saw it twice and every turn was
+ * `history_rewritten`. Codex sends the item back as it got it, with or without `content`.
+ */
 function reasoningItem(id: string, text: string, encrypted: boolean): JsonObject {
   return {
     type: "reasoning",
     id,
     summary: [{ type: "summary_text", text }],
-    content: [{ type: "reasoning_text", text }],
     ...(encrypted ? { encrypted_content: encodeReasoning(text) } : {}),
   };
 }

@@ -6,7 +6,9 @@
  * token ids, bridging each turn's prompt from the previous prompt + the sampled ids. Each session
  * must be one token-exact trace: its `prompt_ids + response_ids` are exactly the engine's last
  * prompt plus what it sampled last (checked against the uploaded completion records), with the
- * verdict counts in the trajectory's metadata and on the gateway's `/metrics`.
+ * verdict counts in the trajectory's metadata and on the gateway's `/metrics`. The same stack is
+ * scraped as an operator would: the gateway's `/metrics` (proxy, bridge, process families) and
+ * the control plane's (queues, gateways, dispatch latency, results), both checked by promtool.
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +17,8 @@ import { freePort } from "../../cli/ports";
 import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import type { CompletionRecord, SessionResult, Trajectory } from "../../protocol";
+import { itWith } from "../support/optional-tools";
+import { promtoolProblems, sampleSum, sampleValues } from "../support/promtool";
 
 let stack: LocalStack;
 let metricsUrl: string;
@@ -141,5 +145,68 @@ describe("calculator × 4 on the gateway in token mode (default builder: convers
     expect(text).toContain(
       `polar_bridge_turns_total{harness="shell",model="${stack.model}",verdict="extended",node_id="node-0"} ${turns - 4}`,
     );
+  });
+});
+
+describe("the metrics an operator scrapes, after the batch", () => {
+  const allRecords = () => [...records.values()].flat();
+  let gatewayText: string;
+  let controlPlaneText: string;
+
+  beforeAll(async () => {
+    gatewayText = await (await fetch(metricsUrl)).text();
+    const res = await fetch(`${stack.controlPlane.url}/metrics`, {
+      headers: { authorization: `Bearer ${stack.tokens.trainer}` },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    controlPlaneText = await res.text();
+  });
+
+  it("gateway: tokens out equal the trajectories' sampled ids, tokens in the engine's prompts", () => {
+    const sampled = [...trajectories.values()].reduce(
+      (n, t) => n + t.traces.reduce((m, tr) => m + tr.loss_mask.filter((x) => x === 1).length, 0),
+      0,
+    );
+    expect(sampled).toBeGreaterThan(0);
+    expect(sampleSum(gatewayText, "polar_proxy_response_tokens_total")).toBe(sampled);
+    expect(sampleSum(gatewayText, "polar_proxy_prompt_tokens_total")).toBe(
+      allRecords().reduce((n, r) => n + r.prompt_ids.length, 0),
+    );
+  });
+
+  it("gateway: one request answered 200 and one engine call observed per recorded turn", () => {
+    const turns = allRecords().length;
+    expect(sampleSum(gatewayText, "polar_proxy_requests_total", { status: "200" })).toBe(turns);
+    expect(sampleSum(gatewayText, "polar_proxy_requests_total")).toBe(turns);
+    expect(sampleSum(gatewayText, "polar_proxy_engine_call_seconds_count", { engine: "sglang" })).toBe(turns);
+    expect(sampleValues(gatewayText, "polar_proxy_errors_total")).toEqual({});
+    expect(sampleValues(gatewayText, "polar_proxy_paused")).toEqual({ '{node_id="node-0"}': 0 });
+    expect(sampleValues(gatewayText, "polar_gateway_draining")).toEqual({ '{node_id="node-0"}': 0 });
+  });
+
+  it("gateway: process metrics from prom-client's default collectors", () => {
+    expect(sampleSum(gatewayText, "process_cpu_user_seconds_total", { node_id: "node-0" })).toBeGreaterThan(
+      0,
+    );
+    expect(sampleSum(gatewayText, "process_resident_memory_bytes", { node_id: "node-0" })).toBeGreaterThan(0);
+    expect(gatewayText).toContain("# TYPE nodejs_eventloop_lag_seconds gauge");
+  });
+
+  it("control plane: every session leased once and accepted COMPLETED; nothing left queued", () => {
+    const queue = { queue: "default" };
+    expect(sampleSum(controlPlaneText, "polar_queue_results_total", { ...queue, status: "COMPLETED" })).toBe(
+      4,
+    );
+    expect(sampleSum(controlPlaneText, "polar_queue_dispatch_seconds_count", queue)).toBe(4);
+    expect(sampleSum(controlPlaneText, "polar_queue_pending_sessions", queue)).toBe(0);
+    expect(sampleSum(controlPlaneText, "polar_queue_leases", queue)).toBe(0);
+    expect(sampleSum(controlPlaneText, "polar_queue_gateways", { ...queue, state: "connected" })).toBe(1);
+    expect(sampleSum(controlPlaneText, "polar_queue_gateway_leases", { node_id: "node-0" })).toBe(0);
+  });
+
+  itWith(["promtool"], "both expositions pass promtool check metrics", () => {
+    expect(promtoolProblems(gatewayText)).toBe("");
+    expect(promtoolProblems(controlPlaneText)).toBe("");
   });
 });

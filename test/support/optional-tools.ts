@@ -178,6 +178,12 @@ export const TOOLS = {
     probe: podmanProblem,
   },
   socat: { name: "socat", install: "apt-get install socat", probe: () => runs("socat", ["-V"]) },
+  // Debian's prometheus package ships promtool, the checker of the metrics exposition format.
+  promtool: {
+    name: "promtool",
+    install: "apt-get install prometheus",
+    probe: () => runs("promtool", ["--version"]),
+  },
   python3: {
     name: "python3",
     install: "apt-get install python3",

@@ -58,6 +58,20 @@ describe("normalizeMessages", () => {
     expect(normalizeMessages(split).map((m) => m.rawEnd)).toEqual([1]);
   });
 
+  it("equates an assistant text that only repeats its own reasoning with no text (Copilot's echo)", () => {
+    const call = { id: "c1", type: "function", function: { name: "bash", arguments: '{"command": "ls"}' } };
+    const ours: ChatMessage[] = [
+      { role: "assistant", content: null, reasoning_content: "Look first.\n", tool_calls: [call] },
+    ];
+    const echoed: ChatMessage[] = [
+      { role: "assistant", content: "Look first.\n", reasoning_content: "Look first.\n", tool_calls: [call] },
+    ];
+    expect(key(echoed)).toEqual(key(ours));
+    // Text that differs from the reasoning is an answer of its own.
+    expect(key([{ ...echoed[0]!, content: "Something else." }])).not.toEqual(key(ours));
+    expect(key([{ ...echoed[0]!, reasoning_content: "" }])).not.toEqual(key(ours));
+  });
+
   it("tells apart changed text, arguments, roles and images", () => {
     expect(key([u("a")])).not.toEqual(key([u("b")]));
     expect(key([u(" a")])).not.toEqual(key([u("a")]));

@@ -3,7 +3,7 @@
  * Harnesses change what they send back without changing what was said: `content: null` becomes
  * `""`, tool-call arguments are re-serialised (key order, whitespace), call ids are added,
  * renamed or stripped, one assistant message with text and calls is split into two, reasoning is
- * dropped or kept, text content becomes a list of parts, tool-call arguments the model left out
+ * dropped or kept, reasoning is repeated as the message's text, text content becomes a list of parts, tool-call arguments the model left out
  * come back filled in with their schema default (`tool-defaults.ts`). Two histories are "the same"
  * when their normalised forms are equal.
  *
@@ -58,6 +58,9 @@ function toolCallKey(call: unknown, schemas: ToolSchemas): string {
   return canonicalJson({ name: fn.name, arguments: args ?? {} });
 }
 
+const reasoningOf = (m: ChatMessage): string =>
+  typeof m.reasoning_content === "string" ? m.reasoning_content.trim() : "";
+
 interface Fields {
   role: string;
   content: string;
@@ -69,6 +72,10 @@ function fieldsOf(m: ChatMessage, schemas: ToolSchemas): Fields {
   let content = contentText(m.content);
   // Assistant text is compared trimmed: parsers strip it, some harnesses strip it again.
   if (role === "assistant") content = content.trim();
+  // Text that only repeats the message's own reasoning is the reasoning echoed as an answer (Copilot
+  // CLI turned a Responses reasoning item's `reasoning_text` into an assistant message): it was
+  // never sampled as text, so the turn still extends the one the proxy returned.
+  if (role === "assistant" && content !== "" && content === reasoningOf(m)) content = "";
   const calls =
     role === "assistant" && Array.isArray(m.tool_calls)
       ? m.tool_calls.map((c) => toolCallKey(c, schemas))

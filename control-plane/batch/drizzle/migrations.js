@@ -3,6 +3,7 @@ import m0001 from "./0001_zippy_redwing.sql";
 import m0002 from "./0002_spicy_sunset_bain.sql";
 import m0003 from "./0003_swift_roland_deschain.sql";
 import m0004 from "./0004_lean_princess_powerful.sql";
+import m0005 from "./0005_clever_thunderbolt_ross.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -13,5 +14,6 @@ export default {
     m0002,
     m0003,
     m0004,
+    m0005,
   },
 };

@@ -57,7 +57,8 @@ def summary(r: Response) -> dict[str, Any]:
     return turn(
         id=r.id,
         text=r.output_text,
-        reasoning="".join(c.text for c in reasoning.content or []) if reasoning else None,
+        # The reasoning text is the item's summary, as OpenAI's API gives it (no `content`).
+        reasoning="\n".join(s.text for s in reasoning.summary) if reasoning else None,
         token=reasoning.encrypted_content if reasoning else None,
         tool_calls=calls,
         finish=r.status,
