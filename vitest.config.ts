@@ -68,7 +68,9 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients,web}/**/*.test.ts"],
+          include: [
+            "{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients,web}/**/*.test.ts",
+          ],
           // Real tokenizers, sockets and child processes on a shared machine: 5 s is too tight.
           testTimeout: 30_000,
         },

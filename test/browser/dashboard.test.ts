@@ -98,10 +98,14 @@ describeWith(["chromium"], "the dashboard in a browser", () => {
     // The conversation builder's per-turn bridge verdicts mark where each turn starts.
     expect(await page.locator("[data-verdict]").count()).toBeGreaterThan(0);
     await page.locator('[data-call="0"]').waitFor(WAIT);
-    // Logs: the streams, or the note that this control plane has none to give.
-    await expect
-      .poll(() => page.locator("#logs [data-log], #logs .missing, #logs .muted").count(), WAIT)
-      .toBeGreaterThan(0);
+    // The harness's log streams, captured on the gateway and uploaded with the result.
+    await page.locator('#logs [data-log^="harness"]').first().waitFor(WAIT);
+    expect(await page.locator("#logs pre.log").first().textContent()).not.toBe("");
+    // Token text from the gateway's tokenizer, not ids: no token reads as `[123]`.
+    expect(await page.locator("#trajectory .missing").count()).toBe(0);
+    const texts = await trained.allTextContents();
+    expect(texts.some((t) => /^\[\d+\]$/.test(t))).toBe(false);
+    expect(texts.join("")).toMatch(/[a-z]/);
     await shot("session");
   });
 
