@@ -17,7 +17,6 @@ import { execa } from "execa";
 /** The dashboard's folder and its build output (what `[assets] directory` names). */
 export const WEB_ROOT = resolve(import.meta.dirname, "..", "web");
 export const WEB_DIST = join(WEB_ROOT, "dist");
-const LOCK = join(WEB_ROOT, ".build-lock");
 /** A lock older than this was left by a build that died. */
 const STALE_LOCK_MS = 120_000;
 
@@ -78,6 +77,14 @@ export async function buildWeb(): Promise<void> {
   renameSync(tmp, WEB_DIST);
 }
 
+/** Options of {@link ensureWebBuild} (tests point it at another folder and build). */
+export interface EnsureWebBuildOptions {
+  /** The dashboard's folder (default `web/`). */
+  root?: string;
+  /** The build to run (default {@link buildWeb}). */
+  build?: () => Promise<void>;
+}
+
 /**
  * Builds the dashboard if {@link webBuildStale}, once across processes. Returns whether this call built it.
  *
@@ -86,16 +93,18 @@ export async function buildWeb(): Promise<void> {
  * await ensureWebBuild(); // before `wrangler dev`
  * ```
  */
-export async function ensureWebBuild(): Promise<boolean> {
-  if (!webBuildStale()) return false;
+export async function ensureWebBuild(opts: EnsureWebBuildOptions = {}): Promise<boolean> {
+  const root = opts.root ?? WEB_ROOT;
+  const lock = join(root, ".build-lock");
+  if (!webBuildStale(root)) return false;
   for (;;) {
     try {
-      mkdirSync(LOCK);
+      mkdirSync(lock);
       break;
     } catch {
       try {
-        if (Date.now() - statSync(LOCK).mtimeMs > STALE_LOCK_MS)
-          rmSync(LOCK, { recursive: true, force: true });
+        if (Date.now() - statSync(lock).mtimeMs > STALE_LOCK_MS)
+          rmSync(lock, { recursive: true, force: true });
       } catch {
         // Released between the two calls: take it on the next turn.
       }
@@ -103,12 +112,12 @@ export async function ensureWebBuild(): Promise<boolean> {
     }
   }
   try {
-    writeFileSync(join(LOCK, "pid"), String(process.pid));
+    writeFileSync(join(lock, "pid"), String(process.pid));
     // Another process may have built it while this one waited for the lock.
-    if (!webBuildStale()) return false;
-    await buildWeb();
+    if (!webBuildStale(root)) return false;
+    await (opts.build ?? buildWeb)();
     return true;
   } finally {
-    rmSync(LOCK, { recursive: true, force: true });
+    rmSync(lock, { recursive: true, force: true });
   }
 }
