@@ -9,6 +9,7 @@ import { useState } from "preact/hooks";
 import { type Api, seg } from "../api";
 import { type StreamedResult, useBatch } from "../batch-data";
 import { BarChart } from "../chart";
+import { useResource } from "../hooks";
 import { hrefOf } from "../routes";
 import { errorsByKind, fmtReward, meanReward, rewardHistogram } from "../stats";
 import { Counts, ErrorNote, LiveBadge, Progress, Section, Status } from "../ui";
@@ -77,6 +78,14 @@ export function Batch({ api, batchId }: { api: Api; batchId: string }) {
     }
     status.reload();
   };
+  // Pass rate and tokens come from the control plane's aggregate, read again as results arrive.
+  const summary = useResource(
+    () =>
+      api.get<{ pass_rate: number | null; tokens: { prompt: number; response: number } }>(
+        `/v1/batches/${seg(batchId)}/summary`,
+      ),
+    [batchId, results.length],
+  );
   const s: BatchStatus | undefined = status.data;
   const byTask = (taskId: string) => results.filter((r) => r.task_id === taskId);
   return (
@@ -104,6 +113,15 @@ export function Batch({ api, batchId }: { api: Api; batchId: string }) {
             <p>
               errors by kind: <Counts counts={s.errors} />
             </p>
+            {summary.data ? (
+              <p data-batch-summary>
+                pass rate{" "}
+                {summary.data.pass_rate === null ? "–" : `${Math.round(100 * summary.data.pass_rate)} %`},
+                tokens {summary.data.tokens.prompt} prompt + {summary.data.tokens.response} response
+              </p>
+            ) : summary.error ? (
+              <ErrorNote error={summary.error} what="pass rate and tokens" />
+            ) : null}
             {s.status === "running" && !s.cancelled_at ? (
               <button type="button" class="danger" onClick={() => cancel(null)}>
                 Cancel batch
