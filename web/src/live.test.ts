@@ -10,8 +10,27 @@ import { follow, type LiveState } from "./live";
 let server: Server;
 let base: string;
 const seen: Array<{ auth: string | undefined; lastId: string | undefined }> = [];
+const logSeen: string[] = [];
 beforeAll(async () => {
   server = createServer((req, res) => {
+    if (req.url?.startsWith("/log")) {
+      // A bounded log at head 7: a JSON page for the cursor, 410 for a cursor older than 5.
+      const lastId = req.headers["last-event-id"] as string | undefined;
+      logSeen.push(`${req.headers.accept} ${req.url} ${lastId ?? "-"}`);
+      if (req.headers.accept !== "text/event-stream") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ events: [], next: 7, head: 7 }));
+        return;
+      }
+      if (Number(lastId) < 5) {
+        res.writeHead(410, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { code: "events_expired", message: "older than the log" } }));
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`id: 8\nevent: gateway\ndata: {}\n\nevent: done\ndata: {}\n\n`);
+      return;
+    }
     if (req.url !== "/events") {
       res.writeHead(404, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { code: "not_found", message: `no route for GET ${req.url}` } }));
@@ -63,5 +82,28 @@ describe("follow (SSE over fetch)", () => {
       onState: (s) => states.push(s.kind),
     });
     expect(states).toEqual(["connecting", "missing"]);
+  });
+
+  it("starts at the log's head, and after a 410 for an expired cursor resumes from the head again", async () => {
+    const got: string[] = [];
+    const states: LiveState["kind"][] = [];
+    await follow({
+      path: `${base}/log?kinds=gateway`,
+      token: "tok",
+      after: "2",
+      fromHead: true,
+      endEvent: "done",
+      signal: new AbortController().signal,
+      onEvent: (e) => got.push(`${e.id ?? "-"} ${e.event}`),
+      onState: (s) => states.push(s.kind),
+    });
+    // The given cursor 2 is expired: 410, then the head (7) from the JSON page, then the stream.
+    expect(logSeen).toEqual([
+      "text/event-stream /log?kinds=gateway 2",
+      "application/json /log?kinds=gateway&limit=1 -",
+      "text/event-stream /log?kinds=gateway 7",
+    ]);
+    expect(states).toContain("expired");
+    expect(got).toEqual(["8 gateway", "- done"]);
   });
 });

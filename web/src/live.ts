@@ -34,7 +34,13 @@ export interface FollowOptions {
   onState?: (state: LiveState) => void;
   /** An event after which the server closes for good (the results stream's `done`). */
   endEvent?: string;
-  /** Called on `410 events_expired`; returns the id to resume after (null: the stream's start). */
+  /**
+   * Start at the newest event instead of replaying the server's log: the cursor is read first
+   * from the JSON page (`?limit=1` → `head`). Also where a stream resumes after `410
+   * events_expired` (the view's state is then read again by its own reload).
+   */
+  fromHead?: boolean;
+  /** Called on `410 events_expired` (after the view reloads); returns the id to resume after. */
   onExpired?: () => Promise<string | null>;
   signal: AbortSignal;
   /** First retry delay; doubles up to 10 s. */
@@ -63,10 +69,18 @@ export async function follow(opts: FollowOptions): Promise<void> {
   let lastId = opts.after ?? null;
   let delay = opts.retryMs ?? 500;
   const state = opts.onState ?? (() => {});
+  let atHead = opts.fromHead === true && lastId === null;
   while (!opts.signal.aborted) {
     state({ kind: "connecting" });
     let ended = false;
+    let expired = false;
     try {
+      if (atHead) {
+        const head = await headOf(opts);
+        if (head === "missing") return state({ kind: "missing" });
+        lastId = head;
+        atHead = false;
+      }
       const res = await fetch(opts.path, {
         headers: {
           authorization: `Bearer ${opts.token}`,
@@ -79,9 +93,10 @@ export async function follow(opts: FollowOptions): Promise<void> {
         const body = await res.json().catch(() => null);
         const err = errorOf(res.status, "GET", opts.path, body);
         if (err.name === "ApiMissing") return state({ kind: "missing" });
-        if (res.status === 410 && opts.onExpired) {
+        if (res.status === 410) {
           state({ kind: "expired" });
-          lastId = await opts.onExpired();
+          if (opts.onExpired) lastId = await opts.onExpired();
+          else atHead = true;
           continue;
         }
         // Bad token or bad request: retrying cannot help.
@@ -93,6 +108,11 @@ export async function follow(opts: FollowOptions): Promise<void> {
       delay = opts.retryMs ?? 500;
       const parser = createParser({
         onEvent: (event) => {
+          // The reader fell behind the server's bounded log while streaming.
+          if (event.event === "error" && event.data.includes('"events_expired"')) {
+            expired = true;
+            return;
+          }
           if (event.id !== undefined) lastId = event.id;
           if (opts.endEvent !== undefined && event.event === opts.endEvent) ended = true;
           opts.onEvent(event);
@@ -105,6 +125,12 @@ export async function follow(opts: FollowOptions): Promise<void> {
         parser.feed(value);
       }
       if (ended) return state({ kind: "ended" });
+      if (expired) {
+        state({ kind: "expired" });
+        if (opts.onExpired) lastId = await opts.onExpired();
+        else atHead = true;
+        continue;
+      }
       throw new Error("the stream closed");
     } catch (err) {
       if (opts.signal.aborted) return;
@@ -113,4 +139,22 @@ export async function follow(opts: FollowOptions): Promise<void> {
       delay = Math.min(delay * 2, 10_000);
     }
   }
+}
+
+/** The newest event's id from the stream's JSON page (`head`, else `next`), or "missing". */
+async function headOf(opts: FollowOptions): Promise<string | "missing"> {
+  const sep = opts.path.includes("?") ? "&" : "?";
+  const res = await fetch(`${opts.path}${sep}limit=1`, {
+    headers: { authorization: `Bearer ${opts.token}`, accept: "application/json" },
+    signal: opts.signal,
+  });
+  const body = (await res.json().catch(() => null)) as { head?: number; next?: number } | null;
+  if (!res.ok) {
+    const err = errorOf(res.status, "GET", opts.path, body);
+    if (err.name === "ApiMissing") return "missing";
+    throw err;
+  }
+  const head = body?.head ?? body?.next;
+  if (typeof head !== "number") throw new Error(`${opts.path}: the JSON page has no head or next`);
+  return String(head);
 }

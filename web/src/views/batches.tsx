@@ -67,6 +67,7 @@ export function Batches({ api, filters }: { api: Api; filters: Record<string, st
   const live = useStream(
     {
       path: "/v1/events?kinds=batch",
+      fromHead: true,
       token: api.token,
       onEvent: (e) => {
         const data = JSON.parse(e.data) as {

@@ -79,6 +79,7 @@ export function Fleet({ api }: { api: Api }) {
   const live = useStream(
     {
       path: "/v1/events?kinds=gateway,fence",
+      fromHead: true,
       token: api.token,
       onEvent: () => {
         if (pending.current) return;
