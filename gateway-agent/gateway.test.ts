@@ -163,6 +163,8 @@ describe("gateway agent", { timeout: 40_000 }, () => {
           "gemini_cli",
           "pi",
           "mini_swe_agent",
+          "copilot_cli",
+          "cline",
         ],
         engines: ["sglang-openai"],
       },

@@ -28,6 +28,8 @@ export const HARNESS_NAMES = [
   "gemini_cli",
   "pi",
   "mini_swe_agent",
+  "copilot_cli",
+  "cline",
 ] as const;
 export type HarnessNameValue = (typeof HARNESS_NAMES)[number];
 

@@ -8,7 +8,7 @@
 # Needs the npm registry (run it in CI's install phase or once on a GPU host); a harness already
 # installed at its pinned version is skipped, so a second run does no network at all.
 #
-#   scripts/install-harnesses.sh                    # all six
+#   scripts/install-harnesses.sh                    # all of them
 #   scripts/install-harnesses.sh pi qwen_code       # some
 #   POLAR_HARNESS_DIR=/opt/polar/harnesses scripts/install-harnesses.sh
 set -euo pipefail
@@ -25,6 +25,8 @@ HARNESSES=(
   "codex @openai/codex 0.171.0 codex"
   "opencode opencode-ai 1.18.33 opencode"
   "gemini_cli @google/gemini-cli 0.61.0 gemini"
+  "copilot_cli @github/copilot 1.0.102 copilot"
+  "cline cline 3.0.65 cline"
 )
 
 want=("$@")

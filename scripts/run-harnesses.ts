@@ -39,8 +39,17 @@ import {
 import { tryParseJson } from "../tokenizer/parsers/json-text";
 import { DEFAULT_HARNESS_DIR, ensureHarnesses, missingHarnesses } from "./ensure-harnesses";
 
-/** The six harnesses of the calculator example, in the order they are run and reported. */
-export const HARNESS_NAMES = ["pi", "qwen_code", "claude_code", "codex", "opencode", "gemini_cli"] as const;
+/** The harnesses of the calculator example, in the order they are run and reported. */
+export const HARNESS_NAMES = [
+  "pi",
+  "qwen_code",
+  "claude_code",
+  "codex",
+  "opencode",
+  "gemini_cli",
+  "copilot_cli",
+  "cline",
+] as const;
 export type HarnessName = (typeof HARNESS_NAMES)[number];
 
 // Where `scripts/install-harnesses.sh` puts the CLIs by default, and which of them a folder lacks.

@@ -63,6 +63,8 @@ describe("HarnessAvailability", () => {
       "gemini_cli",
       "pi",
       "mini_swe_agent",
+      "copilot_cli",
+      "cline",
     ]);
   });
 

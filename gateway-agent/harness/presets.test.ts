@@ -206,6 +206,43 @@ describe("harness presets", () => {
     expect(g.steps[0]?.command).toContain("--yolo -m 'Qwen/Qwen3-8B'");
   });
 
+  it("copilot_cli: its provider on the proxy for each wire API, offline, no login", () => {
+    const wire = (w?: string) =>
+      PRESETS.copilot_cli(ctxFor("copilot_cli", w ? { settings: { wire_api: w } } : {}));
+    const offline = { COPILOT_OFFLINE: "true", COPILOT_AUTO_UPDATE: "false", COPILOT_ALLOW_ALL: "true" };
+    expect(wire().env).toMatchObject({
+      ...offline,
+      COPILOT_PROVIDER_TYPE: "openai",
+      COPILOT_PROVIDER_BASE_URL: "http://127.0.0.1:4100/v1",
+      COPILOT_PROVIDER_WIRE_API: "responses",
+      COPILOT_PROVIDER_API_KEY: "sk-polar-0123",
+      COPILOT_MODEL: "Qwen/Qwen3-8B",
+      COPILOT_HOME: "/polar/session/home/.copilot",
+    });
+    expect(wire("completions").env).toMatchObject({ COPILOT_PROVIDER_WIRE_API: "completions" });
+    const anthropic = wire("anthropic").env;
+    expect(anthropic).toMatchObject({
+      COPILOT_PROVIDER_TYPE: "anthropic",
+      COPILOT_PROVIDER_BASE_URL: "http://127.0.0.1:4100",
+    });
+    expect(anthropic).not.toHaveProperty("COPILOT_PROVIDER_WIRE_API");
+    expect(wire().steps[0]?.command).toContain("copilot -p ");
+    expect(wire().steps[0]?.command).toContain("--yolo --no-auto-update --model 'Qwen/Qwen3-8B'");
+    expect(() => wire("chat")).toThrow("agent.settings.wire_api: must be responses, completions, anthropic");
+  });
+
+  it("cline: registers the proxy as its OpenAI provider, telemetry and updater off", () => {
+    const plan = PRESETS.cline(ctxFor("cline"));
+    expect(plan.env).toMatchObject({ CLINE_NO_AUTO_UPDATE: "1", CLINE_DIR: "/polar/session/home/.cline" });
+    expect(JSON.parse(fileOf(plan, ".cline/data/settings/global-settings.json") ?? "{}")).toEqual({
+      telemetryOptOut: true,
+      autoUpdateEnabled: false,
+    });
+    expect(plan.steps[0]?.command).toContain(
+      "cline auth -p openai -k 'sk-polar-0123' -m 'Qwen/Qwen3-8B' -b 'http://127.0.0.1:4100/v1' && cline --json -P openai",
+    );
+  });
+
   it("opencode: provider config on the proxy, model ref, local/remote MCP", () => {
     const plan = PRESETS.opencode(
       ctxFor("opencode", {

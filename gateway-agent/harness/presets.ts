@@ -28,6 +28,8 @@ export const PRESET_PACKAGES = {
   gemini_cli: { pkg: "@google/gemini-cli", version: "0.61.0", bin: "gemini", via: "npm" },
   pi: { pkg: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi", via: "npm" },
   mini_swe_agent: { pkg: "mini-swe-agent", version: "2.4.2", bin: "mini", via: "pip" },
+  copilot_cli: { pkg: "@github/copilot", version: "1.0.102", bin: "copilot", via: "npm" },
+  cline: { pkg: "cline", version: "3.0.65", bin: "cline", via: "npm" },
 } as const;
 export type PresetName = keyof typeof PRESET_PACKAGES;
 
@@ -91,6 +93,18 @@ export const OFFLINE_KNOBS = {
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
     },
+  },
+  copilot_cli: {
+    env: {
+      // No GitHub login, no model list from GitHub: the provider below is the only one.
+      COPILOT_OFFLINE: "true",
+      COPILOT_AUTO_UPDATE: "false",
+    },
+  },
+  cline: {
+    env: { CLINE_NO_AUTO_UPDATE: "1" },
+    /** `$CLINE_DIR/data/settings/global-settings.json`: its OpenTelemetry export and updater off. */
+    settings: { telemetryOptOut: true, autoUpdateEnabled: false },
   },
 } as const;
 
@@ -463,6 +477,78 @@ const miniSweAgent: Harness = (ctx) => {
   };
 };
 
+/** Copilot CLI's three wire APIs (`agent.settings.wire_api`). */
+export const COPILOT_WIRE_APIS = ["responses", "completions", "anthropic"] as const;
+
+const copilotCli: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("copilot_cli", agent);
+  noMcp("copilot_cli", agent);
+  noSkills("copilot_cli", agent);
+  // Responses by default: on OpenAI Chat and Anthropic Messages Copilot CLI sends temperature 0,
+  // so every session of a group samples alike; on Responses it leaves sampling to the server.
+  const wire =
+    setting(
+      agent,
+      "wire_api",
+      (v): v is (typeof COPILOT_WIRE_APIS)[number] => COPILOT_WIRE_APIS.includes(v as never),
+      COPILOT_WIRE_APIS.join(", "),
+    ) ?? "responses";
+  const { home } = sessionPaths(ctx);
+  return {
+    ...base("copilot_cli", s),
+    files: [],
+    env: {
+      ...OFFLINE_KNOBS.copilot_cli.env,
+      COPILOT_HOME: `${home}/.copilot`,
+      COPILOT_PROVIDER_TYPE: wire === "anthropic" ? "anthropic" : "openai",
+      COPILOT_PROVIDER_BASE_URL: wire === "anthropic" ? ctx.proxyUrl : `${ctx.proxyUrl}/v1`,
+      ...(wire === "anthropic" ? {} : { COPILOT_PROVIDER_WIRE_API: wire }),
+      COPILOT_PROVIDER_API_KEY: ctx.sessionKey,
+      COPILOT_MODEL: ctx.model,
+      COPILOT_ALLOW_ALL: "true",
+    },
+    steps: [
+      {
+        command: tee(
+          "copilot_cli",
+          `copilot -p ${INSTRUCTION_ARG} --yolo --no-auto-update --model ${sq(ctx.model)}${extra(s)}`,
+        ),
+      },
+    ],
+  };
+};
+
+const cline: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("cline", agent);
+  noMcp("cline", agent);
+  noSkills("cline", agent);
+  const { home } = sessionPaths(ctx);
+  // Its OpenAI provider takes a base URL; its Anthropic provider does not, so OpenAI Chat it is.
+  const key = sq(ctx.sessionKey);
+  const model = sq(ctx.model);
+  return {
+    ...base("cline", s),
+    files: [
+      {
+        path: `${home}/.cline/data/settings/global-settings.json`,
+        content: JSON.stringify(OFFLINE_KNOBS.cline.settings, null, 2),
+      },
+    ],
+    env: { ...OFFLINE_KNOBS.cline.env, CLINE_DIR: `${home}/.cline` },
+    // `cline auth` registers the proxy as its OpenAI provider (in CLINE_DIR), then the task runs.
+    steps: [
+      {
+        command: tee(
+          "cline",
+          `cline auth -p openai -k ${key} -m ${model} -b ${sq(`${ctx.proxyUrl}/v1`)} && cline --json -P openai -m ${model} -k ${key}${extra(s)} ${INSTRUCTION_ARG}`,
+        ),
+      },
+    ],
+  };
+};
+
 /** Every preset by name. */
 export const PRESETS: Readonly<Record<PresetName, Harness>> = {
   claude_code: claudeCode,
@@ -472,4 +558,6 @@ export const PRESETS: Readonly<Record<PresetName, Harness>> = {
   gemini_cli: geminiCli,
   pi,
   mini_swe_agent: miniSweAgent,
+  copilot_cli: copilotCli,
+  cline,
 };

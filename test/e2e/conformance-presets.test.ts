@@ -22,6 +22,8 @@ const API: Record<HarnessName, string> = {
   opencode: "openai_chat",
   gemini_cli: "google",
   pi: "openai_chat",
+  copilot_cli: "openai_responses",
+  cline: "openai_chat",
 };
 
 // Installed once, at collection (a no-op when .polar/harnesses has them at their pinned versions).

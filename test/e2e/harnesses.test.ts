@@ -6,7 +6,7 @@
  * `test_on_output`; the group's rewards are the mix the scripted policy draws; every turn is
  * token-exact and carries the bridge's verdict.
  *
- * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all six). Where the CLIs cannot be
+ * `POLAR_E2E_HARNESSES=pi,qwen_code` runs a subset (default: all of them). Where the CLIs cannot be
  * installed (no npm registry) the harness suites are skipped, and fail under POLAR_TEST_REQUIRE_ALL=1;
  * without bubblewrap they run without the sandbox (plain processes) and say so in the summary.
  */
@@ -40,6 +40,8 @@ const EXPECTED: Record<HarnessName, { api: string; tools: string[] }> = {
   codex: { api: "openai_responses", tools: ["exec_command"] },
   opencode: { api: "openai_chat", tools: ["bash", "read", "edit", "write"] },
   gemini_cli: { api: "google", tools: ["run_shell_command", "read_file", "replace", "write_file"] },
+  copilot_cli: { api: "openai_responses", tools: ["bash", "view", "edit", "create"] },
+  cline: { api: "openai_chat", tools: ["run_commands", "editor"] },
 };
 
 // Installed once, at collection, so the suites can be skipped (or failed) when the install cannot run.
