@@ -51,6 +51,7 @@ export default defineConfig({
                 POLAR_TRAINER_TOKEN: "test-trainer-token",
                 POLAR_GATEWAY_TOKEN: "test-gateway-token",
                 POLAR_ADMIN_TOKEN: "test-admin-token",
+                POLAR_VIEWER_TOKEN: "test-viewer-token",
                 // Queues named sharded-… have 4 shards (control-plane/queue/shards.test.ts).
                 POLAR_QUEUE_SHARDS: "sharded-*=4",
               },

@@ -34,7 +34,7 @@ export interface LocalStackOptions {
   engine?: "sglang" | "sglang-openai" | "vllm";
   /** Keep the temporary folder (state, workspaces) after stop. */
   keepState?: boolean;
-  /** Role tokens; fresh random ones when omitted. */
+  /** Role tokens; fresh random ones when omitted (a missing `viewer` gets a fresh one too). */
   tokens?: RoleTokens;
   /** Extra Worker variables of the control plane (`startControlPlaneDev`'s `vars`). */
   controlPlaneVars?: Record<string, string>;
@@ -50,7 +50,7 @@ export interface LocalStackOptions {
 
 export interface LocalStack {
   root: string;
-  tokens: RoleTokens;
+  tokens: Required<RoleTokens>;
   controlPlane: ControlPlaneDev;
   engineUrl: string;
   engine: PolarProcess;
@@ -109,10 +109,13 @@ async function waitForGateways(url: string, token: string, gateways: PolarProces
  */
 export async function startLocalStack(opts: LocalStackOptions = {}): Promise<LocalStack> {
   const root = mkdtempSync(join(tmpdir(), "polar-stack-"));
-  const tokens: RoleTokens = opts.tokens ?? {
-    trainer: `trainer-${randomBytes(16).toString("hex")}`,
-    gateway: `gateway-${randomBytes(16).toString("hex")}`,
-    admin: `admin-${randomBytes(16).toString("hex")}`,
+  const tokens: Required<RoleTokens> = {
+    viewer: `viewer-${randomBytes(16).toString("hex")}`,
+    ...(opts.tokens ?? {
+      trainer: `trainer-${randomBytes(16).toString("hex")}`,
+      gateway: `gateway-${randomBytes(16).toString("hex")}`,
+      admin: `admin-${randomBytes(16).toString("hex")}`,
+    }),
   };
   const model = opts.model ?? "Qwen/Qwen3-0.6B";
   const started: Array<{ stop(): Promise<void> }> = [];

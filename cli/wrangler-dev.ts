@@ -82,6 +82,7 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     `POLAR_GATEWAY_TOKEN:${opts.tokens.gateway}`,
     "--var",
     `POLAR_ADMIN_TOKEN:${opts.tokens.admin}`,
+    ...(opts.tokens.viewer ? ["--var", `POLAR_VIEWER_TOKEN:${opts.tokens.viewer}`] : []),
     // Local development only: callbacks to loopback/private hosts (a trainer on this machine).
     ...(opts.devMode === false ? [] : ["--var", "POLAR_DEV_MODE:1"]),
     ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]),

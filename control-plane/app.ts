@@ -10,6 +10,7 @@ import { openApiDocument } from "./openapi";
 import { ShardConfigError } from "./queue/shards";
 import { adminRoutes } from "./routes/admin";
 import { batchRoutes } from "./routes/batches";
+import { eventRoutes } from "./routes/events";
 import { gatewayRoutes } from "./routes/gateways";
 import { queueRoutes } from "./routes/queues";
 import { upstreamSurface } from "./routes/rollout";
@@ -31,6 +32,7 @@ app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);
 app.route("/v1/queues", queueRoutes);
 app.route("/v1/admin", adminRoutes);
+app.route("/v1/events", eventRoutes);
 app.route("/metrics", metricsRoutes);
 // The upstream-compatible surface (`/health`, `/rollout/*`), at the root and under a base URL
 // that carries a path credential (docs/upstream-compat.md); nothing else is served under it.

@@ -1,8 +1,11 @@
 /**
- * Bearer-token auth for the three roles: trainer, gateway, admin.
+ * Bearer-token auth for the four roles: trainer, gateway, admin, viewer.
  *
  * - Shared role tokens come from secrets (`POLAR_TRAINER_TOKEN`, `POLAR_GATEWAY_TOKEN`,
- *   `POLAR_ADMIN_TOKEN`). The admin token may act as any role.
+ *   `POLAR_ADMIN_TOKEN`, `POLAR_VIEWER_TOKEN`). The admin token may act as any role.
+ * - `viewer` is read-only: the routes that require it are the GETs a dashboard needs, and the
+ *   trainer token satisfies it too (a trainer may see what it submitted). A viewer token on a
+ *   route of another role is refused with 403: it is a valid identity without the right.
  * - Per-gateway tokens `gw_<node>.<secret>` are stored only as SHA-256 hashes in the registry
  *   (created by `polar token create --role gateway --node-id ID`); they authenticate one node,
  *   whose hello must name the same node id.
@@ -18,7 +21,7 @@ import { ApiError } from "./errors";
 import { REGISTRY_NAME } from "./registry/registry-do";
 
 /** Roles a route may require. */
-export type Role = "trainer" | "gateway" | "admin";
+export type Role = "trainer" | "gateway" | "admin" | "viewer";
 
 /**
  * Secret holding each role's shared token.
@@ -28,12 +31,30 @@ export type Role = "trainer" | "gateway" | "admin";
  * env[ROLE_SECRET.trainer]; // the trainer token
  * ```
  */
-export const ROLE_SECRET: Record<Role, "POLAR_TRAINER_TOKEN" | "POLAR_GATEWAY_TOKEN" | "POLAR_ADMIN_TOKEN"> =
-  {
-    trainer: "POLAR_TRAINER_TOKEN",
-    gateway: "POLAR_GATEWAY_TOKEN",
-    admin: "POLAR_ADMIN_TOKEN",
-  };
+export const ROLE_SECRET: Record<
+  Role,
+  "POLAR_TRAINER_TOKEN" | "POLAR_GATEWAY_TOKEN" | "POLAR_ADMIN_TOKEN" | "POLAR_VIEWER_TOKEN"
+> = {
+  trainer: "POLAR_TRAINER_TOKEN",
+  gateway: "POLAR_GATEWAY_TOKEN",
+  admin: "POLAR_ADMIN_TOKEN",
+  viewer: "POLAR_VIEWER_TOKEN",
+};
+
+/**
+ * Roles whose shared token satisfies a check for each role, besides admin (which satisfies all).
+ *
+ * @example
+ * ```ts
+ * SATISFIED_BY.viewer; // ["viewer", "trainer"]
+ * ```
+ */
+export const SATISFIED_BY: Record<Role, Role[]> = {
+  trainer: ["trainer"],
+  gateway: ["gateway"],
+  admin: ["admin"],
+  viewer: ["viewer", "trainer"],
+};
 
 /** Who a request authenticated as. `nodeId` is set for a per-gateway token. */
 export interface Principal {
@@ -116,10 +137,11 @@ async function matchesAny(token: string, candidates: (string | undefined)[]): Pr
 }
 
 /**
- * Checks a request's token for `role` and returns who it is: 503 `not_configured` when the
- * role's secret is unset (and no per-gateway token applies), 401 `unauthorized` when the token is
- * missing or wrong — also when it is a valid token of another role (the message says so; the
- * walking-skeleton contract fixed 401 for a gateway token on trainer routes).
+ * Checks a request's token for `role` and returns who it is: 503 `not_configured` when no secret
+ * that satisfies the role is set (and no per-gateway token applies), 401 `unauthorized` when the
+ * token is missing or wrong — also when it is a valid token of another role (the message says so;
+ * the walking-skeleton contract fixed 401 for a gateway token on trainer routes) — and 403
+ * `forbidden` for the viewer token on a route that needs more than `viewer`.
  *
  * @example
  * ```ts
@@ -143,14 +165,20 @@ export async function authorize(
     if (role !== "gateway") throw ApiError.unauthorized(`a gateway token cannot use ${role} routes`);
     return { role: "gateway", nodeId: node };
   }
-  if (!env[secretName]) {
+  const accepted = [...SATISFIED_BY[role], "admin" as const].map((r) => env[ROLE_SECRET[r]]);
+  // A role with no secret of its own is still usable through a role that satisfies it (a viewer
+  // route answers the trainer token on a deployment that never set POLAR_VIEWER_TOKEN).
+  if (!env[secretName] && !(role === "viewer" && accepted.some(Boolean))) {
     throw ApiError.notConfigured(
       `the control plane has no ${role} token: set the ${secretName} secret (wrangler secret put ${secretName})`,
     );
   }
   if (!token)
     throw ApiError.unauthorized(`missing bearer token: send 'Authorization: Bearer <${secretName}>'`);
-  if (await matchesAny(token, [env[secretName], env.POLAR_ADMIN_TOKEN])) return { role, nodeId: null };
+  if (await matchesAny(token, accepted)) return { role, nodeId: null };
+  if (await matchesAny(token, [env.POLAR_VIEWER_TOKEN])) {
+    throw ApiError.forbidden(`a viewer token is read-only: this route needs the ${role} role`);
+  }
   const others = (Object.keys(ROLE_SECRET) as Role[])
     .filter((r) => r !== role)
     .map((r) => env[ROLE_SECRET[r]]);
@@ -169,6 +197,22 @@ export async function authorize(
  */
 export function requireRole(role: Role) {
   return createMiddleware<{ Bindings: Env; Variables: { principal: Principal } }>(async (c, next) => {
+    c.set("principal", await authorize(role, c.req.header("Authorization"), c.env));
+    await next();
+  });
+}
+
+/**
+ * Hono middleware requiring `read` for GET and HEAD, `write` for every other method.
+ *
+ * @example
+ * ```ts
+ * batchRoutes.use("*", requireReadWrite("viewer", "trainer"));
+ * ```
+ */
+export function requireReadWrite(read: Role, write: Role) {
+  return createMiddleware<{ Bindings: Env; Variables: { principal: Principal } }>(async (c, next) => {
+    const role = c.req.method === "GET" || c.req.method === "HEAD" ? read : write;
     c.set("principal", await authorize(role, c.req.header("Authorization"), c.env));
     await next();
   });

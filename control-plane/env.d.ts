@@ -7,6 +7,8 @@ declare namespace Cloudflare {
     BATCH: DurableObjectNamespace<import("./batch/batch-do").BatchDO>;
     QUEUE: DurableObjectNamespace<import("./queue/queue-do").QueueDO>;
     REGISTRY: DurableObjectNamespace<import("./registry/registry-do").RegistryDO>;
+    /** The state-event log behind `GET /v1/events` (one instance, "global"). */
+    EVENTS: DurableObjectNamespace<import("./events/events-do").EventsDO>;
     /** Uploaded trajectories and completion records. */
     TRAJECTORIES: R2Bucket;
     /** "1" under `polar dev` only: allows callbacks to loopback/private hosts. */
@@ -25,13 +27,17 @@ declare namespace Cloudflare {
     POLAR_FENCE_ACK_MARGIN_SECONDS?: string;
     /** Shards per queue, `queue=N` or `prefix*=N`, comma-separated (see queue/shards.ts); default 1. */
     POLAR_QUEUE_SHARDS?: string;
+    /** Seconds between heartbeat comments of an idle `GET /v1/events` stream (default 15). */
+    POLAR_EVENTS_HEARTBEAT_SECONDS?: string;
     POLAR_TRAINER_TOKEN?: string;
     POLAR_GATEWAY_TOKEN?: string;
     POLAR_ADMIN_TOKEN?: string;
+    /** Read-only token of dashboards (`viewer` role); the trainer and admin tokens satisfy it too. */
+    POLAR_VIEWER_TOKEN?: string;
   }
   interface GlobalProps {
     mainModule: typeof import("./index");
-    durableNamespaces: "BatchDO" | "QueueDO" | "RegistryDO";
+    durableNamespaces: "BatchDO" | "QueueDO" | "RegistryDO" | "EventsDO";
   }
 }
 

@@ -7,6 +7,7 @@
 import { app } from "./app";
 
 export { BatchDO } from "./batch/batch-do";
+export { EventsDO } from "./events/events-do";
 export { QueueDO } from "./queue/queue-do";
 export { RegistryDO } from "./registry/registry-do";
 

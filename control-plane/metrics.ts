@@ -139,7 +139,7 @@ export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
 export const metricsRoutes = new Hono<{ Bindings: Env }>();
 
 metricsRoutes.get("/", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const recorded = await c.env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
   const dispatchers = dispatchersOf(recorded, c.env.POLAR_QUEUE_SHARDS);
   const shards = await Promise.all(dispatchers.map((q) => c.env.QUEUE.getByName(q).metrics()));

@@ -26,6 +26,7 @@ import {
   TaskSpec,
   Trajectory,
 } from "../protocol";
+import { BatchListFilters, BatchListItemSchema, registerStatePaths } from "./openapi-state";
 import {
   AdminFanoutResponse,
   GatewayTokenBody,
@@ -45,7 +46,7 @@ const json = (schema: z.ZodType, description: string) => ({
 const errors = {
   400: json(ErrorBody, "Invalid input; the message names the field"),
   401: json(ErrorBody, "Missing or wrong bearer token"),
-  403: json(ErrorBody, "Token of another role"),
+  403: json(ErrorBody, "Token of another role (e.g. the read-only viewer token on a write)"),
   404: json(ErrorBody, "Not found"),
 };
 const idParam = (name: string) => z.object({ [name]: z.string() });
@@ -105,15 +106,7 @@ function build(): OpenAPIHono {
     {
       200: json(
         z.object({
-          batches: z.array(
-            z.object({
-              batch_id: z.string(),
-              queue: z.string(),
-              tasks: z.number(),
-              sessions: z.number(),
-              created_at: z.number(),
-            }),
-          ),
+          batches: z.array(BatchListItemSchema),
           next_before: z
             .string()
             .nullable()
@@ -129,6 +122,7 @@ function build(): OpenAPIHono {
           .string()
           .optional()
           .describe("next_before of the previous page; a bare created_at lists batches strictly older"),
+        ...BatchListFilters,
       }),
     },
   );
@@ -188,6 +182,7 @@ function build(): OpenAPIHono {
     },
     { params: z.object({ id: z.string(), task_id: z.string() }) },
   );
+  registerStatePaths(path);
   const sessionId = idParam("id");
   path(
     "get",

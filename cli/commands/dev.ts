@@ -28,7 +28,8 @@ export async function runDev(opts: DevOptions): Promise<void> {
   const usingDefaults =
     tokens.trainer === DEV_TOKENS.trainer ||
     tokens.gateway === DEV_TOKENS.gateway ||
-    tokens.admin === DEV_TOKENS.admin;
+    tokens.admin === DEV_TOKENS.admin ||
+    tokens.viewer === DEV_TOKENS.viewer;
   console.log(`\nPolar-TS control plane (local) at ${cp.url}, state in ${opts.persistTo}`);
   if (usingDefaults) {
     console.log("Using the documented dev tokens (set POLAR_*_TOKEN to override):");
@@ -36,6 +37,7 @@ export async function runDev(opts: DevOptions): Promise<void> {
     console.log(`  export POLAR_TRAINER_TOKEN=${tokens.trainer}`);
     console.log(`  export POLAR_GATEWAY_TOKEN=${tokens.gateway}`);
     console.log(`  export POLAR_ADMIN_TOKEN=${tokens.admin}`);
+    console.log(`  export POLAR_VIEWER_TOKEN=${tokens.viewer}`);
   }
   const stop = async () => {
     await cp.stop();

@@ -11,8 +11,10 @@ import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import { type BatchRequest, type GatewayStage, isTerminal, LIMITS, type SessionResult } from "../../protocol";
+import { EventFlusher, outboxEvents } from "../events/outbox";
 import { shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
+import { REGISTRY_NAME } from "../registry/registry-do";
 import { deliverDueCallbacks } from "./callback-delivery";
 import * as callbacks from "./callbacks";
 import migrations from "./drizzle/migrations.js";
@@ -30,6 +32,7 @@ import type {
   SubmitOutcome,
 } from "./dto";
 import { noEvaluations, readEvaluations, recordEvaluation } from "./evaluations";
+import { batchEventData, coalesceBatchEvent, recordBatchEvent } from "./events";
 import * as lifecycle from "./lifecycle";
 import * as noGateway from "./no-gateway";
 import { deliverDueOutbox } from "./outbox-delivery";
@@ -40,6 +43,14 @@ import { ResultWaiters } from "./result-waiters";
 import * as rolloutRuns from "./rollout-runs";
 import * as schema from "./schema";
 import * as store from "./store";
+import {
+  type BatchSummary,
+  batchSummary,
+  listSessions,
+  type SessionListPage,
+  type SessionListQuery,
+} from "./summary";
+import { countUploadedTokens } from "./uploaded-tokens";
 import { queuedAtOf, queueWaitMs } from "./waiting";
 
 /** Longest wait of one `results` call held inside this object; the Worker loops for longer waits. */
@@ -83,10 +94,22 @@ export class BatchDO extends DurableObject<Env> {
   private readonly waiters = new ResultWaiters();
   /** The fetch used for callbacks (replaceable in tests to observe retries). */
   callbackFetch: typeof fetch = (input, init) => fetch(input, init);
+  /** Sends the ledger's state events to the log, off the path of every answer. */
+  private readonly events: EventFlusher;
+  /** The status last copied to the registry (its batch listing filters on it). */
+  private reportedStatus = "running";
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.db = drizzle(ctx.storage, { schema });
+    this.events = new EventFlusher(
+      ctx,
+      () => this.env,
+      this.db,
+      () => `batch:${ctx.id.name ?? ctx.id.toString()}`,
+      () => ctx.storage.transactionSync(() => coalesceBatchEvent(this.db, Date.now())),
+      () => this.reportStatus(),
+    );
     ctx.blockConcurrencyWhile(async () => {
       await migrate(this.db, migrations);
     });
@@ -147,8 +170,19 @@ export class BatchDO extends DurableObject<Env> {
       const counts = store.insertBatch(this.db, request, requestHash, queue, Date.now(), this.noGatewayMs);
       return { kind: "created", body: { batch_id: request.batch_id, queue, ...counts, created: true } };
     });
-    if (outcome.kind === "created") await this.drainOutbox();
+    if (outcome.kind === "created") {
+      this.events.schedule();
+      await this.drainOutbox();
+    }
     return outcome;
+  }
+
+  /** Copies a changed batch status to the registry (after the events that announced it). */
+  private async reportStatus(): Promise<void> {
+    const data = batchEventData(this.db);
+    if (!data || data.status === this.reportedStatus) return;
+    await this.env.REGISTRY.getByName(REGISTRY_NAME).setBatchStatus(data.batch_id, data.status);
+    this.reportedStatus = data.status;
   }
 
   /** Status with per-task counts, or null when no batch is stored here. */
@@ -197,9 +231,11 @@ export class BatchDO extends DurableObject<Env> {
     attempt: number,
     nodeId: string,
   ): Promise<AssignOutcome> {
-    return this.ctx.storage.transactionSync(() =>
+    const outcome = this.ctx.storage.transactionSync(() =>
       store.markAssigned(this.db, sessionId, leaseId, attempt, nodeId, Date.now()),
     );
+    if (outcome === "assigned") this.events.schedule();
+    return outcome;
   }
 
   /** Records a stage change; a lease other than the current one is refused and counted. */
@@ -207,7 +243,10 @@ export class BatchDO extends DurableObject<Env> {
     const outcome = this.ctx.storage.transactionSync(() =>
       store.markProgress(this.db, sessionId, leaseId, status, Date.now(), this.graceMs),
     );
-    if (outcome === "ok") await this.armAlarm();
+    if (outcome === "ok") {
+      this.events.schedule();
+      await this.armAlarm();
+    }
     return outcome;
   }
 
@@ -248,7 +287,13 @@ export class BatchDO extends DurableObject<Env> {
       outbox.addWithdrawals(this.db, lifecycle.afterTerminal(this.db, check.session.taskIndex, now), now);
       return "accepted";
     });
-    if (outcome === "accepted") await this.afterChange();
+    if (outcome === "accepted") {
+      const uploaded = refs.trajectory;
+      if (uploaded && result.trajectory.traces.length === 0) {
+        this.ctx.waitUntil(countUploadedTokens(this.db, this.env.TRAJECTORIES, sessionId, uploaded));
+      }
+      await this.afterChange();
+    }
     return outcome;
   }
 
@@ -307,8 +352,11 @@ export class BatchDO extends DurableObject<Env> {
       }
       const withdrawn = lifecycle.cancelSessions(this.db, batch.batchId, taskIndex, now);
       outbox.addWithdrawals(this.db, withdrawn, now);
+      // The batch is cancelled even when no session was open any more: say so.
+      if (taskIndex === null) recordBatchEvent(this.db, now);
       return { kind: "cancelled", ended: withdrawn.length };
     });
+    if (outcome.kind === "cancelled") this.events.schedule();
     if (outcome.kind === "cancelled" && outcome.ended > 0) await this.afterChange();
     return outcome;
   }
@@ -368,9 +416,25 @@ export class BatchDO extends DurableObject<Env> {
     };
   }
 
+  /** A page of the batch's sessions, or null when no batch is stored here. */
+  async sessions(query: SessionListQuery): Promise<SessionListPage | null> {
+    if (!store.readBatch(this.db)) return null;
+    return listSessions(this.db, query);
+  }
+
+  /** The batch's aggregates and each task's, or null when no batch is stored here. */
+  async summary(): Promise<BatchSummary | null> {
+    return batchSummary(this.db);
+  }
+
   /** Stale/duplicate counters (observability and tests). */
   async counters(): Promise<BatchCounters> {
     return store.readCounters(this.db);
+  }
+
+  /** State events not yet in the log (observability and tests). */
+  async pendingEvents(): Promise<number> {
+    return outboxEvents(this.db);
   }
 
   /** Outbox rows not yet delivered (observability and tests). */
@@ -409,6 +473,7 @@ export class BatchDO extends DurableObject<Env> {
     }
     await this.drainOutbox();
     await this.deliverCallbacks();
+    await this.events.flush();
     await this.armAlarm();
   }
 
@@ -448,6 +513,7 @@ export class BatchDO extends DurableObject<Env> {
   /** After results were recorded: wake long-polls, push the outbox, deliver callbacks. */
   private async afterChange(): Promise<void> {
     this.waiters.notify();
+    this.events.schedule();
     await this.armAlarm();
     this.ctx.waitUntil(
       (async () => {

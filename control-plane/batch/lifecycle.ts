@@ -18,6 +18,7 @@ import {
   type TerminalStatus,
 } from "../../protocol";
 import type { ResultRefs } from "./dto";
+import { recordSessionEvent } from "./events";
 import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
@@ -108,7 +109,12 @@ export function recordResult(
   result: SessionResult,
   refs: ResultRefs,
   now: number,
+  fromGateway = true,
 ): number {
+  const traces = result.trajectory.traces;
+  // An uploaded trajectory's traces are not in the result: its tokens are counted after acceptance
+  // (uploaded-tokens.ts), until then null.
+  const counted = !refs.trajectory || traces.length > 0;
   const queuedMs = queueWaitMs(session, now, result.timing.queued_ms);
   const json = JSON.stringify({ ...result, timing: { ...result.timing, queued_ms: queuedMs } });
   const pieces = splitText(json, RESULT_CHUNK_CHARS);
@@ -125,6 +131,16 @@ export function recordResult(
       trajectoryBytes: refs.trajectory?.bytes ?? null,
       completionsKey: refs.completions?.key ?? null,
       completionsBytes: refs.completions?.bytes ?? null,
+      reward: result.reward,
+      errorKind: result.error?.kind ?? null,
+      errorMessage: result.error?.message ?? null,
+      promptTokens: counted ? traces.reduce((n, t) => n + t.prompt_ids.length, 0) : null,
+      responseTokens: counted ? traces.reduce((n, t) => n + t.response_ids.length, 0) : null,
+      // A result the ledger wrote itself (timeout, cancel, …) has no measured stages.
+      initMs: fromGateway ? result.timing.init_ms : null,
+      readyMs: fromGateway ? result.timing.ready_ms : null,
+      runMs: fromGateway ? result.timing.run_ms : null,
+      postrunMs: fromGateway ? result.timing.postrun_ms : null,
       logsKey: refs.logs?.key ?? null,
       logsBytes: refs.logs?.bytes ?? null,
       tokensKey: refs.tokens?.key ?? null,
@@ -147,6 +163,7 @@ export function recordResult(
     })
     .where(eq(schema.sessions.sessionId, session.sessionId))
     .run();
+  recordSessionEvent(db, session.sessionId, now);
   return inserted.seq;
 }
 
@@ -174,7 +191,7 @@ export function endSessions(
   for (const session of sessions) {
     const { spec } = tasks.get(session.taskIndex);
     const result = syntheticResult(batchId, session, spec, status, kind, message, metadata(session), now);
-    recordResult(db, session, session.leaseId ?? "", result, {}, now);
+    recordResult(db, session, session.leaseId ?? "", result, {}, now, false);
     out.push({ session_id: session.sessionId, lease_id: session.leaseId });
   }
   return out;
@@ -346,6 +363,7 @@ export function leaseLost(
     })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();
+  recordSessionEvent(db, sessionId, now);
   bumpCounter(db, "requeued_sessions");
   return { outcome: "requeued", queue: row.queue, taskIndex: session.taskIndex };
 }

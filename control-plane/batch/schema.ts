@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { SessionStatus } from "../../protocol";
 
 /** The single batch row; its absence means "no such batch" (a DO exists for any name). */
@@ -99,6 +99,19 @@ export const results = sqliteTable("results", {
   /** R2 key and accepted size of the token text of the trajectory (`TokenTextUpload`, token mode). */
   tokensKey: text("tokens_key"),
   tokensBytes: integer("tokens_bytes"),
+  // What the state queries aggregate, kept at acceptance so no query parses result JSON. Null on
+  // rows accepted before these columns existed (and timings on results the ledger wrote itself).
+  reward: real("reward"),
+  errorKind: text("error_kind"),
+  errorMessage: text("error_message"),
+  /** Token ids over the trajectory's traces; null until known (an uploaded one is counted after acceptance). */
+  promptTokens: integer("prompt_tokens"),
+  responseTokens: integer("response_tokens"),
+  /** The gateway's stage timings (`SessionResult.timing`). */
+  initMs: integer("init_ms"),
+  readyMs: integer("ready_ms"),
+  runMs: integer("run_ms"),
+  postrunMs: integer("postrun_ms"),
 });
 
 /** A result's JSON split in pieces that each stay far below SQLite's 2 MB row limit. */
@@ -166,3 +179,4 @@ export const rolloutRuns = sqliteTable("rollout_runs", {
   id: integer("id").primaryKey(),
   run: integer("run").notNull(),
 });
+export { eventOutbox } from "../events/outbox-schema";

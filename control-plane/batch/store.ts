@@ -18,6 +18,7 @@ import {
 } from "../../protocol";
 import { sessionIdOf } from "../ids";
 import type { AssignOutcome, BatchCounters, ProgressOutcome } from "./dto";
+import { recordBatchEvent, recordSessionEvent } from "./events";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
 import { waitingTimerAt } from "./waiting";
@@ -115,6 +116,7 @@ export function insertBatch(
       .values({ queue: taskQueue, taskIndex, nextAttemptAt: now, createdAt: now })
       .run();
   });
+  recordBatchEvent(db, now);
   return { tasks: request.tasks.length, sessions: sessionCount };
 }
 
@@ -302,6 +304,7 @@ export function markAssigned(
     .set({ status: "ASSIGNED", leaseId, attempt, nodeId, assignedAt: now, updatedAt: now })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();
+  recordSessionEvent(db, sessionId, now);
   return "assigned";
 }
 
@@ -338,6 +341,8 @@ export function markProgress(
     .set({ status, updatedAt: now, startedAt: starts ? now : session.startedAt, deadlineAt })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();
+  // A repeated report of the same stage is no change to announce.
+  if (status !== session.status) recordSessionEvent(db, sessionId, now);
   return "ok";
 }
 

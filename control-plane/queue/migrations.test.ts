@@ -21,7 +21,16 @@ describe("queue migrations on an existing database", () => {
     await runInDurableObject(env.QUEUE.getByName("migrate-0003"), async (_obj, state) => {
       const sql = state.storage.sql;
       // Back to an empty database, then up to the schema before 0003, as a deployed shard has it.
-      for (const table of ["pending", "gateways", "leases", "counters", "fence", "__drizzle_migrations"]) {
+      for (const table of [
+        "pending",
+        "gateways",
+        "leases",
+        "counters",
+        "fence",
+        "event_outbox",
+        "event_snapshots",
+        "__drizzle_migrations",
+      ]) {
         sql.exec(`DROP TABLE IF EXISTS ${table}`);
       }
       const db = drizzle(state.storage, { schema });

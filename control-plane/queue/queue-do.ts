@@ -13,9 +13,11 @@ import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import type { SessionAssignment } from "../../protocol";
+import { EventFlusher } from "../events/outbox";
 import { AdminFanout, type AdminNodeResult } from "./admin-fanout";
 import { Dispatcher, withdraw } from "./dispatch";
 import migrations from "./drizzle/migrations.js";
+import { recordShardEvents } from "./events";
 import type { FenceChange } from "./fence";
 import { readFence } from "./fence";
 import { applyFence, drainNode, ensureFence, type FenceOutcome, fenceStatus } from "./fence-routes";
@@ -44,10 +46,18 @@ export class QueueDO extends DurableObject<Env> {
   private readonly shard: Shard;
   private readonly stealing: Stealing;
   private readonly dispatcher: Dispatcher;
+  /** Sends the shard's gateway and fence events to the log, off the path of every answer. */
+  private readonly events: EventFlusher;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.shard = openShard(ctx, () => this.env, drizzle(ctx.storage, { schema }), new AdminFanout());
+    this.events = new EventFlusher(
+      ctx,
+      () => this.env,
+      this.shard.db,
+      () => `queue:${this.shard.shardName}`,
+    );
     this.stealing = new Stealing(this.shard);
     this.dispatcher = new Dispatcher(this.shard, this.stealing);
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
@@ -56,6 +66,16 @@ export class QueueDO extends DurableObject<Env> {
       reconcileAfterRestart(this.shard);
       await armAlarm(this.shard);
     });
+  }
+
+  /** Records the gateway and fence events due after a change and sends them on; never throws. */
+  private announce(): void {
+    try {
+      if (recordShardEvents(this.shard, Date.now()) > 0) this.events.schedule();
+    } catch (error) {
+      // The state is the truth: a failure to describe it must not fail the change itself.
+      console.error("QueueDO: recording state events failed:", error);
+    }
   }
 
   /** Accepts a gateway WebSocket (the Worker has already authenticated it). */
@@ -70,6 +90,8 @@ export class QueueDO extends DurableObject<Env> {
     } catch (error) {
       console.error("Error in QueueDO webSocketMessage:", error);
       send(ws, errorFrame("internal", "the control plane failed to handle this message; retry it"));
+    } finally {
+      this.announce();
     }
   }
 
@@ -79,6 +101,7 @@ export class QueueDO extends DurableObject<Env> {
     } catch (error) {
       console.error("Error in QueueDO webSocketClose:", error);
     } finally {
+      this.announce();
       closeQuietly(ws, code === 1005 || code === 1006 ? 1000 : code, reason);
     }
   }
@@ -90,6 +113,7 @@ export class QueueDO extends DurableObject<Env> {
     } catch (inner) {
       console.error("Error in QueueDO webSocketError:", inner);
     } finally {
+      this.announce();
       closeQuietly(ws, 1011, "socket error");
     }
   }
@@ -105,6 +129,8 @@ export class QueueDO extends DurableObject<Env> {
     store.releaseExpiredLoans(this.shard.db, Date.now());
     await this.dispatcher.run();
     await this.stealing.pokeSiblingsIfBacklogged();
+    this.announce();
+    await this.events.flush();
     await armAlarm(this.shard);
   }
 
@@ -159,7 +185,11 @@ export class QueueDO extends DurableObject<Env> {
 
   /** Changes the queue's fence and collects the gateways' answers (see `fence-routes.ts`). */
   async changeFence(change: FenceChange, timeoutSeconds: number): Promise<FenceOutcome> {
-    return applyFence(this.shard, change, timeoutSeconds);
+    try {
+      return await applyFence(this.shard, change, timeoutSeconds);
+    } finally {
+      this.announce();
+    }
   }
 
   /**
@@ -167,7 +197,11 @@ export class QueueDO extends DurableObject<Env> {
    * upstream `/nodes` routes use it: a bridge fences each gateway of a queue at the same time.
    */
   async ensureFence(change: FenceChange, timeoutSeconds: number, nodeId: string): Promise<FenceOutcome> {
-    return ensureFence(this.shard, change, timeoutSeconds, nodeId);
+    try {
+      return await ensureFence(this.shard, change, timeoutSeconds, nodeId);
+    } finally {
+      this.announce();
+    }
   }
 
   /** The fence and every connected gateway's gate (`admin status`), changing nothing. */
@@ -177,7 +211,11 @@ export class QueueDO extends DurableObject<Env> {
 
   /** Drains a gateway; null when the node never connected to this shard. */
   async drain(nodeId: string): Promise<AdminNodeResult | null> {
-    return drainNode(this.shard, nodeId);
+    try {
+      return await drainNode(this.shard, nodeId);
+    } finally {
+      this.announce();
+    }
   }
 
   /** A sibling shard asks for up to `k` pending sessions for its idle gateways (see `stealing.ts`). */

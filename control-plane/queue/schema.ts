@@ -100,3 +100,18 @@ export const fence = sqliteTable("fence", {
   pausedAt: integer("paused_at"),
   updatedAt: integer("updated_at").notNull(),
 });
+export { eventOutbox } from "../events/outbox-schema";
+
+/**
+ * The last state event this shard sent per gateway (`gateway:<node>`) and for the fence
+ * (`fence`): a change is announced once, and a gateway's credit and metrics at most every 2 s
+ * (see `events.ts`).
+ */
+export const eventSnapshots = sqliteTable("event_snapshots", {
+  name: text("name").primaryKey(),
+  /** JSON of the fields whose every change is announced. */
+  state: text("state").notNull(),
+  /** JSON of the whole event data. */
+  full: text("full").notNull(),
+  at: integer("at").notNull(),
+});

@@ -6,7 +6,7 @@
  * @module
  */
 import { DurableObject } from "cloudflare:workers";
-import { and, desc, eq, isNull, lt, or } from "drizzle-orm";
+import { and, desc, eq, gte, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import { type DrizzleSqliteDODatabase, drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import migrations from "./drizzle/migrations.js";
@@ -22,7 +22,23 @@ export interface BatchListItem {
   tasks: number;
   sessions: number;
   created_at: number;
+  /** `running`, `completed` or `cancelled` (as the ledger last reported it). */
+  status: string;
+  /** The harnesses of the batch's tasks, sorted. */
+  harnesses: string[];
 }
+
+/** Filters of the batch listing (null: any). */
+export interface BatchListFilter {
+  status: string | null;
+  queue: string | null;
+  harness: string | null;
+  /** Batches created at or after this time (ms). */
+  since: number | null;
+}
+
+/** What `recordBatch` takes: the listing item without what the registry derives itself. */
+export type BatchRecord = Omit<BatchListItem, "status" | "harnesses"> & { harnesses?: string[] };
 
 /**
  * Where a page of the batch listing starts: after the batch (`created_at`, `batch_id`) that ended
@@ -56,7 +72,7 @@ export class RegistryDO extends DurableObject<Env> {
   }
 
   /** Records a created batch (idempotent). */
-  async recordBatch(item: BatchListItem): Promise<void> {
+  async recordBatch(item: BatchRecord): Promise<void> {
     this.db
       .insert(schema.batches)
       .values({
@@ -65,15 +81,28 @@ export class RegistryDO extends DurableObject<Env> {
         tasks: item.tasks,
         sessions: item.sessions,
         createdAt: item.created_at,
+        harnesses: `,${[...new Set(item.harnesses ?? [])].sort().join(",")}${item.harnesses?.length ? "," : ""}`,
       })
       .onConflictDoNothing()
       .run();
   }
 
-  /** Batches newest first (ties by `batch_id`, descending), after `before` when given. */
-  async listBatches(limit: number, before: BatchCursor | null): Promise<BatchListItem[]> {
+  /** Records the status the batch's ledger reports (after each flush of its state events). */
+  async setBatchStatus(batchId: string, status: string): Promise<void> {
+    this.db.update(schema.batches).set({ status }).where(eq(schema.batches.batchId, batchId)).run();
+  }
+
+  /**
+   * Batches newest first (ties by `batch_id`, descending), after `before` when given, that pass
+   * `filter`.
+   */
+  async listBatches(
+    limit: number,
+    before: BatchCursor | null,
+    filter: BatchListFilter = { status: null, queue: null, harness: null, since: null },
+  ): Promise<BatchListItem[]> {
     const { createdAt, batchId } = schema.batches;
-    let where: ReturnType<typeof lt> | undefined;
+    let where: SQL | undefined;
     if (before !== null) {
       where =
         before.batch_id === null
@@ -83,10 +112,19 @@ export class RegistryDO extends DurableObject<Env> {
               and(eq(createdAt, before.created_at), lt(batchId, before.batch_id)),
             );
     }
+    const filters = and(
+      where,
+      filter.status === null ? undefined : eq(schema.batches.status, filter.status),
+      filter.queue === null ? undefined : eq(schema.batches.queue, filter.queue),
+      filter.harness === null
+        ? undefined
+        : sql`instr(${schema.batches.harnesses}, ${`,${filter.harness},`}) > 0`,
+      filter.since === null ? undefined : gte(createdAt, filter.since),
+    );
     return this.db
       .select()
       .from(schema.batches)
-      .where(where)
+      .where(filters)
       .orderBy(desc(createdAt), desc(batchId))
       .limit(limit)
       .all()
@@ -96,6 +134,8 @@ export class RegistryDO extends DurableObject<Env> {
         tasks: b.tasks,
         sessions: b.sessions,
         created_at: b.createdAt,
+        status: b.status,
+        harnesses: b.harnesses.split(",").filter(Boolean),
       }));
   }
 

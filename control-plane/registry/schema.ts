@@ -21,6 +21,13 @@ export const batches = sqliteTable(
     tasks: integer("tasks").notNull(),
     sessions: integer("sessions").notNull(),
     createdAt: integer("created_at").notNull(),
+    /**
+     * `running`, `completed` or `cancelled`, as the batch's ledger last reported it (after each
+     * flush of its state events). Rows recorded before this column existed read `running`.
+     */
+    status: text("status").notNull().default("running"),
+    /** The tasks' harnesses, `,a,b,` (so one harness matches `LIKE '%,a,%'`). */
+    harnesses: text("harnesses").notNull().default(","),
   },
   (t) => [index("batches_created_id_idx").on(t.createdAt, t.batchId)],
 );

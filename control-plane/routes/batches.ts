@@ -7,19 +7,21 @@
  */
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS } from "../../protocol";
+import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS, SessionStatus } from "../../protocol";
 import { sequencedResults } from "../artifacts";
-import { requireRole } from "../auth";
+import { requireReadWrite } from "../auth";
 import type { RawResultsPage } from "../batch/dto";
+import { harnessOf } from "../batch/summary";
 import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
 import { newBatchId } from "../ids";
-import { type BatchCursor, REGISTRY_NAME } from "../registry/registry-do";
+import { type BatchCursor, type BatchListFilter, REGISTRY_NAME } from "../registry/registry-do";
 import { canonicalHash, readJsonBody, utf8Length } from "../request-body";
 import { identifierParam, integerParam } from "./params";
 
 /**
- * The batches sub-app (mounted at `/v1/batches`, trainer token required).
+ * The batches sub-app (mounted at `/v1/batches`): the trainer token creates and cancels, the
+ * viewer (or trainer) token reads.
  *
  * @example
  * ```ts
@@ -28,7 +30,8 @@ import { identifierParam, integerParam } from "./params";
  */
 export const batchRoutes = new Hono<{ Bindings: Env }>();
 
-batchRoutes.use("*", requireRole("trainer"));
+// Reads are for dashboards too (viewer); creating and cancelling stay the trainer's.
+batchRoutes.use("*", requireReadWrite("viewer", "trainer"));
 
 /**
  * Parses a batch request; 400 `validation_failed` naming every wrong field.
@@ -95,6 +98,7 @@ export async function createBatch(env: Env, raw: unknown) {
     tasks: outcome.body.tasks,
     sessions: outcome.body.sessions,
     created_at: Date.now(),
+    harnesses: request.tasks.map(harnessOf),
   });
   return { status: outcome.kind === "created" ? (201 as const) : (200 as const), body: outcome.body };
 }
@@ -145,10 +149,42 @@ export function nextBefore(batch: { created_at: number; batch_id: string }): str
   return `${batch.created_at}:${batch.batch_id}`;
 }
 
+/** Most sessions in one page of `GET /v1/batches/:id/sessions`. */
+export const MAX_SESSIONS_PER_PAGE = 1_000;
+
+/** Values of the `status` filter of `GET /v1/batches`. */
+const BATCH_STATUSES = ["running", "completed", "cancelled"];
+
+/**
+ * The filters of `GET /v1/batches` (`status`, `queue`, `harness`, `since`); 400 naming the bad one.
+ *
+ * @example
+ * ```ts
+ * batchFilterParams({ status: "running" }); // { status: "running", queue: null, harness: null, since: null }
+ * ```
+ */
+export function batchFilterParams(query: Record<string, string | undefined>): BatchListFilter {
+  const status = query.status ?? null;
+  if (status !== null && !BATCH_STATUSES.includes(status)) {
+    const message = `must be one of ${BATCH_STATUSES.join(", ")}`;
+    throw ApiError.badRequest("validation_failed", `status: ${message}, got '${status}'`, [
+      { field: "status", message },
+    ]);
+  }
+  return {
+    status,
+    queue: query.queue === undefined ? null : identifierParam("queue", query.queue),
+    harness: query.harness === undefined ? null : identifierParam("harness", query.harness),
+    since:
+      query.since === undefined ? null : integerParam("since", query.since, 0, 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
 batchRoutes.get("/", async (c) => {
   const limit = integerParam("limit", c.req.query("limit"), 50, 1, LIMITS.maxBatchesPerPage);
   const cursor = batchCursorParam(c.req.query("before"));
-  const batches = await c.env.REGISTRY.getByName(REGISTRY_NAME).listBatches(limit, cursor);
+  const filter = batchFilterParams(c.req.query());
+  const batches = await c.env.REGISTRY.getByName(REGISTRY_NAME).listBatches(limit, cursor, filter);
   const last = batches[batches.length - 1];
   return c.json({ batches, next_before: batches.length === limit && last ? nextBefore(last) : null });
 });
@@ -179,6 +215,38 @@ batchRoutes.delete("/:id/tasks/:task_id", async (c) => {
     status: "cancelled",
     cancelled_sessions: outcome.kind === "cancelled" ? outcome.ended : 0,
   });
+});
+
+batchRoutes.get("/:id/sessions", async (c) => {
+  const batchId = identifierParam("batch_id", c.req.param("id"));
+  const status = c.req.query("status") ?? null;
+  if (status !== null && !SessionStatus.safeParse(status).success) {
+    const message = `must be one of ${SessionStatus.options.join(", ")}`;
+    throw ApiError.badRequest("validation_failed", `status: ${message}, got '${status}'`, [
+      { field: "status", message },
+    ]);
+  }
+  const optional = (name: string) => {
+    const raw = c.req.query(name);
+    return raw === undefined ? null : identifierParam(name, raw);
+  };
+  const after = c.req.query("after");
+  const page = await c.env.BATCH.getByName(batchId).sessions({
+    task_id: optional("task_id"),
+    status,
+    node_id: optional("node_id"),
+    after: after === undefined ? null : identifierParam("after", after),
+    limit: integerParam("limit", c.req.query("limit"), 100, 1, MAX_SESSIONS_PER_PAGE),
+  });
+  if (!page) throw ApiError.notFound(`batch '${batchId}' does not exist`);
+  return c.json(page);
+});
+
+batchRoutes.get("/:id/summary", async (c) => {
+  const batchId = identifierParam("batch_id", c.req.param("id"));
+  const summary = await c.env.BATCH.getByName(batchId).summary();
+  if (!summary) throw ApiError.notFound(`batch '${batchId}' does not exist`);
+  return c.json(summary);
 });
 
 /** Calls the ledger until it has results, the batch is done, or `waitMs` passed. */

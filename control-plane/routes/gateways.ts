@@ -51,7 +51,7 @@ gatewayRoutes.get("/connect", async (c) => {
 });
 
 gatewayRoutes.get("/", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const recorded = await c.env.REGISTRY.getByName(REGISTRY_NAME).listQueues();
   const dispatchers = dispatchersOf(recorded, c.env.POLAR_QUEUE_SHARDS);
   const stats = await Promise.all(dispatchers.map((q) => c.env.QUEUE.getByName(q).stats()));

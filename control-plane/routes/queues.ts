@@ -21,7 +21,7 @@ import {
   PolicyVersionRequest,
   ResumeRequest,
 } from "../../protocol";
-import { requireRole } from "../auth";
+import { requireReadWrite } from "../auth";
 import { ApiError } from "../errors";
 import type { FenceChange } from "../queue/fence";
 import { shardsOf } from "../queue/shards";
@@ -126,7 +126,8 @@ export async function fenceStatus(env: Env, queue: string): Promise<FenceStatusR
 }
 
 /**
- * The queues sub-app (mounted at `/v1/queues`, trainer token; the admin token may act as trainer).
+ * The queues sub-app (mounted at `/v1/queues`): fence changes need the trainer token (the admin
+ * token may act as trainer); reading the fence state needs only `viewer`.
  *
  * @example
  * ```ts
@@ -134,7 +135,7 @@ export async function fenceStatus(env: Env, queue: string): Promise<FenceStatusR
  * ```
  */
 export const queueRoutes = new Hono<{ Bindings: Env }>();
-queueRoutes.use("*", requireRole("trainer"));
+queueRoutes.use("*", requireReadWrite("viewer", "trainer"));
 
 queueRoutes.post("/:queue/inference/pause", async (c) => {
   const queue = identifierParam("queue", c.req.param("queue"));

@@ -54,7 +54,7 @@ async function viewOf(env: Env, raw: string | undefined) {
 }
 
 sessionRoutes.get("/:id", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   const {
     result_json,
@@ -133,7 +133,7 @@ async function serveArtifact(
 }
 
 sessionRoutes.get("/:id/trajectory", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "trajectory");
   if (view.trajectory_key)
@@ -148,7 +148,7 @@ sessionRoutes.get("/:id/trajectory", async (c) => {
 });
 
 sessionRoutes.get("/:id/completions", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   // The records are uploaded before the result is sent and their ref is stored with it: until the
   // result is accepted "no records" would be a guess, so say "not yet" instead of 404.
@@ -162,7 +162,7 @@ sessionRoutes.get("/:id/completions", async (c) => {
 });
 
 sessionRoutes.get("/:id/logs", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "logs");
   if (!view.logs_key)
@@ -174,7 +174,7 @@ sessionRoutes.get("/:id/logs", async (c) => {
 });
 
 sessionRoutes.get("/:id/tokens", async (c) => {
-  await authorize("trainer", c.req.header("Authorization"), c.env);
+  await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
   if (view.result_json === null) throw notReady(view, "token text");
   if (!view.tokens_key)

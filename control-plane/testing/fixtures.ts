@@ -12,6 +12,7 @@ export const TOKENS = {
   trainer: "test-trainer-token",
   gateway: "test-gateway-token",
   admin: "test-admin-token",
+  viewer: "test-viewer-token",
 } as const;
 
 const BASE = "http://control-plane.test";

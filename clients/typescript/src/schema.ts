@@ -69,6 +69,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** State events (batch, session, gateway, fence): a JSON page, or SSE with Accept: text/event-stream or stream=1 (id = seq, resumable with Last-Event-ID; heartbeat comment every 15 s) */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Sessions of a batch in task, then sample order, filtered and paged (viewer) */
+        get: operations["listBatchSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Aggregates of a batch and of each task: counts, mean reward, pass rate, reward histogram, errors, tokens (viewer) */
+        get: operations["getBatchSummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}": {
         parameters: {
             query?: never;
@@ -615,6 +666,12 @@ export interface operations {
                 limit?: string;
                 /** @description next_before of the previous page; a bare created_at lists batches strictly older */
                 before?: string;
+                status?: "running" | "completed" | "cancelled";
+                queue?: string;
+                /** @description Batches with a task of this harness ('import_path' for import paths) */
+                harness?: string;
+                /** @description Batches created at or after this time (ms since the epoch) */
+                since?: string;
             };
             header?: never;
             path?: never;
@@ -635,6 +692,9 @@ export interface operations {
                             tasks: number;
                             sessions: number;
                             created_at: number;
+                            /** @enum {string} */
+                            status: "running" | "completed" | "cancelled";
+                            harnesses: string[];
                         }[];
                         /** @description Cursor of the next page ('<created_at>:<batch_id>'); null on the last page */
                         next_before: string | null;
@@ -671,7 +731,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -810,7 +870,7 @@ export interface operations {
                         };
                         agent: {
                             /** @enum {string} */
-                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                             import_path?: string;
                             model_name?: string;
                             /** @default {} */
@@ -939,7 +999,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1127,7 +1187,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1214,7 +1274,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1367,7 +1427,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1456,7 +1516,370 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Events after this seq (default: the oldest kept) */
+                after?: string;
+                /** @description At most this many (1..1000, default 100) */
+                limit?: string;
+                batch_id?: string;
+                /** @description Comma-separated: batch,session,gateway,fence */
+                kinds?: string;
+                /** @description 1: SSE without an Accept header */
+                stream?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events (SSE: text/event-stream) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        events: {
+                            seq: number;
+                            /** @enum {string} */
+                            kind: "batch" | "session" | "gateway" | "fence";
+                            at: number;
+                            /** @description The kind's data (docs/control-plane.md) */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** @description Cursor to continue from (the log's head after a short page) */
+                        next: number;
+                        /** @description Newest seq in the log */
+                        head: number;
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description events_expired: the cursor is older than the bounded log; reload and resume at details.next */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    listBatchSessions: {
+        parameters: {
+            query?: {
+                task_id?: string;
+                status?: "QUEUED" | "ASSIGNED" | "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN" | "COMPLETED" | "ERROR" | "TIMEOUT" | "CANCELLED";
+                node_id?: string;
+                /** @description 1..1000, default 100 */
+                limit?: string;
+                /** @description The next of the previous page (a session_id) */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of sessions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        sessions: {
+                            session_id: string;
+                            task_id: string;
+                            /** @enum {string} */
+                            status: "QUEUED" | "ASSIGNED" | "INITIALIZING" | "READY" | "RUNNING" | "POST_RUN" | "COMPLETED" | "ERROR" | "TIMEOUT" | "CANCELLED";
+                            /** @description The status while a gateway holds the session, else null */
+                            stage: string | null;
+                            node_id: string | null;
+                            attempt: number;
+                            reward: number | null;
+                            error_kind: string | null;
+                            error_message: string | null;
+                            created_at: number;
+                            started_at: number | null;
+                            finished_at: number | null;
+                            stage_timings: {
+                                init_ms: number;
+                                ready_wait_ms: number;
+                                run_ms: number;
+                                post_run_ms: number;
+                            } | null;
+                            has_logs: boolean;
+                            has_tokens: boolean;
+                            has_completions: boolean;
+                        }[];
+                        next: string | null;
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getBatchSummary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Summary */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        batch_id: string;
+                        /** @enum {string} */
+                        status: "running" | "completed" | "cancelled";
+                        total: number;
+                        /** @description Sessions per status (statuses with none left out) */
+                        counts_by_status: {
+                            [key: string]: number;
+                        };
+                        mean_reward: number | null;
+                        /** @description Share of rewarded sessions with reward >= 1 */
+                        pass_rate: number | null;
+                        errors_by_kind: {
+                            [key: string]: number;
+                        };
+                        tokens: {
+                            prompt: number;
+                            response: number;
+                        };
+                        tasks: {
+                            task_id: string;
+                            harness: string;
+                            total: number;
+                            /** @description Sessions per status (statuses with none left out) */
+                            counts_by_status: {
+                                [key: string]: number;
+                            };
+                            mean_reward: number | null;
+                            /** @description Share of rewarded sessions with reward >= 1 */
+                            pass_rate: number | null;
+                            errors_by_kind: {
+                                [key: string]: number;
+                            };
+                            tokens: {
+                                prompt: number;
+                                response: number;
+                            };
+                            /** @description 10 bins over [0, 1]; rewards outside are clamped */
+                            reward_histogram: {
+                                lo: number;
+                                hi: number;
+                                count: number;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid input; the message names the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing or wrong bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            details?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1604,7 +2027,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1713,7 +2136,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1797,7 +2220,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1889,7 +2312,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1992,7 +2415,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2096,7 +2519,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2213,7 +2636,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2322,7 +2745,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2424,7 +2847,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2539,7 +2962,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2663,7 +3086,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2787,7 +3210,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2904,7 +3327,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3020,7 +3443,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3178,7 +3601,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3336,7 +3759,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3474,7 +3897,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3559,7 +3982,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3652,7 +4075,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3737,7 +4160,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3871,7 +4294,7 @@ export interface operations {
                     };
                     agent: {
                         /** @enum {string} */
-                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent";
+                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
                         import_path?: string;
                         model_name?: string;
                         /** @default {} */
@@ -3983,7 +4406,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4120,7 +4543,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4257,7 +4680,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4366,7 +4789,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4465,7 +4888,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4558,7 +4981,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4679,7 +5102,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4770,7 +5193,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4862,7 +5285,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4982,7 +5405,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5072,7 +5495,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Token of another role */
+            /** @description Token of another role (e.g. the read-only viewer token on a write) */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -4,6 +4,7 @@ import m0002 from "./0002_spicy_sunset_bain.sql";
 import m0003 from "./0003_swift_roland_deschain.sql";
 import m0004 from "./0004_lean_princess_powerful.sql";
 import m0005 from "./0005_clever_thunderbolt_ross.sql";
+import m0006 from "./0006_real_silhouette.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -15,5 +16,6 @@ export default {
     m0003,
     m0004,
     m0005,
+    m0006,
   },
 };
