@@ -53,7 +53,11 @@ try {
   console.log(
     `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
   );
-  const dashboard = dashboardLink(stack.controlPlane.url, { POLAR_TRAINER_TOKEN: stack.tokens.trainer });
+  // Signed in read-only: watching needs no more than the viewer role.
+  const dashboard = dashboardLink(stack.controlPlane.url, {
+    POLAR_VIEWER_TOKEN: stack.tokens.viewer,
+    POLAR_TRAINER_TOKEN: stack.tokens.trainer,
+  });
   console.log(`[${elapsed()}] dashboard: ${dashboard.url}`);
   const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE));
   // The task names no builder, so the token-mode gateway gives it `conversation`: one token-exact

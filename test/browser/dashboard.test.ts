@@ -54,7 +54,8 @@ describeWith(["chromium"], "the dashboard in a browser", () => {
 
   it("signs in from #token=, drops it from the address bar, and shows the fleet with the fence", async () => {
     await fence("pause");
-    await page.goto(`${stack.controlPlane.url}/#token=${encodeURIComponent(stack.tokens.trainer)}`);
+    // Read-only: the viewer token sees everything but may change nothing.
+    await page.goto(`${stack.controlPlane.url}/#token=${encodeURIComponent(stack.tokens.viewer!)}`);
     await page.locator('[data-view="fleet"] [data-node="node-0"]').waitFor(WAIT);
     expect(new URL(page.url()).hash).toBe("#/");
     await expect.poll(() => page.locator('[data-queue="default"]').textContent(), WAIT).toContain("paused");
@@ -113,6 +114,16 @@ describeWith(["chromium"], "the dashboard in a browser", () => {
     await fence("pause");
     const { batch_id } = await stack.client.submit(batch("dash-cancel"));
     await page.goto(`${stack.controlPlane.url}/#/batches/${batch_id}`);
+    // The viewer's cancel is refused by the control plane, and the page says so.
+    await page.getByRole("button", { name: "Cancel batch" }).click();
+    await expect.poll(() => page.locator("[data-note]").textContent(), WAIT).toMatch(/Cancel batch .*: .+/);
+    expect(await page.locator("[data-note]").textContent()).not.toMatch(/sessions cancelled/);
+    expect((await stack.client.status(batch_id)).cancelled_at ?? null).toBeNull();
+    // A #token= link in the open tab signs in again, here as the trainer, who may cancel.
+    await page.goto(
+      `${stack.controlPlane.url}/#/batches/${batch_id}&token=${encodeURIComponent(stack.tokens.trainer)}`,
+    );
+    await expect.poll(() => new URL(page.url()).hash, WAIT).toBe(`#/batches/${batch_id}`);
     await page.getByRole("button", { name: "Cancel batch" }).click();
     await expect.poll(() => page.locator("[data-note]").textContent(), WAIT).toMatch(/sessions cancelled/);
     await fence("resume");

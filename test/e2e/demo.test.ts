@@ -36,7 +36,7 @@ it("prints the dashboard URL at start and holds the stack after the batch until 
       demo.then(() => reject(new Error(`the demo exited before ${pattern}:\n${out}`)), reject);
       check();
     });
-  const [, url, token] = await seen(/dashboard: (http:\/\/127\.0\.0\.1:\d+\/)#token=(\S+)/);
+  const [, url, token] = await seen(/dashboard: (http:\/\/127\.0\.0\.1:\d+\/)#token=(viewer-\S+)/);
   await seen(/Holding the stack/);
   // Printed before the batch was submitted, so it can be opened while the batch runs.
   expect(out.indexOf("dashboard:")).toBeLessThan(out.indexOf("submitted"));
