@@ -327,6 +327,20 @@ token
   .action(async (opts) => (await import("./commands/token")).runTokenCreate(opts));
 
 program
+  .command("dashboard")
+  .description(
+    "Print (and open, where a browser can be started) the dashboard URL, signed in with the token from POLAR_VIEWER_TOKEN or POLAR_TRAINER_TOKEN",
+  )
+  .option(
+    "--control-plane <url>",
+    "control plane URL (or POLAR_URL)",
+    process.env.POLAR_URL ?? "http://127.0.0.1:8787",
+  )
+  .option("--json", "print {url, base, token_from, reachable}", false)
+  .option("--no-open", "only print the URL")
+  .action(async (opts) => (await import("./commands/dashboard")).runDashboard(opts));
+
+program
   .command("deploy")
   .description("Deploy the control plane with wrangler (needs a Cloudflare login)")
   .option("--dry-run", "only bundle and check", false)
