@@ -1,6 +1,10 @@
 import { availableParallelism } from "node:os";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+import { ensureWebBuild } from "./cli/web-build.ts";
+
+// The workers pool reads wrangler.toml, whose `[assets]` folder (the dashboard's build) must exist.
+await ensureWebBuild();
 
 /**
  * End-to-end files whose assertions bound how long something takes (a silent socket closed at
@@ -65,7 +69,9 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients}/**/*.test.ts"],
+          include: [
+            "{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients,web}/**/*.test.ts",
+          ],
           // Real tokenizers, sockets and child processes on a shared machine: 5 s is too tight.
           testTimeout: 30_000,
         },
@@ -75,8 +81,20 @@ export default defineConfig({
           name: "e2e",
           environment: "node",
           include: ["test/**/*.test.ts"],
-          exclude: TIMED_E2E,
+          exclude: [...TIMED_E2E, "test/browser/**"],
           // After the unit layers (their files would otherwise share the workers with stacks).
+          sequence: { groupOrder: 1 },
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          // The dashboard in a real browser (playwright-core driving the system's chromium) against
+          // a real local stack.
+          name: "browser",
+          environment: "node",
+          include: ["test/browser/**/*.test.ts"],
           sequence: { groupOrder: 1 },
           testTimeout: 180_000,
           hookTimeout: 120_000,

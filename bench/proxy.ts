@@ -5,9 +5,12 @@
  * streaming, and prints them side by side with the ratios.
  *
  * Env: BENCH_CALLS (sequential calls per row, default 300), BENCH_SECONDS (throughput window,
- * default 3), BENCH_CONCURRENCY (default 32).
+ * default 3), BENCH_CONCURRENCY (default 32), BENCH_METRICS=1 (the proxy counts into prom-client
+ * families, as on a gateway).
  */
 import { performance } from "node:perf_hooks";
+import { Registry } from "prom-client";
+import { PromProxyMetrics } from "../proxy/metrics-prom";
 import { startProxy } from "../proxy/server";
 import { startSimEngine } from "../sim/server";
 
@@ -15,6 +18,7 @@ const MODEL = "Qwen/Qwen3-0.6B";
 const CALLS = Number(process.env.BENCH_CALLS ?? 300);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
+const METRICS = process.env.BENCH_METRICS === "1";
 const messages = [{ role: "user", content: "What is 17 * 23?" }];
 
 async function call(url: string, key: string, stream: boolean, direct: boolean): Promise<void> {
@@ -71,13 +75,16 @@ async function main(): Promise<void> {
   const sim = await startSimEngine({ model: MODEL });
   const quiet = { info() {}, warn() {}, error() {} };
   // Records are bounded per session; one session per row keeps the bench under the cap.
+  const metrics = new PromProxyMetrics();
   const proxy = await startProxy({
     engine: "sglang-openai",
     engineUrl: sim.url,
     modelServed: MODEL,
     logger: quiet,
     maxRecordsPerSession: 10_000_000,
+    ...(METRICS ? { metrics } : {}),
   });
+  if (METRICS) metrics.register(new Registry(), () => proxy.status());
   const rows: string[][] = [];
   let s = 0;
   for (const stream of [false, true]) {

@@ -1,38 +1,52 @@
 /**
- * A small typed client for the control plane's trainer API, used by the CLI, the demo and the
- * end-to-end tests. Every response body is validated with the protocol's schemas, so a contract
- * drift between Worker and client fails loudly here instead of deep in a trainer.
+ * The control plane's API as the CLI, the demo, the benchmarks and the end-to-end tests use it: a
+ * facade over the generated TypeScript client (`clients/typescript`: types from the OpenAPI
+ * document, openapi-fetch underneath), so no request here is written by hand. The answers of the
+ * trainer's main routes are also validated with the protocol's zod schemas, so a drift between
+ * Worker and document fails loudly here instead of deep in a trainer.
  *
  * @module
  */
+import {
+  createPolarClient,
+  PolarApiError,
+  type PolarClient,
+  type RequestOf,
+  type ResponseOf,
+  unwrap,
+} from "../clients/typescript/src/index";
 import {
   type BatchCreated,
   BatchCreated as BatchCreatedSchema,
   type BatchRequestInput,
   type BatchStatusBody,
   BatchStatusBody as BatchStatusSchema,
-  ErrorBody,
+  FenceChangeResponse,
+  FenceStatusResponse,
+  LIMITS,
   type ResultsPage,
   ResultsPage as ResultsPageSchema,
   SessionLogs,
   SessionTokens,
 } from "../protocol";
 
-/** A non-2xx answer from the control plane, with its `{error:{code,message}}` body. */
-export class ControlPlaneError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details?: unknown,
-  ) {
-    super(`${status} ${code}: ${message}`);
-    this.name = "ControlPlaneError";
-  }
-}
+/**
+ * A non-2xx answer from the control plane, with its `{error:{code,message}}` body: the client
+ * package's exception, under the name the CLI has always used.
+ */
+export { PolarApiError as ControlPlaneError };
+
+/** `GET /v1/batches`'s answer. */
+export type BatchList = ResponseOf<"listBatches">;
+/** `GET /v1/gateways`'s answer. */
+export type GatewayList = ResponseOf<"listGateways">;
+/** `GET /v1/batches/{id}/summary`'s answer. */
+export type BatchSummary = ResponseOf<"getBatchSummary">;
+/** `POST /v1/gateways/{id}/drain`'s answer. */
+export type DrainAnswer = ResponseOf<"drainGateway">;
 
 /**
- * Trainer-side client.
+ * Client of one role's routes (the token decides which: trainer, admin, …).
  *
  * @example
  * ```ts
@@ -42,84 +56,150 @@ export class ControlPlaneError extends Error {
  * ```
  */
 export class ControlPlaneClient {
+  private readonly client: PolarClient;
+
   constructor(
     readonly baseUrl: string,
-    private readonly token: string,
-  ) {}
+    token: string,
+  ) {
+    this.client = createPolarClient({ baseUrl, token });
+  }
 
-  private async request(method: string, path: string, body?: unknown): Promise<unknown> {
-    const res = await fetch(new URL(path, this.baseUrl), {
-      method,
-      headers: {
-        authorization: `Bearer ${this.token}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      throw new ControlPlaneError(res.status, "bad_response", `non-JSON body: ${text.slice(0, 200)}`);
-    }
-    if (!res.ok) {
-      const parsed = ErrorBody.safeParse(json);
-      if (parsed.success) {
-        const e = parsed.data.error;
-        throw new ControlPlaneError(res.status, e.code, e.message, e.details);
-      }
-      throw new ControlPlaneError(res.status, "http_error", text.slice(0, 500));
-    }
-    return json;
+  private get api() {
+    return this.client.api;
   }
 
   /** `POST /v1/batches`. */
   async submit(batch: BatchRequestInput): Promise<BatchCreated> {
-    return BatchCreatedSchema.parse(await this.request("POST", "/v1/batches", batch));
+    // The input type allows what the schema defaults (num_samples, …); the server fills them in.
+    const body = batch as RequestOf<"createBatch">;
+    return BatchCreatedSchema.parse(await unwrap(this.api.POST("/v1/batches", { body })));
   }
 
   /** `GET /v1/batches/:id`. */
   async status(batchId: string): Promise<BatchStatusBody> {
-    return BatchStatusSchema.parse(await this.request("GET", `/v1/batches/${encodeURIComponent(batchId)}`));
+    const pending = this.api.GET("/v1/batches/{id}", { params: { path: { id: batchId } } });
+    return BatchStatusSchema.parse(await unwrap(pending));
   }
 
-  /** `GET /v1/batches/:id/results?after=SEQ`. */
-  async results(batchId: string, after = 0): Promise<ResultsPage> {
-    const path = `/v1/batches/${encodeURIComponent(batchId)}/results?after=${after}`;
-    return ResultsPageSchema.parse(await this.request("GET", path));
+  /** `GET /v1/batches/:id/summary`: counts, mean reward, pass rate, tokens, per task too. */
+  async summary(batchId: string): Promise<BatchSummary> {
+    return unwrap(this.api.GET("/v1/batches/{id}/summary", { params: { path: { id: batchId } } }));
+  }
+
+  /** `GET /v1/batches/:id/results?after=SEQ[&wait=S]` (a long-poll of up to S seconds). */
+  async results(batchId: string, after = 0, waitSeconds = 0): Promise<ResultsPage> {
+    const query = { after: String(after), ...(waitSeconds > 0 ? { wait: String(waitSeconds) } : {}) };
+    const pending = this.api.GET("/v1/batches/{id}/results", { params: { path: { id: batchId }, query } });
+    return ResultsPageSchema.parse(await unwrap(pending));
   }
 
   /** `GET /v1/sessions/:id/logs`. */
   async sessionLogs(sessionId: string): Promise<SessionLogs> {
-    return SessionLogs.parse(await this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/logs`));
+    const pending = this.api.GET("/v1/sessions/{id}/logs", { params: { path: { id: sessionId } } });
+    return SessionLogs.parse(await unwrap(pending));
   }
 
   /** `GET /v1/sessions/:id/tokens`. */
   async sessionTokens(sessionId: string): Promise<SessionTokens> {
-    return SessionTokens.parse(
-      await this.request("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/tokens`),
-    );
+    const pending = this.api.GET("/v1/sessions/{id}/tokens", { params: { path: { id: sessionId } } });
+    return SessionTokens.parse(await unwrap(pending));
   }
 
   /**
-   * Yields every result of a batch in sequence order, polling until the batch is done or
-   * `timeoutMs` passes (then throws).
+   * Yields every result of a batch in sequence order, long-polling until the batch is done (or,
+   * with `follow: false`, until the results stored now are read); throws after `timeoutMs`.
    */
   async *streamResults(
     batchId: string,
-    opts: { pollMs?: number; timeoutMs?: number } = {},
+    opts: { timeoutMs?: number; follow?: boolean; after?: number } = {},
   ): AsyncGenerator<ResultsPage["results"][number]> {
     const deadline = Date.now() + (opts.timeoutMs ?? 30 * 60_000);
-    let after = 0;
+    const follow = opts.follow ?? true;
+    let after = opts.after ?? 0;
     for (;;) {
-      const page = await this.results(batchId, after);
+      const left = Math.ceil((deadline - Date.now()) / 1000);
+      const page = await this.results(
+        batchId,
+        after,
+        follow ? Math.max(0, Math.min(LIMITS.maxResultsWaitSeconds, left)) : 0,
+      );
       for (const r of page.results) yield r;
       after = page.next;
       if (page.done && page.results.length === 0) return;
       if (page.results.length > 0) continue;
+      if (!follow) return;
       if (Date.now() > deadline) throw new Error(`batch ${batchId} not done after ${opts.timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, opts.pollMs ?? 500));
     }
+  }
+
+  /** `GET /v1/batches` (newest first; `before` = the previous page's `next_before`). */
+  async listBatches(opts: { limit?: number; before?: string } = {}): Promise<BatchList> {
+    const query = {
+      ...(opts.limit === undefined ? {} : { limit: String(opts.limit) }),
+      ...(opts.before === undefined ? {} : { before: opts.before }),
+    };
+    return unwrap(this.api.GET("/v1/batches", { params: { query } }));
+  }
+
+  /** `DELETE /v1/batches/:id`, or `DELETE /v1/batches/:id/tasks/:task_id` with a task. */
+  async cancel(
+    batchId: string,
+    taskId?: string,
+  ): Promise<ResponseOf<"cancelBatch"> | ResponseOf<"cancelTask">> {
+    if (taskId === undefined)
+      return unwrap(this.api.DELETE("/v1/batches/{id}", { params: { path: { id: batchId } } }));
+    return unwrap(
+      this.api.DELETE("/v1/batches/{id}/tasks/{task_id}", {
+        params: { path: { id: batchId, task_id: taskId } },
+      }),
+    );
+  }
+
+  /** `GET /v1/gateways`: every gateway of every queue, and each queue shard's depth. */
+  async gateways(): Promise<GatewayList> {
+    return unwrap(this.api.GET("/v1/gateways"));
+  }
+
+  /** `POST /v1/gateways/:id/drain` (admin token). */
+  async drain(nodeId: string): Promise<DrainAnswer> {
+    return unwrap(this.api.POST("/v1/gateways/{id}/drain", { params: { path: { id: nodeId } } }));
+  }
+
+  /** `GET /v1/queues/:queue/inference`: the queue's fence and each gateway's gate. */
+  async fence(queue: string): Promise<FenceStatusResponse> {
+    const pending = this.api.GET("/v1/queues/{queue}/inference", { params: { path: { queue } } });
+    return FenceStatusResponse.parse(await unwrap(pending));
+  }
+
+  /** `POST /v1/queues/:queue/inference/pause`. */
+  async pause(
+    queue: string,
+    body: { mode?: "drain" | "abort"; timeout_seconds?: number } = {},
+  ): Promise<FenceChangeResponse> {
+    const pending = this.api.POST("/v1/queues/{queue}/inference/pause", {
+      params: { path: { queue } },
+      body: body as RequestOf<"pauseQueueInference">,
+    });
+    return FenceChangeResponse.parse(await unwrap(pending));
+  }
+
+  /** `POST /v1/queues/:queue/inference/resume` (setting the policy version first, if given). */
+  async resume(queue: string, policyVersion?: string): Promise<FenceChangeResponse> {
+    const body = policyVersion === undefined ? {} : { policy_version: policyVersion };
+    const pending = this.api.POST("/v1/queues/{queue}/inference/resume", {
+      params: { path: { queue } },
+      body,
+    });
+    return FenceChangeResponse.parse(await unwrap(pending));
+  }
+
+  /** `POST /v1/queues/:queue/policy_version`. */
+  async policyVersion(queue: string, policyVersion: string): Promise<FenceChangeResponse> {
+    const pending = this.api.POST("/v1/queues/{queue}/policy_version", {
+      params: { path: { queue } },
+      body: { policy_version: policyVersion },
+    });
+    return FenceChangeResponse.parse(await unwrap(pending));
   }
 }

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { UsageError } from "./usage-error";
 
 /** Parses a positive integer flag, naming the flag in the error. */
@@ -141,24 +141,107 @@ program
   .option("--abort-rate <p>", "fault: probability of an engine abort halfway", Number, 0)
   .action(async (opts) => (await import("./commands/sim-engine")).runSimEngine(opts));
 
-program
-  .command("submit")
-  .description("Submit a task file (JSON or YAML: one task, a list of tasks, or a batch {tasks: [...]})")
+/** Parses a number of seconds >= 0 (a fraction allowed), naming the flag in the error. */
+function seconds(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < 0)
+      throw new InvalidArgumentError(`${name} must be a number of seconds >= 0`);
+    return n;
+  };
+}
+
+/**
+ * Adds the flags of a command that talks to the control plane: its URL (`--control-plane`, or
+ * `--url` as the first commands named it, or `POLAR_URL`) and `--json`.
+ */
+function controlPlaneCommand(name: string, description: string): Command {
+  return program
+    .command(name)
+    .description(description)
+    .option(
+      "--control-plane <url>",
+      "control plane URL (or POLAR_URL)",
+      process.env.POLAR_URL ?? "http://127.0.0.1:8787",
+    )
+    .option("--url <url>", "same as --control-plane")
+    .option("--json", "print JSON", false);
+}
+
+controlPlaneCommand(
+  "submit",
+  "Submit a task file (JSON or YAML: one task, a list of tasks, or a batch {tasks: [...]})",
+)
   .argument("<file>", "task file")
-  .option("--url <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL ?? "http://127.0.0.1:8787")
   .option("--batch-id <id>", "batch id (idempotent resubmission)")
   .option("--queue <name>", "queue")
-  .option("--wait", "wait for every session and print the results", false)
-  .option("--json", "print JSON instead of a table", false)
+  .option("--wait", "follow the batch with a progress bar, then print every session's result", false)
   .action(async (file, opts) => (await import("./commands/submit")).runSubmit(file, opts));
 
-program
-  .command("status")
-  .description("Show a batch's status")
-  .argument("<batch_id>", "batch id")
-  .option("--url <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL ?? "http://127.0.0.1:8787")
-  .option("--json", "print JSON", false)
+controlPlaneCommand(
+  "status",
+  "Show a batch's progress, or without an id the whole fleet (queues, fences, gateways)",
+)
+  .argument("[batch_id]", "batch id")
   .action(async (batchId, opts) => (await import("./commands/status")).runStatus(batchId, opts));
+
+controlPlaneCommand("batches", "List batches, newest first")
+  .option("--limit <n>", "batches per page (default 50)", positiveInt("--limit"))
+  .option("--before <cursor>", "the next page: the cursor the previous page printed")
+  .action(async (opts) => (await import("./commands/batches")).runBatches(opts));
+
+controlPlaneCommand("results", "Print a batch's results as JSON Lines ({seq, result} per line)")
+  .argument("<batch_id>", "batch id")
+  .option("--follow", "keep printing each result as it arrives until the batch is done", false)
+  .option("--after <seq>", "only results after this seq (resume a stream)", nonNegativeInt("--after"))
+  .action(async (batchId, opts) => (await import("./commands/results")).runResults(batchId, opts));
+
+controlPlaneCommand("cancel", "Cancel a batch, or one task of it (trainer token)")
+  .argument("<batch_id>", "batch id")
+  .option("--task <task_id>", "cancel only this task")
+  .action(async (batchId, opts) => (await import("./commands/cancel")).runCancel(batchId, opts));
+
+controlPlaneCommand(
+  "gateways",
+  "List every gateway: state, credit, leases, capacity, sessions per stage",
+).action(async (opts) => (await import("./commands/gateways")).runGateways(opts));
+
+controlPlaneCommand("drain", "Drain a gateway: it takes no new sessions and finishes its own (admin token)")
+  .argument("<node_id>", "the gateway's node id")
+  .action(async (nodeId, opts) => (await import("./commands/drain")).runDrain(nodeId, opts));
+
+const queueOption = () => new Option("--queue <name>", "the queue whose fence changes").default("default");
+
+controlPlaneCommand("pause", "Pause inference on a queue's gateways, durably (trainer token)")
+  .addOption(queueOption())
+  .addOption(
+    new Option("--mode <mode>", "drain: let calls in flight finish; abort: end them").choices([
+      "drain",
+      "abort",
+    ]),
+  )
+  .option(
+    "--timeout-seconds <s>",
+    "how long to wait for the gateways to report 0 in flight",
+    seconds("--timeout-seconds"),
+  )
+  .action(async (opts) => (await import("./commands/fence")).runPause(opts));
+
+controlPlaneCommand(
+  "resume",
+  "Resume inference on a queue, optionally at a new policy version (trainer token)",
+)
+  .addOption(queueOption())
+  .option("--policy-version <v>", "set this policy version first")
+  .action(async (opts) => (await import("./commands/fence")).runResume(opts));
+
+controlPlaneCommand(
+  "policy-version",
+  "Set the policy version stamped on a queue's completions, durably (trainer token)",
+)
+  .argument("<version>", "the new policy version")
+  .addOption(queueOption())
+  .action(async (version, opts) => (await import("./commands/fence")).runPolicyVersion(version, opts));
 
 program
   .command("logs")
@@ -208,7 +291,10 @@ program
   )
   .option("--harness <name>", "shell | a preset")
   .option("--command <cmd>", "shell: command to run (default: examples/conformance/scripted-client.ts)")
-  .option("--task <file>", "YAML/JSON: {harness, command?, instruction?, env?, sampling?, agent_sampling?}")
+  .option(
+    "--task <file>",
+    "YAML/JSON: {harness, command?, instruction?, env?, sampling?, settings?, agent_sampling?}",
+  )
   .option("--temperature <t>", "expected temperature (passed as POLAR_TEMPERATURE, checked)")
   .option("--top-p <p>", "expected top_p (passed as POLAR_TOP_P, checked)")
   .option("--sampling-temperature <t>", "the task's agent.sampling.temperature, applied by the proxy")
@@ -243,6 +329,20 @@ token
   )
   .option("--url <url>", "control plane URL (or POLAR_URL)")
   .action(async (opts) => (await import("./commands/token")).runTokenCreate(opts));
+
+program
+  .command("dashboard")
+  .description(
+    "Print (and open, where a browser can be started) the dashboard URL, signed in with the token from POLAR_VIEWER_TOKEN or POLAR_TRAINER_TOKEN",
+  )
+  .option(
+    "--control-plane <url>",
+    "control plane URL (or POLAR_URL)",
+    process.env.POLAR_URL ?? "http://127.0.0.1:8787",
+  )
+  .option("--json", "print {url, base, token_from, reachable}", false)
+  .option("--no-open", "only print the URL")
+  .action(async (opts) => (await import("./commands/dashboard")).runDashboard(opts));
 
 program
   .command("deploy")

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { type SupervisedProcess, startSupervised } from "./child-process";
 import type { RoleTokens } from "./dev-tokens";
 import { freePort, waitForHttp } from "./ports";
+import { ensureWebBuild } from "./web-build";
 
 /** Repository root (the folder holding `wrangler.toml`). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -46,7 +47,8 @@ export interface ControlPlaneDev extends SupervisedProcess {
 }
 
 /**
- * Starts `wrangler dev` and waits until `GET /health` answers.
+ * Starts `wrangler dev` and waits until `GET /health` answers. The dashboard it serves as static
+ * assets is built first when `web/dist` is missing or stale (once, across parallel callers).
  *
  * @example
  * ```ts
@@ -56,6 +58,7 @@ export interface ControlPlaneDev extends SupervisedProcess {
  * ```
  */
 export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promise<ControlPlaneDev> {
+  await ensureWebBuild();
   const port = opts.port ?? (await freePort());
   mkdirSync(opts.persistTo, { recursive: true });
   const args = [

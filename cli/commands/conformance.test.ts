@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -138,6 +138,23 @@ describe("polar conformance for every preset", () => {
     });
     // Pre-installed CLIs first on PATH, as on a gateway with POLAR_HARNESS_DIR.
     expect(env.PATH!.split(":")[0]).toBe("/opt/clis/bin");
+  });
+
+  it("a --task file's settings reach the preset as agent.settings (continue on its Anthropic provider)", async () => {
+    const at = { proxyUrl: "http://127.0.0.1:9", sessionKey: "sk-polar-x", sessionPath: "/s" };
+    const task = path.join(empty, "continue-anthropic.yaml");
+    await writeFile(task, "harness: continue\nsettings:\n  provider: anthropic\n");
+    const { ctx, plan } = await conformancePlan({ task }, at);
+    expect(ctx.session.agent.settings).toEqual({ provider: "anthropic" });
+    const config = plan.files.find((f) => f.path.endsWith("polar.yaml"))!.content;
+    expect(config).toContain("provider: anthropic");
+    expect(config).toContain("apiBase: http://127.0.0.1:9/v1/");
+    await writeFile(task, "harness: continue\nsettings: [anthropic]\n");
+    await expect(conformancePlan({ task }, at)).rejects.toThrow(/^--task: settings in .* must be a mapping/);
+    await writeFile(task, "harness: continue\nsettings:\n  provider: gemini\n");
+    await expect(conformancePlan({ task }, at)).rejects.toThrow(
+      /agent\.settings\.provider: must be one of openai, anthropic/,
+    );
   });
 
   it.each(presets)(

@@ -71,7 +71,7 @@ export interface ConformanceOptions {
   harness?: string;
   /** `shell`: the command to run (default {@link DEFAULT_SHELL_COMMAND}). */
   command?: string;
-  /** YAML/JSON task file: `{harness, command?, instruction?, env?, sampling?}`. */
+  /** YAML/JSON task file: `{harness, command?, instruction?, env?, sampling?, settings?}`. */
   task?: string;
   /** Expected sampling sent to the harness as `POLAR_TEMPERATURE` / `POLAR_TOP_P` and checked. */
   temperature?: number | string;
@@ -93,6 +93,8 @@ interface ConformanceTask {
   sampling: ExpectedSampling;
   /** The task's sampling policy (`agent.sampling`), applied by the proxy; empty when none. */
   policy: SamplingPolicy;
+  /** `agent.settings` of the session (a preset's options, e.g. `continue`'s `provider`). */
+  settings: Record<string, unknown>;
 }
 
 function num(value: number | string | undefined, flag: string): number | undefined {
@@ -133,6 +135,9 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   const filePolicy = SamplingPolicy.safeParse(file.agent_sampling ?? {});
   if (!filePolicy.success)
     throw new UsageError(`--task: agent_sampling: ${describeIssues(fieldIssues(filePolicy.error))}`);
+  const settings = file.settings ?? {};
+  if (typeof settings !== "object" || settings === null || Array.isArray(settings))
+    throw new UsageError(`--task: settings in ${opts.task} must be a mapping (the preset's agent.settings)`);
   return {
     harness,
     command: opts.command ?? (typeof file.command === "string" ? file.command : undefined),
@@ -151,6 +156,7 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
       ...filePolicy.data,
       ...(policyTemperature !== undefined ? { temperature: policyTemperature } : {}),
     },
+    settings: settings as Record<string, unknown>,
   };
 }
 
@@ -169,6 +175,7 @@ function assignment(task: ConformanceTask, sessionId: string): SessionAssignment
     runtime: null,
     agent: {
       harness: task.harness,
+      settings: task.settings,
       ...(task.harness === "shell"
         ? { custom_shell: { command: task.command ?? DEFAULT_SHELL_COMMAND, env: {} } }
         : {}),

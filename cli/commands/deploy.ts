@@ -1,12 +1,14 @@
 /**
- * `polar deploy [--dry-run]`: bundles and deploys the control plane with `wrangler deploy`
- * (`--dry-run` only bundles and checks), then prints the remaining one-time steps (R2 bucket,
+ * `polar deploy [--dry-run]`: builds the dashboard (`web/dist`, served as the Worker's static
+ * assets), bundles and deploys the control plane with `wrangler deploy` (`--dry-run` only bundles
+ * and checks), then prints the remaining one-time steps (R2 bucket,
  * secrets). Deploying needs a Cloudflare login (`npx wrangler login` or `CLOUDFLARE_API_TOKEN`).
  *
  * @module
  */
 import { join } from "node:path";
 import { execa } from "execa";
+import { buildWeb } from "../web-build";
 import { REPO_ROOT } from "../wrangler-dev";
 
 export interface DeployOptions {
@@ -23,6 +25,8 @@ export const FIRST_DEPLOY_STEPS = [
 
 /** Runs wrangler deploy and exits with its status. */
 export async function runDeploy(opts: DeployOptions): Promise<void> {
+  // Always a fresh build: what is deployed is what the sources say, whatever web/dist holds.
+  await buildWeb();
   const args = [
     "deploy",
     "--config",

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { SessionLogs } from "../../protocol";
 import { program } from "../main";
 import { UsageError } from "../usage-error";
-import { formatLogs, streamHeader } from "./logs";
+import { formatLogs, readerToken, streamHeader } from "./logs";
 
 const LOGS: SessionLogs = {
   session_id: "b.0.1",
@@ -38,6 +38,13 @@ describe("polar logs", () => {
 
   it("says so when a session logged nothing", () => {
     expect(formatLogs({ ...LOGS, streams: [] })).toBe("session b.0.1: no log output\n");
+  });
+
+  it("reads with the trainer's token, else the viewer's, and names both when neither is set", () => {
+    expect(readerToken({ POLAR_TRAINER_TOKEN: "t", POLAR_VIEWER_TOKEN: "v" })).toBe("t");
+    expect(readerToken({ POLAR_VIEWER_TOKEN: "v" })).toBe("v");
+    expect(() => readerToken({})).toThrow(UsageError);
+    expect(() => readerToken({})).toThrow(/POLAR_TRAINER_TOKEN or POLAR_VIEWER_TOKEN/);
   });
 
   it("--help lists the session argument and its flags", () => {

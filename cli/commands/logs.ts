@@ -1,14 +1,14 @@
 /**
  * `polar logs SESSION [--stream NAME] [--json] [--control-plane URL]`: a session's logs as the
  * gateway uploaded them (`GET /v1/sessions/:id/logs`), each stream under a header naming it, its
- * size and whether only its tail was kept. The trainer token comes from `POLAR_TRAINER_TOKEN`.
+ * size and whether only its tail was kept. A read-only command: the token is
+ * `POLAR_TRAINER_TOKEN`, else `POLAR_VIEWER_TOKEN`.
  *
  * @module
  */
 import type { LogStream, SessionLogs } from "../../protocol";
 import { ControlPlaneClient, ControlPlaneError } from "../client";
 import { UsageError } from "../usage-error";
-import { trainerToken } from "./submit";
 
 /** Options of {@link runLogs}. */
 export interface LogsOptions {
@@ -17,6 +17,24 @@ export interface LogsOptions {
   url?: string;
   stream?: string;
   json: boolean;
+}
+
+/**
+ * The bearer token of a read-only command: the trainer's, else the viewer's. Throws
+ * {@link UsageError} naming both variables when neither is set.
+ *
+ * @example
+ * ```ts
+ * readerToken({ POLAR_VIEWER_TOKEN: "v" }); // "v"
+ * ```
+ */
+export function readerToken(env: NodeJS.ProcessEnv = process.env): string {
+  const token = env.POLAR_TRAINER_TOKEN || env.POLAR_VIEWER_TOKEN;
+  if (!token)
+    throw new UsageError(
+      "POLAR_TRAINER_TOKEN or POLAR_VIEWER_TOKEN must be set (the bearer token to read with)",
+    );
+  return token;
 }
 
 /**
@@ -67,27 +85,28 @@ export function formatLogs(logs: SessionLogs, stream?: string): string {
  * ```
  */
 export async function runLogs(sessionId: string, opts: LogsOptions): Promise<void> {
-  const client = new ControlPlaneClient(opts.url ?? opts.controlPlane, trainerToken());
-  let logs: SessionLogs;
-  try {
-    logs = await client.sessionLogs(sessionId);
-  } catch (err) {
-    // The control plane's message names the session and why (no such session, not finished yet,
-    // finished without logs); a malformed id is a mistake in the argument.
-    if (err instanceof ControlPlaneError && err.status === 400)
-      throw new UsageError(`SESSION_ID: ${err.message.replace(/^\d+ \w+: /, "")}`);
-    if (err instanceof ControlPlaneError && (err.status === 404 || err.status === 409))
-      throw new Error(err.message.replace(/^\d+ \w+: /, ""));
-    throw err;
-  }
+  const logs = await fetchLogs(opts.url ?? opts.controlPlane, readerToken(), sessionId);
   if (opts.json) {
-    const out =
-      opts.stream === undefined
-        ? logs
-        : { ...logs, streams: logs.streams.filter((s) => s.name === opts.stream) };
-    if (opts.stream !== undefined && out.streams.length === 0) formatLogs(logs, opts.stream);
-    console.log(JSON.stringify(out));
+    if (opts.stream !== undefined) formatLogs(logs, opts.stream); // an unknown stream: the error
+    const streams =
+      opts.stream === undefined ? logs.streams : logs.streams.filter((s) => s.name === opts.stream);
+    console.log(JSON.stringify({ ...logs, streams }));
     return;
   }
   process.stdout.write(formatLogs(logs, opts.stream));
+}
+
+/**
+ * `GET /v1/sessions/:id/logs` through the client typed from the OpenAPI document. The control
+ * plane's message names the session and why (no such session, not finished yet, finished
+ * without logs); a malformed id is a mistake in the argument.
+ */
+async function fetchLogs(baseUrl: string, token: string, sessionId: string): Promise<SessionLogs> {
+  try {
+    return await new ControlPlaneClient(baseUrl, token).sessionLogs(sessionId);
+  } catch (err) {
+    if (!(err instanceof ControlPlaneError)) throw err;
+    if (err.status === 400) throw new UsageError(`SESSION_ID: ${err.reason}`);
+    throw new Error(`${err.reason} (HTTP ${err.status})`);
+  }
 }

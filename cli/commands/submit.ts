@@ -1,33 +1,30 @@
 /**
- * `polar submit FILE [--wait] [--json]`.
+ * `polar submit FILE [--wait] [--json]`: submits a task file; with `--wait`, follows the batch to
+ * its end with a progress bar (plain lines when stdout is not a terminal) and prints the results.
  *
  * @module
  */
 import type { SessionResult } from "../../protocol";
-import { ControlPlaneClient } from "../client";
+import { SubmitProgress } from "../progress";
 import { sessionTable, summarize } from "../report";
 import { loadTaskFile } from "../task-file";
-import { UsageError } from "../usage-error";
+import { type ConnectionOptions, connect, tokenFor } from "./connection";
 
-export interface SubmitOptions {
-  url: string;
+export interface SubmitOptions extends ConnectionOptions {
   batchId?: string;
   queue?: string;
   wait: boolean;
-  json: boolean;
 }
 
-/** Trainer token from the environment, or a usage error saying what to set. */
+/** Trainer token from the environment (`POLAR_TRAINER_TOKEN`, else the admin's), or a usage error. */
 export function trainerToken(): string {
-  const token = process.env.POLAR_TRAINER_TOKEN;
-  if (!token) throw new UsageError("POLAR_TRAINER_TOKEN is not set (the trainer's bearer token)");
-  return token;
+  return tokenFor("trainer");
 }
 
-/** Submits the file; with `--wait`, prints every session's result as it arrives. */
+/** Submits the file; with `--wait`, shows progress and then every session's result. */
 export async function runSubmit(file: string, opts: SubmitOptions): Promise<void> {
   const batch = loadTaskFile(file, { batchId: opts.batchId, queue: opts.queue });
-  const client = new ControlPlaneClient(opts.url, trainerToken());
+  const client = connect(opts, "trainer");
   const created = await client.submit(batch);
   if (!opts.wait) {
     console.log(
@@ -36,8 +33,17 @@ export async function runSubmit(file: string, opts: SubmitOptions): Promise<void
     return;
   }
   if (!opts.json) console.log(`batch ${created.batch_id}: ${created.sessions} sessions queued; waiting…`);
+  // With --json stdout carries one JSON document only: no progress there.
+  const progress = opts.json ? null : new SubmitProgress(created.sessions);
   const results: SessionResult[] = [];
-  for await (const { result } of client.streamResults(created.batch_id)) results.push(result);
+  try {
+    for await (const { result } of client.streamResults(created.batch_id)) {
+      results.push(result);
+      progress?.add(result);
+    }
+  } finally {
+    progress?.stop();
+  }
   if (opts.json) console.log(JSON.stringify({ ...created, results }));
   else console.log(sessionTable(results.map(summarize)));
 }

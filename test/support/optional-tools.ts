@@ -15,7 +15,7 @@
  * @module
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it, type TestOptions } from "vitest";
@@ -150,6 +150,24 @@ export function sandboxPytestProblem(env: NodeJS.ProcessEnv = process.env): stri
   }
 }
 
+/**
+ * The Chromium binary the browser tests drive: `POLAR_CHROMIUM`, else `chromium` on PATH.
+ *
+ * @example
+ * ```ts
+ * chromium.launch({ executablePath: chromiumPath() });
+ * ```
+ */
+export function chromiumPath(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.POLAR_CHROMIUM) return env.POLAR_CHROMIUM;
+  // An absolute path: the browser launcher does not search PATH itself.
+  for (const dir of (env.PATH ?? "").split(path.delimiter)) {
+    const candidate = path.join(dir, "chromium");
+    if (dir && existsSync(candidate)) return candidate;
+  }
+  return "chromium";
+}
+
 /** The tools the suites of this repository probe, by name. */
 export const TOOLS = {
   bubblewrap: { name: "bubblewrap", install: "apt-get install bubblewrap", probe: bwrapProblem },
@@ -188,6 +206,13 @@ export const TOOLS = {
     // The reference engine's Python: .polar/torch-venv (or POLAR_TORCH_PYTHON) with torch and transformers.
     install: `bash ${TORCH_INSTALL_SCRIPT}`,
     probe: () => torchProblem(),
+  },
+  chromium: {
+    name: "chromium",
+    // The browser tests (test/browser/) drive the system's Chromium with playwright-core;
+    // POLAR_CHROMIUM names another binary.
+    install: "apt-get install chromium",
+    probe: () => runs(chromiumPath(), ["--headless", "--version"]),
   },
   cgroups: {
     name: "cgroups",

@@ -870,7 +870,7 @@ export interface operations {
                         };
                         agent: {
                             /** @enum {string} */
-                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
+                            harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline" | "kilo_code" | "continue" | "grok_cli" | "nanocoder";
                             import_path?: string;
                             model_name?: string;
                             /** @default {} */
@@ -2603,12 +2603,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        gateways: {
+                        gateways: ({
+                            node_id: string;
+                            queue: string;
+                            /** @description The dispatcher holding the gateway: the queue, or queue#i when sharded */
+                            shard: string;
+                            credit: number;
+                            connected: boolean;
+                            draining: boolean;
+                            leases: number;
+                            reservations: number;
+                            capacity: {
+                                max_init: number;
+                                max_run: number;
+                                max_postrun: number;
+                            };
+                            /** @description Stage depths and in-flight counts */
+                            metrics: {
+                                [key: string]: number;
+                            } | null;
+                            connected_at: number;
+                            disconnected_at: number | null;
+                            last_seen_at: number | null;
+                        } & {
                             [key: string]: unknown;
-                        }[];
-                        queues: {
+                        })[];
+                        queues: ({
+                            queue: string;
+                            shard: string;
+                            pending: number;
+                            leases: number;
+                            counters: {
+                                [key: string]: number;
+                            };
+                        } & {
                             [key: string]: unknown;
-                        }[];
+                        })[];
                     };
                 };
             };
@@ -4300,7 +4330,7 @@ export interface operations {
                     };
                     agent: {
                         /** @enum {string} */
-                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline";
+                        harness?: "shell" | "claude_code" | "codex" | "qwen_code" | "opencode" | "gemini_cli" | "pi" | "mini_swe_agent" | "copilot_cli" | "cline" | "kilo_code" | "continue" | "grok_cli" | "nanocoder";
                         import_path?: string;
                         model_name?: string;
                         /** @default {} */

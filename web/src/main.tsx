@@ -1,0 +1,10 @@
+/**
+ * Entry point of the dashboard bundle.
+ *
+ * @module
+ */
+import { render } from "preact";
+import { App } from "./app";
+import "./style.css";
+
+render(<App />, document.getElementById("app")!);
