@@ -291,9 +291,13 @@ program
   )
   .option("--harness <name>", "shell | a preset")
   .option("--command <cmd>", "shell: command to run (default: examples/conformance/scripted-client.ts)")
-  .option("--task <file>", "YAML/JSON: {harness, command?, instruction?, env?, sampling?, settings?}")
+  .option(
+    "--task <file>",
+    "YAML/JSON: {harness, command?, instruction?, env?, sampling?, settings?, agent_sampling?}",
+  )
   .option("--temperature <t>", "expected temperature (passed as POLAR_TEMPERATURE, checked)")
   .option("--top-p <p>", "expected top_p (passed as POLAR_TOP_P, checked)")
+  .option("--sampling-temperature <t>", "the task's agent.sampling.temperature, applied by the proxy")
   .option("--json", "print JSON", false)
   .action(async (opts) => {
     await (await import("./commands/conformance")).runConformance(opts);

@@ -176,6 +176,25 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(engine.received).toHaveLength(0);
   });
 
+  it("hands the task's agent.sampling to the proxy: the engine samples with it, not the harness's", async () => {
+    const { cp } = await start();
+    engine.received.length = 0;
+    const a = makeAssign({
+      command: ASK,
+      agent: {
+        harness: "shell",
+        custom_shell: { command: ASK, env: { ASK_SCRIPT } },
+        sampling: { temperature: 0.9, top_k: 20 },
+      },
+    });
+    cp.send(a);
+    const { result } = await cp.waitFor(isResultOf(a.lease_id));
+    expect(result.status).toBe("COMPLETED");
+    const chat = engine.received.filter((r) => r.path.endsWith("/chat/completions"));
+    expect(chat).toHaveLength(1);
+    expect(chat[0]!.body).toMatchObject({ temperature: 0.9, top_k: 20 });
+  });
+
   it("a per-trace reward count that does not match the traces makes the session ERROR (upstream merge rule)", async () => {
     const { cp } = await start();
     const a = makeAssign({

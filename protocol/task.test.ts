@@ -85,6 +85,22 @@ describe("TaskSpec", () => {
     );
   });
 
+  it("takes a sampling policy under agent.sampling and names each bad field", () => {
+    const base = { task_id: "a", instruction: "x", agent: shell };
+    const policy = { temperature: 1, top_p: 0.95, top_k: -1, min_p: 0 };
+    expect(TaskSpec.parse({ ...base, agent: { ...shell, sampling: policy } }).agent.sampling).toEqual(policy);
+    expect(TaskSpec.parse(base).agent.sampling).toBeUndefined();
+    const bad = (sampling: unknown) => issues(TaskSpec.safeParse({ ...base, agent: { ...shell, sampling } }));
+    expect(bad({ temperature: -0.1 })).toMatch(/^agent\.sampling\.temperature: /);
+    expect(bad({ top_p: 0 })).toMatch(/^agent\.sampling\.top_p: /);
+    expect(bad({ top_p: 1.5 })).toMatch(/^agent\.sampling\.top_p: /);
+    expect(bad({ top_k: 0 })).toBe("agent.sampling.top_k: must be -1 or an integer >= 1");
+    expect(bad({ top_k: 2.5 })).toMatch(/^agent\.sampling\.top_k: /);
+    expect(bad({ min_p: 2 })).toMatch(/^agent\.sampling\.min_p: /);
+    expect(bad({ temperature: "1" })).toMatch(/^agent\.sampling\.temperature: /);
+    expect(bad({ seed: 1 })).toBe("agent.sampling.seed: unknown key");
+  });
+
   it("accepts every built-in strategy and backend, and names an unknown one with the accepted list", () => {
     const base = { task_id: "a", instruction: "x", agent: shell };
     for (const strategy of EVALUATOR_STRATEGIES)

@@ -105,6 +105,30 @@ export const McpServer = z.strictObject({
 /** Known harness presets; `shell` runs `custom_shell.command`. */
 export const HarnessName = z.enum(HARNESS_NAMES);
 
+/**
+ * The trainer's sampling policy for every model call of the task's sessions: the proxy applies each
+ * set field over what the harness sent (a harness's own temperature is not the policy the gradient
+ * assumes), on every API family and engine, and records both. Unset fields leave the harness's value.
+ * Ranges are the engines' own (SGLang's and vLLM's sampling parameters).
+ *
+ * @example
+ * ```ts
+ * SamplingPolicy.parse({ temperature: 1, top_p: 0.95 }); // a harness sending temperature 0 samples at 1
+ * ```
+ */
+export const SamplingPolicy = z.strictObject({
+  temperature: z.number().min(0).max(100).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  /** -1 means no top-k cut (the engines' convention). */
+  top_k: z
+    .number()
+    .int()
+    .refine((v) => v === -1 || v >= 1, "must be -1 or an integer >= 1")
+    .optional(),
+  min_p: z.number().min(0).max(1).optional(),
+});
+export type SamplingPolicy = z.infer<typeof SamplingPolicy>;
+
 /** Which harness runs the task (upstream `AgentSpec`): exactly one of `harness` / `import_path`. */
 export const AgentSpec = z
   .strictObject({
@@ -116,6 +140,8 @@ export const AgentSpec = z
     mcp_servers: z.array(McpServer).default([]),
     skills_path: z.string().optional(),
     custom_shell: ExecInput.optional(),
+    /** The trainer's sampling policy, applied by the proxy over the harness's values. */
+    sampling: SamplingPolicy.optional(),
   })
   .superRefine((spec, ctx) => {
     if ((spec.harness === undefined) === (spec.import_path === undefined)) {

@@ -27,6 +27,7 @@ import { ProxyHttpError } from "./errors";
 import type { InferenceFence } from "./fence";
 import { isObject } from "./json";
 import { MAX_REQUEST_BODY_BYTES, readBody } from "./request-io";
+import { sessionSamplingPolicy } from "./sampling";
 
 /** Longest wait a `pause` call may ask for (ms). */
 export const MAX_PAUSE_TIMEOUT_MS = 3_600_000;
@@ -112,6 +113,8 @@ async function openSession(c: AdminContext): Promise<Response> {
     throw bad("session_id", "1-128 of [A-Za-z0-9._-], starting with a letter or digit");
   if (body.meta !== undefined && !isObject(body.meta)) throw bad("meta", "must be an object");
   if (body.dir !== undefined && typeof body.dir !== "string") throw bad("dir", "must be a string");
+  // A policy that cannot be applied is refused here, not on the session's first model call.
+  if (isObject(body.meta)) sessionSamplingPolicy(body.meta);
   if (server.store.hasSession(id)) {
     throw new ProxyHttpError(
       409,

@@ -31,6 +31,10 @@ export interface ConformanceTurn {
   sampled_tokens: number;
   /** Sampling the harness sent (only the fields it set). */
   sent: JsonObject;
+  /** Sampling the engine was asked for: `sent` with the task's policy over it. */
+  applied: JsonObject;
+  /** Fields the task's sampling policy changed on this turn. */
+  overridden: string[];
 }
 
 /** The whole report. */
@@ -49,14 +53,21 @@ export interface ConformanceReport {
   /** True when every turn sent the expected sampling values; null when none were expected. */
   honours_sampling: boolean | null;
   sampling_mismatches: string[];
+  /**
+   * Fields the task's sampling policy set over the harness's value on some turn (a harness sending
+   * temperature 0 under a policy of 1 samples at 1: the turn trains as sampled).
+   */
+  sampling_overridden: string[];
+  /** True when every turn was sampled with the expected values; null when none were expected. */
+  samples_as_expected: boolean | null;
   streams: "always" | "sometimes" | "never";
   rewrites_history: boolean;
   compacts_history: boolean;
   /** Chains (traces of the `conversation` builder). */
   chains: number;
   /**
-   * One chain (the harness never rewrote, compacted or restarted its history) and sampling
-   * honoured: every sampled token trains in the context the model saw. `template_mismatch` turns
+   * One chain (the harness never rewrote, compacted or restarted its history) and sampled as
+   * expected (by the harness or by the task's policy over it): every sampled token trains in the context the model saw. `template_mismatch` turns
    * do not count against it: they are the template's doing, and the bridge keeps them in the chain.
    */
   safe_to_train: boolean;
@@ -81,8 +92,15 @@ export function conformanceReport(
   const turns: ConformanceTurn[] = records.map((r, i) => {
     const bridge = (r.metadata.bridge ?? {}) as JsonObject;
     // The internal chat form: every family's sampling fields under their OpenAI names.
-    const sent: JsonObject = {};
-    for (const k of SAMPLING_KEYS) if (r.request[k] !== undefined) sent[k] = r.request[k];
+    const applied: JsonObject = {};
+    for (const k of SAMPLING_KEYS) if (r.request[k] !== undefined) applied[k] = r.request[k];
+    // `request` is what the engine got; the policy's record says what the harness had sent.
+    const policy = (r.metadata.sampling ?? null) as { requested?: JsonObject; overridden?: string[] } | null;
+    const sent: JsonObject = { ...applied };
+    for (const k of policy?.overridden ?? []) {
+      if (policy?.requested?.[k] === undefined) delete sent[k];
+      else sent[k] = policy.requested[k];
+    }
     return {
       turn: i + 1,
       turn_id: String(bridge.turn_id ?? "?"),
@@ -95,23 +113,32 @@ export function conformanceReport(
       prompt_tokens: r.prompt_ids.length,
       sampled_tokens: r.response_ids.length,
       sent,
+      applied,
+      overridden: policy?.overridden ?? [],
     };
   });
   const verdicts: Record<string, number> = {};
   for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
   const flags: Record<string, number> = Object.fromEntries(BRIDGE_FLAGS.map((f) => [f, 0]));
   for (const t of turns) for (const f of t.flags) flags[f] = (flags[f] ?? 0) + 1;
-  const mismatches: string[] = [];
   const wanted = Object.entries(expected).filter(([, v]) => v !== undefined);
-  for (const t of turns) {
-    for (const [k, v] of wanted) {
-      const got = k === "max_tokens" ? (t.sent.max_tokens ?? t.sent.max_completion_tokens) : t.sent[k];
-      if (got !== v)
-        mismatches.push(
-          `turn ${t.turn}: ${k} ${got === undefined ? "not sent" : `= ${JSON.stringify(got)}`}, expected ${v}`,
-        );
+  const mismatchesOf = (side: "sent" | "applied"): string[] => {
+    const out: string[] = [];
+    for (const t of turns) {
+      const got = t[side];
+      for (const [k, v] of wanted) {
+        const value = k === "max_tokens" ? (got.max_tokens ?? got.max_completion_tokens) : got[k];
+        if (value !== v)
+          out.push(
+            `turn ${t.turn}: ${k} ${value === undefined ? "not sent" : `= ${JSON.stringify(value)}`}, expected ${v}`,
+          );
+      }
     }
-  }
+    return out;
+  };
+  const mismatches = mismatchesOf("sent");
+  const appliedMismatches = mismatchesOf("applied");
+  const overridden = [...new Set(turns.flatMap((t) => t.overridden))].sort();
   const streamed = turns.filter((t) => t.streamed).length;
   // A chain starts at every turn that is not bridged from an earlier one.
   const chains = records.filter((r) => {
@@ -119,6 +146,7 @@ export function conformanceReport(
     return b.parent_turn_id === null || b.parent_turn_id === undefined;
   }).length;
   const honours = wanted.length === 0 ? null : mismatches.length === 0;
+  const asExpected = wanted.length === 0 ? null : appliedMismatches.length === 0;
   const rewrites = (verdicts.history_rewritten ?? 0) > 0;
   const compacts = (verdicts.compacted ?? 0) > 0;
   return {
@@ -129,11 +157,13 @@ export function conformanceReport(
     drops_reasoning: (flags.reasoning_dropped ?? 0) > 0,
     honours_sampling: honours,
     sampling_mismatches: mismatches,
+    sampling_overridden: overridden,
+    samples_as_expected: asExpected,
     streams: streamed === 0 ? "never" : streamed === turns.length ? "always" : "sometimes",
     rewrites_history: rewrites,
     compacts_history: compacts,
     chains,
-    safe_to_train: turns.length > 0 && chains === 1 && honours !== false,
+    safe_to_train: turns.length > 0 && chains === 1 && asExpected !== false,
   };
 }
 
@@ -154,9 +184,12 @@ export function formatConformance(r: ConformanceReport): string {
     ...r.turns.map(
       (t) =>
         `| ${t.turn} | ${t.api} | ${t.streamed ? "yes" : "no"} | ${t.messages} | ${t.prompt_tokens} | ${t.sampled_tokens} | ${
-          Object.entries(t.sent)
+          (Object.entries(t.sent)
             .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
-            .join(" ") || "-"
+            .join(" ") || "-") +
+          (t.overridden.length
+            ? ` (applied ${t.overridden.map((k) => `${k}=${JSON.stringify(t.applied[k])}`).join(" ")})`
+            : "")
         } | ${t.verdict} | ${t.flags.join(" ")} | ${t.reason ?? ""} |`,
     ),
     "",
@@ -167,6 +200,7 @@ export function formatConformance(r: ConformanceReport): string {
       .join(", ")}) |`,
     `| chains | ${r.chains} |`,
     `| honours sampling parameters | ${r.honours_sampling === null ? "not checked" : r.honours_sampling ? "yes" : `no: ${r.sampling_mismatches.slice(0, 3).join("; ")}`} |`,
+    `| task's sampling policy applied over | ${r.sampling_overridden.length ? r.sampling_overridden.join(", ") : "nothing"} |`,
     `| streams | ${r.streams} |`,
     `| rewrites history | ${r.rewrites_history ? "yes" : "no"} |`,
     `| compacts history | ${r.compacts_history ? "yes" : "no"} |`,

@@ -18,6 +18,7 @@ import { classifyError, EngineContractError, EngineStatusError, ProxyHttpError }
 import { openAiChat } from "./families";
 import type { Family } from "./families/types";
 import { isObject, randomId } from "./json";
+import { applySamplingPolicy, sessionSamplingPolicy } from "./sampling";
 import { postJson, postStream } from "./upstream";
 
 /**
@@ -58,6 +59,9 @@ export function sendFamilyError(res: http.ServerResponse, family: Family, err: u
  * ```
  */
 export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promise<void> {
+  // The trainer's policy goes over the harness's values before anything reads them (token mode
+  // builds its sampling parameters from this body; the chat engines get it as is).
+  const sampling = applySamplingPolicy(call.parsed.chat, sessionSamplingPolicy(call.session.meta));
   validateChatRequest(call.parsed.chat);
   const clientGone = new AbortController();
   const onClose = () => {
@@ -78,6 +82,7 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
               : serveWhole(deps, engine, call, a);
     const record = await admitted(deps, call.session.meta, call.res, clientGone.signal, serve);
     if (record) {
+      record.metadata.sampling = sampling;
       deps.store.commit(call.session.sessionId, record);
       committed = true;
       deps.metrics.completion({

@@ -128,7 +128,16 @@ export function harnessGatewayArgs(maxRun = 4): string[] {
   return ["--engine", "sglang", "--max-run", String(maxRun), "--max-init", String(maxRun)];
 }
 
-async function fetchRecords(stack: LocalStack, sessionId: string): Promise<CompletionRecord[]> {
+/**
+ * A finished session's completion records from the control plane (retried until its upload is in;
+ * empty for a session that never reached the model).
+ *
+ * @example
+ * ```ts
+ * const records = await fetchRecords(stack, result.session_id);
+ * ```
+ */
+export async function fetchRecords(stack: LocalStack, sessionId: string): Promise<CompletionRecord[]> {
   const url = new URL(`/v1/sessions/${encodeURIComponent(sessionId)}/completions`, stack.controlPlane.url);
   let last = "";
   for (let attempt = 0; attempt < 10; attempt++) {

@@ -78,6 +78,26 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(ignores.value.honours_sampling).toBe(false);
     expect(ignores.value.sampling_mismatches[0]).toMatch(/temperature not sent, expected 0.6/);
     expect(ignores.value.safe_to_train).toBe(false);
+    expect(ignores.value.sampling_overridden).toEqual([]);
+
+    // The same harness under the task's policy: it still sends nothing, the engine samples at 0.6.
+    const policed = await silenced(() =>
+      runConformance({
+        harness: "shell",
+        command: `env -u POLAR_TEMPERATURE ${CLIENT}`,
+        temperature: 0.6,
+        samplingTemperature: 0.6,
+      }),
+    );
+    expect(policed.value.honours_sampling).toBe(false);
+    expect(policed.value.samples_as_expected).toBe(true);
+    expect(policed.value.sampling_overridden).toEqual(["temperature"]);
+    expect(policed.value.turns.map((t) => [t.sent.temperature, t.applied.temperature])).toEqual(
+      Array(4).fill([undefined, 0.6]),
+    );
+    expect(policed.value.safe_to_train).toBe(true);
+    expect(policed.out).toMatch(/\| task's sampling policy applied over \| temperature \|/);
+    expect(policed.out).toMatch(/\| 1 \| openai_chat \|.*\| - \(applied temperature=0\.6\) \|/);
   }, 240_000);
 
   it("names the flag for a missing or unknown harness", async () => {

@@ -35,7 +35,7 @@ import {
   resolveHarness,
   SUPPORTED_HARNESSES,
 } from "../../gateway-agent/harness";
-import { SessionAssignment } from "../../protocol";
+import { describeIssues, fieldIssues, SamplingPolicy, SessionAssignment } from "../../protocol";
 import {
   type ConformanceReport,
   conformanceReport,
@@ -76,6 +76,8 @@ export interface ConformanceOptions {
   /** Expected sampling sent to the harness as `POLAR_TEMPERATURE` / `POLAR_TOP_P` and checked. */
   temperature?: number | string;
   topP?: number | string;
+  /** The task's `agent.sampling.temperature`: the proxy samples with it whatever the harness sends. */
+  samplingTemperature?: number | string;
   json?: boolean;
   /** Extra environment for the harness (tests). */
   env?: Record<string, string>;
@@ -89,6 +91,8 @@ interface ConformanceTask {
   instruction: string;
   env: Record<string, string>;
   sampling: ExpectedSampling;
+  /** The task's sampling policy (`agent.sampling`), applied by the proxy; empty when none. */
+  policy: SamplingPolicy;
   /** `agent.settings` of the session (a preset's options, e.g. `continue`'s `provider`). */
   settings: Record<string, unknown>;
 }
@@ -127,6 +131,10 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
   );
   const topP = num(opts.topP ?? (fileSampling.top_p as number | undefined), "--top-p");
   const env = { ...((file.env as Record<string, string> | undefined) ?? {}), ...(opts.env ?? {}) };
+  const policyTemperature = num(opts.samplingTemperature, "--sampling-temperature");
+  const filePolicy = SamplingPolicy.safeParse(file.agent_sampling ?? {});
+  if (!filePolicy.success)
+    throw new UsageError(`--task: agent_sampling: ${describeIssues(fieldIssues(filePolicy.error))}`);
   const settings = file.settings ?? {};
   if (typeof settings !== "object" || settings === null || Array.isArray(settings))
     throw new UsageError(`--task: settings in ${opts.task} must be a mapping (the preset's agent.settings)`);
@@ -143,6 +151,10 @@ async function taskFrom(opts: ConformanceOptions): Promise<ConformanceTask> {
     sampling: {
       ...(temperature !== undefined ? { temperature } : {}),
       ...(topP !== undefined ? { top_p: topP } : {}),
+    },
+    policy: {
+      ...filePolicy.data,
+      ...(policyTemperature !== undefined ? { temperature: policyTemperature } : {}),
     },
     settings: settings as Record<string, unknown>,
   };
@@ -167,6 +179,7 @@ function assignment(task: ConformanceTask, sessionId: string): SessionAssignment
       ...(task.harness === "shell"
         ? { custom_shell: { command: task.command ?? DEFAULT_SHELL_COMMAND, env: {} } }
         : {}),
+      ...(Object.keys(task.policy).length ? { sampling: task.policy } : {}),
     },
     builder: { strategy: "conversation" },
     evaluator: null,
@@ -296,7 +309,12 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   const proxy = await startProxy({ engine: "sglang", engineUrl: sim.url, modelServed: MODEL, logger: quiet });
   try {
     const sessionId = "conformance-1";
-    const { key } = proxy.openSession(sessionId, { task_id: "conformance", harness: task.harness });
+    const { key } = proxy.openSession(sessionId, {
+      task_id: "conformance",
+      harness: task.harness,
+      // As the gateway hands a task's agent.sampling over: the proxy applies it on every turn.
+      ...(Object.keys(task.policy).length ? { sampling: task.policy } : {}),
+    });
     const prepared = await conformancePlan(opts, {
       proxyUrl: proxy.url,
       sessionKey: key,

@@ -900,6 +900,12 @@ export interface operations {
                                     [key: string]: string;
                                 };
                             };
+                            sampling?: {
+                                temperature?: number;
+                                top_p?: number;
+                                top_k?: number;
+                                min_p?: number;
+                            };
                         };
                         builder?: {
                             strategy: string;
@@ -4353,6 +4359,12 @@ export interface operations {
                             env?: {
                                 [key: string]: string;
                             };
+                        };
+                        sampling?: {
+                            temperature?: number;
+                            top_p?: number;
+                            top_k?: number;
+                            min_p?: number;
                         };
                     };
                     builder?: {
