@@ -48,11 +48,10 @@ own_node() {
   done
 }
 
-want=("$@")
-mkdir -p "$DIR/bin"
-for row in "${HARNESSES[@]}"; do
-  read -r name pkg version bin <<<"$row"
-  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
+# One harness: install it into its own prefix (unless its stamp says it is there), then link its
+# binary into $DIR/bin. Prefixes and binaries are distinct per harness, so several run at once.
+install_one() {
+  local name="$1" pkg="$2" version="$3" bin="$4" prefix stamp node_pkg want_stamp
   prefix="$DIR/$name"
   stamp="$prefix/.polar-installed"
   node_pkg="$(own_node "$name")"
@@ -79,5 +78,33 @@ LAUNCHER
   else
     ln -sfn "../$name/node_modules/.bin/$bin" "$DIR/bin/$bin"
   fi
+}
+
+# Installs run POLAR_INSTALL_JOBS at a time (default 4): each is mostly waiting on the registry and
+# the disk, so a dozen CLIs take about a third of the time they take one after another. Each
+# install's output is printed whole when it ends, so lines of different CLIs do not interleave.
+JOBS="${POLAR_INSTALL_JOBS:-4}"
+LOGS="$(mktemp -d)"
+trap 'rm -rf "$LOGS"' EXIT
+want=("$@")
+mkdir -p "$DIR/bin"
+pids=()
+names=()
+for row in "${HARNESSES[@]}"; do
+  read -r name pkg version bin <<<"$row"
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  install_one "$name" "$pkg" "$version" "$bin" >"$LOGS/$name.log" 2>&1 &
+  pids+=("$!")
+  names+=("$name")
 done
+failed=()
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then failed+=("${names[$i]}"); fi
+  cat "$LOGS/${names[$i]}.log"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "install-harnesses: failed to install: ${failed[*]} (output above)" >&2
+  exit 1
+fi
 echo "== harness binaries in $DIR/bin: $(ls "$DIR/bin" | tr '\n' ' ')"
