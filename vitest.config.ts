@@ -27,13 +27,6 @@ const TIMED_E2E = [
  */
 const PARALLEL = Math.max(2, availableParallelism() - 1);
 
-/**
- * End-to-end files run at a time: one more than the unit layers. An end-to-end file spends most of
- * its time waiting (on a harness's sleep, a fence, a result upload, a stack starting), so a third
- * file fills the cores the other two leave idle; the files whose assertions bound durations still
- * run alone afterwards (`e2e-timed`). Both projects of the group must state the same count.
- */
-const E2E_PARALLEL = Number(process.env.VITEST_MAX_WORKERS) || PARALLEL + 1;
 
 /**
  * Three layers, each on its real runtime:
@@ -92,7 +85,6 @@ export default defineConfig({
           exclude: [...TIMED_E2E, "test/browser/**"],
           // After the unit layers (their files would otherwise share the workers with stacks).
           sequence: { groupOrder: 1 },
-          maxWorkers: E2E_PARALLEL,
           testTimeout: 180_000,
           hookTimeout: 120_000,
         },
@@ -105,7 +97,6 @@ export default defineConfig({
           environment: "node",
           include: ["test/browser/**/*.test.ts"],
           sequence: { groupOrder: 1 },
-          maxWorkers: E2E_PARALLEL,
           testTimeout: 180_000,
           hookTimeout: 120_000,
         },
