@@ -27,7 +27,6 @@ const TIMED_E2E = [
  */
 const PARALLEL = Math.max(2, availableParallelism() - 1);
 
-
 /**
  * Three layers, each on its real runtime:
  * - `workers`: the control plane's Worker and Durable Objects inside workerd (vitest pool).
