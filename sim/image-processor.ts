@@ -16,7 +16,14 @@
  * @module
  */
 
-/** Qwen2/2.5-VL's image geometry as SGLang's Qwen-VL processor applies it. */
+/**
+ * Qwen2/2.5-VL's image geometry as SGLang's Qwen-VL processor applies it.
+ *
+ * @example
+ * ```ts
+ * QWEN_VL_GEOMETRY.patchSize * QWEN_VL_GEOMETRY.mergeSize; // 28, the resize factor
+ * ```
+ */
 export const QWEN_VL_GEOMETRY = {
   /** ViT patch side (px). */
   patchSize: 14,

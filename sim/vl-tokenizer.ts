@@ -12,7 +12,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { defaultTokenizerDir } from "../tokenizer/chat-tokenizer";
 
-/** The placeholder a Qwen-VL chat template writes for one image. */
+/**
+ * The placeholder a Qwen-VL chat template writes for one image.
+ *
+ * @example
+ * ```ts
+ * tok.render(messagesWithOneImage).includes(QWEN_VL_IMAGE_PLACEHOLDER); // true with vlTokenizerDir()
+ * ```
+ */
 export const QWEN_VL_IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>";
 
 const CONTENT_MACRO = `{%- macro render_content(content) -%}{%- if content is string -%}{{- content -}}{%- else -%}{%- for part in content -%}{%- if part.type == 'image' -%}${QWEN_VL_IMAGE_PLACEHOLDER}{%- elif part.type == 'text' -%}{{- part.text -}}{%- endif -%}{%- endfor -%}{%- endif -%}{%- endmacro -%}\n`;

@@ -8,6 +8,11 @@
 /**
  * Per-turn flags.
  *
+ * @example
+ * ```ts
+ * BRIDGE_FLAGS.includes("image_prompt_unverified"); // true
+ * ```
+ *
  * - `reasoning_dropped`: the proxy returned reasoning with the parent turn, and the request echoes
  *   that turn without it (or with other text). The prompt is still bridged from the sampled ids,
  *   so the model sees its own reasoning; a chat server re-rendering the harness's history would not.
@@ -17,7 +22,8 @@
  *   with each image pad expanded to a run. SGLang's multimodal processor re-tokenizes the prompt
  *   and expands every pad to the image's patch count, so the recorded `prompt_ids` (the parent's
  *   recorded ids + sampled ids + this turn's suffix as sent) are not proven to be the sequence the
- *   engine ran: the turn is not token-exact. See `engine-prompt.ts`.
+ *   engine ran: the turn is not token-exact. A turn without images whose engine nonetheless
+ *   returned prompt ids other than the sent ones is flagged too. See `engine-prompt.ts`.
  */
 export const BRIDGE_FLAGS = ["reasoning_dropped", "image_prompt_unverified"] as const;
 export type BridgeFlag = (typeof BRIDGE_FLAGS)[number];

@@ -100,6 +100,13 @@ describe("image turns in the bridge", () => {
     // A text turn without images needs no engine ids.
     const p2 = bridge.prepare({ messages: [{ role: "user", content: "Hi" }] });
     expect(bridge.commit(p2, outcome("Hello")).flags).toEqual([]);
+    // Nor does one whose engine ran exactly what was sent; other ids are flagged even without images.
+    const p3 = bridge.prepare({ messages: [{ role: "user", content: "Hey" }] });
+    expect(bridge.commit(p3, outcome("Hi", { enginePromptIds: p3.promptIds })).flags).toEqual([]);
+    const p4 = bridge.prepare({ messages: [{ role: "user", content: "Yo" }] });
+    const t4 = bridge.commit(p4, outcome("Hi", { enginePromptIds: [...p4.promptIds, 1] }));
+    expect(t4.flags).toEqual(["image_prompt_unverified"]);
+    expect(t4.prompt_ids).toEqual(p4.promptIds);
   });
 
   it("after a verified parent, an unverified child keeps the chain consistent and the trace not exact", () => {
