@@ -349,7 +349,7 @@ async function sendTokenTurn(
     // the /generate body without the ids (they are `prompt_ids`).
     request: { ...chat, model: deps.modelServed, generate: generateRest },
     response: { ...completion, choices: [{ ...choice, logprobs: null }], meta_info: metaRest },
-    prompt_ids: committed.prompt_ids,
+    prompt_ids: [...committed.prompt_ids],
     response_ids: result.outputIds,
     response_logprobs: result.logprobs,
     finish_reason: finishReason,
