@@ -51,7 +51,7 @@ export function registerBridgeMetrics(
   });
   const flagged = new Counter({
     name: BRIDGE_FLAGS_METRIC,
-    help: "Token-mode turns by token-bridge flag (reasoning_dropped: the harness sent the previous reply back without its reasoning), per harness and model",
+    help: "Token-mode turns by token-bridge flag (reasoning_dropped: the harness sent the previous reply back without its reasoning; image_prompt_unverified: an image turn whose engine prompt ids are unknown or not the sent ids with image pads expanded), per harness and model",
     labelNames: ["harness", "model", "flag"],
     registers: [registry],
     collect() {

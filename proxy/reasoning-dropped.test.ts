@@ -83,7 +83,7 @@ describe("Gemini: a replaced thoughtSignature", () => {
     const parts = await run("gem-kept", (p) => p);
     expect(parts.some((p) => typeof p.thoughtSignature === "string")).toBe(true);
     expect(flagsOf("gem-kept")).toEqual([[], []]);
-    expect(proxy.bridgeFlags("gem-kept")).toEqual({ reasoning_dropped: 0 });
+    expect(proxy.bridgeFlags("gem-kept")).toEqual({ reasoning_dropped: 0, image_prompt_unverified: 0 });
   });
 
   it("with a placeholder signature: flagged, the engine still saw its <think> block", async () => {
@@ -97,7 +97,7 @@ describe("Gemini: a replaced thoughtSignature", () => {
     // The harness's own history, as the proxy read it, holds no reasoning.
     const echoed = (second!.request.messages as JsonObject[]).find((m) => m.role === "assistant")!;
     expect(echoed.reasoning_content).toBeUndefined();
-    expect(proxy.bridgeFlags("gem-dropped")).toEqual({ reasoning_dropped: 1 });
+    expect(proxy.bridgeFlags("gem-dropped")).toEqual({ reasoning_dropped: 1, image_prompt_unverified: 0 });
   });
 });
 
@@ -128,7 +128,7 @@ describe("OpenAI Chat: reasoning_content left out", () => {
     const callId = (reply.tool_calls as Array<{ id: string }>)[0]!.id;
     await post([user, echo, { role: "tool", tool_call_id: callId, content: "a\nb" }]);
     expect(flagsOf(id)).toEqual([[], ["reasoning_dropped"]]);
-    expect(proxy.bridgeFlags(id)).toEqual({ reasoning_dropped: 1 });
+    expect(proxy.bridgeFlags(id)).toEqual({ reasoning_dropped: 1, image_prompt_unverified: 0 });
     const row = proxy.status().bridge.find((r) => r.harness === "cn")!;
     expect(row).toMatchObject({ counts: { new_chain: 1, extended: 1 }, flags: { reasoning_dropped: 1 } });
   });

@@ -8,6 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { expandImagePads, ImageProcessorError, type ImageTokenIds } from "./image-processor";
 import { ImageStats, type SimImage } from "./images";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
 import { PrefixCache } from "./prefix-cache";
@@ -123,6 +124,10 @@ export class SimEngineCore {
   /** Images received (`/sim/stats` → `images`). */
   readonly images = new ImageStats();
   private readonly vocabLimit: number;
+  /** Qwen-VL placeholder ids when the tokenizer has them (Qwen3's vocabulary does). */
+  readonly imageTokens: ImageTokenIds | null;
+  /** Does the served chat template render image placeholders (a vision-language model)? */
+  readonly rendersImages: boolean;
 
   constructor(options: EngineOptions) {
     this.tokenizer = options.tokenizer;
@@ -140,6 +145,34 @@ export class SimEngineCore {
       ...(options.faults ? { faults: options.faults } : {}),
     });
     this.vocabLimit = options.tokenizer.vocabSize;
+    const tok = options.tokenizer;
+    const [visionStart, imagePad, visionEnd] = ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>"].map(
+      (t) => tok.tokenId(t),
+    );
+    this.imageTokens =
+      visionStart !== undefined && imagePad !== undefined && visionEnd !== undefined
+        ? { visionStart, imagePad, visionEnd }
+        : null;
+    this.rendersImages = this.imageTokens !== null && templateRendersImages(tok);
+  }
+
+  /**
+   * The prompt the model runs for `promptIds` + `images`: each image placeholder's pad expanded
+   * to the image's pad count (see `image-processor.ts`; SGLang 0.5.13 Qwen-VL processor). A served
+   * text-only template (the bundled Qwen3 one) renders no placeholder, so a prompt without any is
+   * run as sent, the images reaching only the scripted policy; under a vision template, or once
+   * the prompt holds a pad, the placeholder count must equal the image count.
+   */
+  expandImages(promptIds: readonly number[], images: readonly SimImage[], field: string): number[] {
+    if (images.length === 0 || this.imageTokens === null) return [...promptIds];
+    try {
+      return expandImagePads(promptIds, images, this.imageTokens, field, {
+        allowNoPlaceholder: !this.rendersImages,
+      });
+    } catch (err) {
+      if (err instanceof ImageProcessorError) throw new EngineInputError(err.message, err.field);
+      throw err;
+    }
   }
 
   /** Checks ids a client sent (`input_ids`) against the vocabulary. */
@@ -279,5 +312,20 @@ export class SimEngineCore {
       if (at !== -1) text = text.slice(0, at);
     }
     return text;
+  }
+}
+
+/** Renders one image part with the template and looks for the Qwen-VL pad. */
+function templateRendersImages(tok: ChatTokenizer): boolean {
+  try {
+    const probe = tok.render(
+      [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }],
+      {
+        addGenerationPrompt: false,
+      },
+    );
+    return probe.includes("<|image_pad|>");
+  } catch {
+    return false;
   }
 }

@@ -141,6 +141,9 @@ export async function handleGenerate(
     if (promptIds.length === 0) throw new HttpError(400, "text: must not be empty");
   }
   const images = checkImages(() => imagesFromImageData(body.image_data, engine.images));
+  // SGLang's multimodal processor expands each image pad to the image's patch count: the
+  // expanded ids are what runs, what `prompt_tokens` counts and what `prompt_token_ids` returns.
+  promptIds = engine.expandImages(promptIds, images, "image_data");
   const sp = body.sampling_params ?? {};
   const textOptions = {
     skipSpecialTokens: sp.skip_special_tokens ?? true,

@@ -69,8 +69,8 @@ export async function handleChatCompletion(
       }
     }
   }
-  // Images are checked and counted before the template drops them (Qwen3's text template renders
-  // no image placeholder, as SGLang's string content format drops non-text parts).
+  // Images are checked and counted before the template renders them (a Qwen-VL template writes a
+  // placeholder per image; Qwen3's text template drops them, as SGLang's string content format does).
   const images = checkImages(() => imagesFromMessages(body.messages, engine.images));
   const tok = engine.tokenizer;
   const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
@@ -87,6 +87,9 @@ export async function handleChatCompletion(
     });
     promptIds = tok.encode(prompt);
   }
+  // SGLang's processor expands each placeholder's pad (SGLang 0.5.13 Qwen-VL processor): the
+  // usage and `prompt_token_ids` count the expanded prompt.
+  promptIds = engine.expandImages(promptIds, images, "messages");
   const result = await generateAs(
     flavor,
     engine,

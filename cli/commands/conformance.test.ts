@@ -32,7 +32,7 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(r.rewrites_history).toBe(false);
     expect(r.compacts_history).toBe(false);
     expect(r.drops_reasoning).toBe(false);
-    expect(r.flags).toEqual({ reasoning_dropped: 0 });
+    expect(r.flags).toEqual({ reasoning_dropped: 0, image_prompt_unverified: 0 });
     expect(r.safe_to_train).toBe(true);
     expect(out).toMatch(/\| safe to train on \| yes \|/);
     expect(out).toMatch(/\| drops reasoning \| no \|/);
@@ -49,7 +49,7 @@ describe("polar conformance with the shell harness and the scripted client", () 
       ["reasoning_dropped"],
       ["reasoning_dropped"],
     ]);
-    expect(r.flags).toEqual({ reasoning_dropped: 3 });
+    expect(r.flags).toEqual({ reasoning_dropped: 3, image_prompt_unverified: 0 });
     expect(r.drops_reasoning).toBe(true);
     // The bridge still extends the chain from the sampled ids: training data is unaffected.
     expect(r.chains).toBe(1);

@@ -312,7 +312,10 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
         compacted: 0,
         history_rewritten: 0,
       });
-      expect(result.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
+      expect(result.trajectory.metadata.bridge_flags).toEqual({
+        reasoning_dropped: 0,
+        image_prompt_unverified: 0,
+      });
 
       // A client that sends its replies back without their reasoning: each later turn is flagged,
       // in the trajectory's metadata and on /metrics, per harness and model.
@@ -324,7 +327,10 @@ describe("serve_gateway -c: health, metrics, structured logs", { timeout: 60_000
       cp.send(dropping);
       const second = (await cp.waitFor(isResultOf(dropping.lease_id))).result;
       expect(second.status).toBe("COMPLETED");
-      expect(second.trajectory.metadata.bridge_flags).toEqual({ reasoning_dropped: 3 });
+      expect(second.trajectory.metadata.bridge_flags).toEqual({
+        reasoning_dropped: 3,
+        image_prompt_unverified: 0,
+      });
 
       const health = await (await fetch(`${gateway.httpUrl}/health`)).json();
       expect(health).toMatchObject({ status: "ok", node_id: "topo-node", connected: true, run_inflight: 0 });

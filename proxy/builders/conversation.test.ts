@@ -87,6 +87,28 @@ describe("conversation builder", () => {
     expect(trace.response_messages.map((m) => m.content)).toEqual(["a1", "q2", "a2"]);
   });
 
+  it("reads image_prompt_unverified from records: counted, and the trace is not token-exact", () => {
+    const records = turns.map(recordOf);
+    const exact = conversationBuilder(records, { session_id: "s-1", task_id: "t", config: {} });
+    expect(exact.traces[0]!.metadata.token_exact).toBe(true);
+    const second = records[1]!;
+    const flagged = {
+      ...second,
+      metadata: {
+        ...second.metadata,
+        bridge: { ...(second.metadata.bridge as object), flags: ["image_prompt_unverified"] },
+      },
+    };
+    const t = conversationBuilder([records[0]!, flagged], { session_id: "s-1", task_id: "t", config: {} });
+    expect(t.metadata.flags).toEqual({ reasoning_dropped: 0, image_prompt_unverified: 1 });
+    const trace = t.traces[0]!;
+    expect(trace.metadata.token_exact).toBe(false);
+    expect((trace.metadata.turns as Array<Record<string, unknown>>).map((x) => x.token_exact)).toEqual([
+      true,
+      false,
+    ]);
+  });
+
   it("is an ERROR trajectory without completions and refuses records without bridge metadata", () => {
     expect(conversationBuilder([], { session_id: "s", task_id: "t", config: {} })).toMatchObject({
       status: "ERROR",

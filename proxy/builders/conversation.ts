@@ -3,7 +3,9 @@
  * trained (mask 1, their logprobs); bridged tokens (tool results, user turns, template glue, an
  * end-of-turn token the sampler never produced) are context (mask 0, logprob 0.0). Because the
  * bridge built every prompt as the previous prompt + sampled ids + bridged ids, a chain is one
- * sequence with no re-tokenised text anywhere.
+ * sequence with no re-tokenised text anywhere. Image turns are in the engine's space: their
+ * `prompt_ids` are the ids SGLang ran, each image pad expanded by its processor; a turn whose ids
+ * are not proven (flag `image_prompt_unverified`) makes its trace `token_exact: false`.
  *
  * Pure: turns in, traces out.
  *
@@ -66,7 +68,8 @@ function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): Co
 
 /**
  * One trace per chain (root-to-leaf path of the turn tree), in the order the leaves were
- * committed. When a harness resampled a turn (two children of one turn), the shared turns appear
+ * committed. `metadata.token_exact` is false when a turn of the chain carries
+ * `image_prompt_unverified`. When a harness resampled a turn (two children of one turn), the shared turns appear
  * in both traces but are trained once: in the later trace their sampled tokens have mask 0 (their
  * logprobs are kept). Trace metadata lists each turn's provenance and offsets in `response_ids`.
  *
@@ -99,6 +102,7 @@ export function buildConversationTraces(turns: readonly ConversationTurn[]): Tra
       const mask: Array<0 | 1> = [];
       const logprobs: number[] = [];
       const meta: JsonObject[] = [];
+      let exact = true;
       let held = [...root.prompt_ids];
       for (const [i, t] of path.entries()) {
         const bridgedStart = response.length;
@@ -124,11 +128,15 @@ export function buildConversationTraces(turns: readonly ConversationTurn[]): Tra
           logprobs.push(lp);
         }
         held = [...t.prompt_ids, ...t.sampled_ids];
+        // Not proven to be the sequence the engine ran (images, and no or unaligned engine ids).
+        const turnExact = !t.flags.includes("image_prompt_unverified");
+        exact &&= turnExact;
         meta.push({
           turn_id: t.turn_id,
           verdict: t.verdict,
           reason: t.reason,
           flags: t.flags,
+          token_exact: turnExact,
           finish_reason: t.finish_reason,
           trained: first,
           bridged_start: bridgedStart,
@@ -152,7 +160,7 @@ export function buildConversationTraces(turns: readonly ConversationTurn[]): Tra
         tools: root.tools ? (root.tools as JsonObject[]) : null,
         finish_reason: leaf.finish_reason,
         reward: null,
-        metadata: { builder: "conversation", chain_index: chainIndex, turns: meta },
+        metadata: { builder: "conversation", chain_index: chainIndex, token_exact: exact, turns: meta },
       };
     });
 }

@@ -180,6 +180,7 @@ describeEachWith(NEEDS, HARNESSES)("%s on the calculator task × 4", (harness) =
           ).toBeTruthy();
         expect(result.trajectory.metadata.bridge_flags).toEqual({
           reasoning_dropped: drops ? records.length - 1 : 0,
+          image_prompt_unverified: 0,
         });
         // Dropped or not, the session is one token sequence: the bridge kept the sampled reasoning.
         if (drops) expect(result.trajectory.traces).toHaveLength(1);

@@ -132,7 +132,10 @@ describe("calculator × 4 on the gateway in token mode (default builder: convers
         history_rewritten: 0,
       });
       // agent.mjs sends each reply back with its reasoning_content: no turn is flagged.
-      expect(trajectories.get(r.session_id)!.metadata.bridge_flags).toEqual({ reasoning_dropped: 0 });
+      expect(trajectories.get(r.session_id)!.metadata.bridge_flags).toEqual({
+        reasoning_dropped: 0,
+        image_prompt_unverified: 0,
+      });
     }
   });
 

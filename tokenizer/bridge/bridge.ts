@@ -9,8 +9,10 @@
  * @module
  */
 import type { ChatMessage, ChatTokenizer } from "../chat-tokenizer";
+import { matchEnginePrompt } from "./engine-prompt";
+import { type BridgeFlag, emptyFlagCounts } from "./flags";
 import { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
-import { type BridgeFlag, emptyFlagCounts, reasoningDropped } from "./reasoning";
+import { reasoningDropped } from "./reasoning";
 import { emptyVerdictCounts, type Verdict, type VerdictTally } from "./verdicts";
 
 /**
@@ -59,9 +61,21 @@ export interface BridgedTurn {
   reason: string | null;
   /** Facts that do not change the verdict (`reasoning_dropped`); empty for most turns. */
   flags: BridgeFlag[];
-  /** The prompt sent to the engine. */
+  /**
+   * The prompt the engine ran: the sent ids, or, for an image turn whose engine returned its
+   * prompt ids, those ids (every image pad expanded by SGLang's processor). A turn extending a
+   * parent always records the parent's `prompt_ids` + sampled ids + its own suffix, so a chain is
+   * one sequence in the engine's space (flag `image_prompt_unverified` when the suffix is not
+   * proven to be what the engine ran).
+   */
   prompt_ids: number[];
-  /** Tokens of `prompt_ids` that were added after the parent's sampled ids (0 for a chain start). */
+  /**
+   * The ids sent in `input_ids` when they differ from `prompt_ids` (image turns: pads before the
+   * engine's expansion); null when the engine ran exactly what was sent. Later turns are bridged
+   * from these, since SGLang expands the pads of every request again.
+   */
+  sent_prompt_ids: number[] | null;
+  /** Tokens of the sent prompt that were added after the parent's sampled ids (0 for a chain start). */
   bridged_count: number;
   sampled_ids: number[];
   sampled_logprobs: number[];
@@ -105,6 +119,10 @@ export interface TurnOutcome {
   assistantMessage: ChatMessage;
   finishReason: string | null;
   provenance?: Partial<TurnProvenance>;
+  /** The prompt ids the engine reports it ran (`prompt_token_ids`), null/absent when it sent none. */
+  enginePromptIds?: readonly number[] | null;
+  /** Images sent with the prompt (`image_data`); with any, the engine's prompt ids must be checked. */
+  imageCount?: number;
 }
 
 /** Options of {@link TokenBridge}. */
@@ -127,6 +145,11 @@ export interface TokenBridgeOptions {
    * and starts a new chain (the context a chat server would build).
    */
   onTemplateMismatch?: "bridge" | "new_chain";
+  /**
+   * The image pad token the engine's processor expands (default `<|image_pad|>` when the
+   * tokenizer has it, as Qwen2/2.5/3-VL templates write `<|vision_start|><|image_pad|><|vision_end|>`).
+   */
+  imagePadToken?: string;
 }
 
 interface TurnNode {
@@ -142,6 +165,19 @@ interface TurnNode {
 }
 
 const sumChars = (ms: readonly NormalizedMessage[]) => ms.reduce((n, m) => n + m.chars, 0);
+
+/** The ids a turn sent to the engine (what later turns are bridged from). */
+const sentIds = (turn: BridgedTurn): number[] => turn.sent_prompt_ids ?? turn.prompt_ids;
+
+function startsWith(ids: readonly number[], prefix: readonly number[]): boolean {
+  if (prefix.length > ids.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (ids[i] !== prefix[i]) return false;
+  return true;
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && startsWith(a, b);
+}
 
 /** Index of the `n`-th (0-based) occurrence of `needle` in `text`, or -1. */
 function nthIndexOf(text: string, needle: string, n: number): number {
@@ -198,6 +234,7 @@ export class TokenBridge {
   private readonly flagTotals = emptyFlagCounts();
   private readonly eotId: number;
   private readonly eotText: string;
+  private readonly padId: number | undefined;
   private nextIndex = 0;
   private readonly harness: string;
   private readonly model: string;
@@ -214,6 +251,13 @@ export class TokenBridge {
       this.eotId = detectEndOfTurn(tok);
     }
     this.eotText = tok.decode([this.eotId]);
+    if (options.imagePadToken !== undefined) {
+      this.padId = tok.tokenId(options.imagePadToken);
+      if (this.padId === undefined)
+        throw new BridgeError(`imagePadToken: ${options.imagePadToken} is not a token`);
+    } else {
+      this.padId = tok.tokenId("<|image_pad|>");
+    }
     this.harness = options.harness ?? "unknown";
     this.model = options.model ?? tok.name;
   }
@@ -268,8 +312,8 @@ export class TokenBridge {
         parentTurnId: twin.turn.parent_turn_id,
         verdict: twin.turn.verdict,
         reason: twin.turn.reason,
-        flags: twin.turn.flags,
-        promptIds: twin.turn.prompt_ids,
+        flags: twin.turn.flags.filter((f) => f !== "image_prompt_unverified"),
+        promptIds: sentIds(twin.turn),
         bridgedCount: twin.turn.bridged_count,
         state: { ...base, canonical: twin.canonical, rendered: twin.rendered },
       };
@@ -300,13 +344,17 @@ export class TokenBridge {
       );
     }
     const p = outcome.provenance ?? {};
+    const ran = this.promptRan(prepared, outcome);
+    const flags = [...prepared.flags];
+    if (!ran.exact) flags.push("image_prompt_unverified");
     const turn: BridgedTurn = {
       turn_id: prepared.turnId,
       parent_turn_id: prepared.parentTurnId,
       verdict: prepared.verdict,
       reason: prepared.reason,
-      flags: [...prepared.flags],
-      prompt_ids: [...prepared.promptIds],
+      flags,
+      prompt_ids: ran.ids,
+      sent_prompt_ids: sameIds(ran.ids, prepared.promptIds) ? null : [...prepared.promptIds],
       bridged_count: prepared.bridgedCount,
       sampled_ids: [...outcome.sampledIds],
       sampled_logprobs: [...outcome.logprobs],
@@ -358,6 +406,28 @@ export class TokenBridge {
   /** Turns of this session carrying each flag. */
   flagCounts(): Record<BridgeFlag, number> {
     return { ...this.flagTotals };
+  }
+
+  /**
+   * The prompt to record for a turn, in the engine's space: a chain start records the engine's
+   * ids when they are the sent ids with image pads expanded (else the sent ids); a turn extending
+   * a parent records the parent's recorded ids + sampled ids + its bridged suffix, taken from the
+   * engine's ids when those extend exactly that prefix (else the suffix as sent). `exact` is false
+   * when images were sent and that is not proven.
+   */
+  private promptRan(prepared: PreparedTurn, outcome: TurnOutcome): { ids: number[]; exact: boolean } {
+    const sent = prepared.promptIds;
+    const parent = prepared.parentTurnId === null ? undefined : this.byId.get(prepared.parentTurnId)?.turn;
+    const held = parent ? [...parent.prompt_ids, ...parent.sampled_ids] : [];
+    const asSent = parent ? [...held, ...sent.slice(sent.length - prepared.bridgedCount)] : [...sent];
+    const engine = outcome.enginePromptIds;
+    const images = outcome.imageCount ?? 0;
+    if (engine === undefined || engine === null) return { ids: asSent, exact: images === 0 };
+    const match = matchEnginePrompt(sent, engine, this.padId);
+    // The engine's ids count only if they are the expansion of what was sent and, for a turn that
+    // extends a parent, also extend the parent's recorded ids (which an unverified parent breaks).
+    if (match.kind !== "mismatch" && startsWith(engine, held)) return { ids: [...engine], exact: true };
+    return { ids: asSent, exact: images === 0 && match.kind === "same" };
   }
 
   private render(messages: readonly ChatMessage[], request: BridgeRequest): string {
@@ -426,7 +496,7 @@ export class TokenBridge {
       verdict,
       reason,
       flags,
-      promptIds: [...parent.turn.prompt_ids, ...sampled, ...bridged],
+      promptIds: [...sentIds(parent.turn), ...sampled, ...bridged],
       bridgedCount: bridged.length,
       state,
     };

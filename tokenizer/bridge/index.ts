@@ -13,7 +13,9 @@ export {
   type TurnOutcome,
   type TurnProvenance,
 } from "./bridge";
+export { type EnginePromptMatch, matchEnginePrompt } from "./engine-prompt";
+export { BRIDGE_FLAGS, type BridgeFlag, emptyFlagCounts } from "./flags";
 export { type NormalizedMessage, normalizeMessages, prefixKeys, settingsKey } from "./normalize";
-export { BRIDGE_FLAGS, type BridgeFlag, emptyFlagCounts, reasoningDropped } from "./reasoning";
+export { reasoningDropped } from "./reasoning";
 export { type ToolSchemas, toolSchemas, withoutDefaults } from "./tool-defaults";
 export { emptyVerdictCounts, VERDICTS, type Verdict, type VerdictRow, VerdictTally } from "./verdicts";

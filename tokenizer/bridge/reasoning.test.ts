@@ -71,8 +71,8 @@ describe("reasoning_dropped", () => {
     // A render of the history the harness holds has no reasoning left in it.
     const held = tok.render([...task, without(t1.message)], { tools, addGenerationPrompt: false });
     expect(held).not.toContain("First I read calc.js");
-    expect(bridge.flagCounts()).toEqual({ reasoning_dropped: 1 });
-    expect(tally.flagCounts("h", "Qwen3-8B")).toEqual({ reasoning_dropped: 1 });
+    expect(bridge.flagCounts()).toEqual({ reasoning_dropped: 1, image_prompt_unverified: 0 });
+    expect(tally.flagCounts("h", "Qwen3-8B")).toEqual({ reasoning_dropped: 1, image_prompt_unverified: 0 });
     expect(tally.snapshot()[0]).toMatchObject({
       harness: "h",
       counts: { new_chain: 1, extended: 1 },
@@ -90,7 +90,7 @@ describe("reasoning_dropped", () => {
   it("does not flag a reply sent back with its reasoning, whole or split over two messages", () => {
     const kept = session((m) => [m]);
     expect(kept.t2.committed.flags).toEqual([]);
-    expect(kept.bridge.flagCounts()).toEqual({ reasoning_dropped: 0 });
+    expect(kept.bridge.flagCounts()).toEqual({ reasoning_dropped: 0, image_prompt_unverified: 0 });
     // Responses-style: a reasoning-only message, then the call.
     const split = session((m) => [
       { role: "assistant", content: "", reasoning_content: m.reasoning_content },

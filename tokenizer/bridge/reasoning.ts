@@ -14,21 +14,6 @@
  */
 import type { ChatMessage } from "../chat-tokenizer";
 
-/**
- * Per-turn flags: facts about a turn that do not change its verdict.
- *
- * - `reasoning_dropped`: the proxy returned reasoning with the parent turn, and the request echoes
- *   that turn without it (or with other text). The prompt is still bridged from the sampled ids,
- *   so the model sees its own reasoning; a chat server re-rendering the harness's history would not.
- */
-export const BRIDGE_FLAGS = ["reasoning_dropped"] as const;
-export type BridgeFlag = (typeof BRIDGE_FLAGS)[number];
-
-/** Zero counts for every flag. */
-export function emptyFlagCounts(): Record<BridgeFlag, number> {
-  return { reasoning_dropped: 0 };
-}
-
 const reasoningText = (messages: readonly ChatMessage[]): string =>
   messages
     .map((m) => (typeof m.reasoning_content === "string" ? m.reasoning_content : ""))

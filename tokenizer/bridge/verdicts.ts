@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { type BridgeFlag, emptyFlagCounts } from "./reasoning";
+import { type BridgeFlag, emptyFlagCounts } from "./flags";
 
 /**
  * How a turn's prompt relates to the session's earlier turns.

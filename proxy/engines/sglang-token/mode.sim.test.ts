@@ -156,8 +156,12 @@ describe("images in token mode", () => {
     expect(generate.image_data).toEqual([png]);
     expect(generate.return_prompt_token_ids).toBe(true);
     expect(generate.input_ids).toBeUndefined();
-    // The text-only Qwen3 template renders no image placeholder; the server ran exactly our ids.
-    expect(r!.metadata.server_prompt_ids).toBeUndefined();
+    // The text-only Qwen3 template renders no image placeholder: the engine returned exactly the
+    // ids sent, so they are recorded as run (nothing kept apart, no flag).
+    expect(r!.metadata.sent_prompt_ids).toBeUndefined();
+    expect(r!.metadata.engine_prompt_ids).toBeUndefined();
+    expect(bridgeOf(r!).flags).toEqual([]);
+    expect(r!.prompt_ids).toEqual(tok.encode(tok.render([{ role: "user", content: "What is 2 + 2? See" }])));
   });
 });
 

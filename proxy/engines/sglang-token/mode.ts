@@ -116,7 +116,7 @@ function harnessOf(meta: JsonObject): string {
  * const mode = await TokenMode.create({ toolCallParser: "qwen3" }, "Qwen/Qwen3-8B");
  * const { bridge, turn } = mode.bridgeFor({ sessionId: "s1", meta: { harness: "codex" } });
  * mode.verdicts("s1"); // { extended: 0, ... }
- * mode.flags("s1"); // { reasoning_dropped: 0 }
+ * mode.flags("s1"); // { reasoning_dropped: 0, image_prompt_unverified: 0 }
  * mode.tally.snapshot(); // [{ harness: "codex", model: "Qwen/Qwen3-8B", counts }]
  * ```
  */

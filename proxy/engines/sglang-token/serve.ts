@@ -295,9 +295,18 @@ async function sendTokenTurn(
       rid,
     },
   });
-  const committed = bridge.commit(prepared, outcome);
+  // With images, SGLang runs the sent ids with every image pad expanded by the model's processor
+  // (`load_mm_data` + the Qwen-VL processor): the bridge records the engine's ids when they are
+  // provably that expansion, else flags the turn `image_prompt_unverified`.
+  const imageCount = Array.isArray(generate.image_data) ? generate.image_data.length : 0;
+  const committed = bridge.commit(prepared, {
+    ...outcome,
+    enginePromptIds: result.promptTokenIds,
+    imageCount,
+  });
 
-  const promptTokens = prepared.promptIds.length;
+  // The prompt the engine ran (SGLang's `meta_info.prompt_tokens` counts the expanded one too).
+  const promptTokens = committed.prompt_ids.length;
   const cached = result.cachedTokens ?? 0;
   const choice: JsonObject = {
     index: 0,
@@ -340,7 +349,7 @@ async function sendTokenTurn(
     // the /generate body without the ids (they are `prompt_ids`).
     request: { ...chat, model: deps.modelServed, generate: generateRest },
     response: { ...completion, choices: [{ ...choice, logprobs: null }], meta_info: metaRest },
-    prompt_ids: [...prepared.promptIds],
+    prompt_ids: [...committed.prompt_ids],
     response_ids: result.outputIds,
     response_logprobs: result.logprobs,
     finish_reason: finishReason,
@@ -366,8 +375,12 @@ async function sendTokenTurn(
         rid,
         bridged_count: committed.bridged_count,
       },
-      ...(result.promptTokenIds && !sameIds(result.promptTokenIds, prepared.promptIds)
-        ? { server_prompt_ids: result.promptTokenIds }
+      // The ids sent in `input_ids` when the engine ran others (image pads before expansion).
+      ...(committed.sent_prompt_ids ? { sent_prompt_ids: committed.sent_prompt_ids } : {}),
+      // The engine's own prompt ids when they could not be recorded as `prompt_ids` (not an
+      // expansion of the sent ids), kept for inspection.
+      ...(result.promptTokenIds && !sameIds(result.promptTokenIds, committed.prompt_ids)
+        ? { engine_prompt_ids: result.promptTokenIds }
         : {}),
     },
   };
