@@ -23,19 +23,22 @@ afterAll(async () => {
   await Promise.all([fast, slow, old].map((s) => s?.close()));
 });
 
+// biome-ignore lint/suspicious/noExplicitAny: test helper reading arbitrary JSON replies
+type Json = any;
+
 const messages = [{ role: "user", content: "What is 2 + 3?" }];
 
 async function chat(
   s: SimEngineHandle,
   body: Record<string, unknown>,
   headers: Record<string, string> = {},
-): Promise<{ status: number; json: Record<string, any> }> {
+): Promise<{ status: number; json: Record<string, Json> }> {
   const res = await fetch(`${s.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ model: MODEL, messages, ...body }),
   });
-  return { status: res.status, json: (await res.json()) as Record<string, any> };
+  return { status: res.status, json: (await res.json()) as Record<string, Json> };
 }
 
 const post = (s: SimEngineHandle, path: string, body?: unknown) =>
