@@ -371,7 +371,8 @@ export function controlRoutes(
   };
   if (config.flavor === "vllm" || config.flavor === "vllm-0.10.1") {
     for (const path of SGLANG_ONLY_ROUTES) delete routes[path];
-    Object.assign(routes, vllmControlRoutes(engine));
+    // 0.10.1 predates the pause routes (PR #28037, 2025-11): it has no control route to offer.
+    if (config.flavor === "vllm") Object.assign(routes, vllmControlRoutes(engine));
   }
   return routes;
 }
