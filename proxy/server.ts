@@ -183,8 +183,9 @@ export class ProxyServer {
       ...(opts.unavailableCooldownMs !== undefined
         ? { unavailableCooldownMs: opts.unavailableCooldownMs }
         : {}),
-      // SGLang reports its weight version at /model_info; vLLM has none to report.
-      modelInfo: opts.engine !== "vllm",
+      // SGLang reports its weight version at /model_info; vLLM only at its dev-mode /weight_info.
+      modelInfo: true,
+      versionPath: opts.engine === "vllm" ? "/weight_info" : "/model_info",
       onChange: (m, f) => log.warn(m, f),
     });
     // Weights may have changed during a pause: re-read each replica's version before using it.

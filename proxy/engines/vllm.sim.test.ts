@@ -40,9 +40,9 @@ async function proxyFor(url: string): Promise<RecordingProxy> {
 }
 
 let n = 0;
-function session(p: RecordingProxy) {
+function session(p: RecordingProxy, meta: Record<string, unknown> = {}) {
   const id = `vllm-${++n}`;
-  const { key } = p.openSession(id);
+  const { key } = p.openSession(id, meta as never);
   return { id, openai: new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 }) };
 }
 
@@ -101,8 +101,9 @@ describe("vllm through the proxy", { timeout: 30_000 }, () => {
       expect(rec.prompt_ids).toEqual(tokenized.tokens);
       expect(rec.response_ids.length).toBeGreaterThan(0);
       expect(rec.response_logprobs).toHaveLength(rec.response_ids.length);
-      // vLLM reports no weight version on chat answers: unknown, not invented.
-      expect(rec).toMatchObject({ engine: "vllm", weight_version: null, weight_version_start: null });
+      // vLLM puts no weight version on chat answers: unknown (null), not invented; the version at
+      // dispatch is what its `/weight_info` said (vLLM's initial label is "default").
+      expect(rec).toMatchObject({ engine: "vllm", weight_version: null, weight_version_start: "default" });
     }
     expect(recs[0]!.finish_reason).toBe("tool_calls");
   });
@@ -155,6 +156,29 @@ describe("vllm through the proxy", { timeout: 30_000 }, () => {
     expect(warnings.some((w) => /no engine-side pause/.test(w))).toBe(true);
     q.resume();
     void pending;
+  });
+
+  it("reads the replica's weight version from vLLM's /weight_info, so min_policy_version can be met", async () => {
+    const engine = await sim();
+    const set = await fetch(`${engine.url}/update_weight_version`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ new_version: "7" }),
+    });
+    expect(set.status).toBe(200);
+    const p = await proxyFor(engine.url);
+    const s = session(p, { min_policy_version: 7 });
+    await s.openai.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "What is 2 + 3?" }],
+    });
+    expect(records(p, s.id)[0]).toMatchObject({ weight_version_start: "7", weight_version: null });
+    // A server without the route (vLLM without dev mode, or older) leaves the version unknown.
+    const old = await sim({ flavor: "vllm-0.10.1" });
+    const q = await proxyFor(old.url);
+    await q.pause({ timeoutMs: 100 });
+    q.resume();
+    expect(q.status().replicas[0]!.weight_version).toBeNull();
   });
 
   it("gives the harness context_length_exceeded for a prompt vLLM refuses as too long", async () => {
