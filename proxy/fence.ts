@@ -123,6 +123,7 @@ export class InferenceFence {
   private readonly waiters = new Set<() => void>();
   private readonly drainWaiters = new Set<() => void>();
   private readonly resumeListeners: Array<() => void> = [];
+  private readonly pauseListeners: Array<(mode: FenceMode) => Promise<void> | void> = [];
   private abortedCalls = 0;
   private reissuedCalls = 0;
 
@@ -171,6 +172,17 @@ export class InferenceFence {
         void ticket.abort();
       }
     }
+    // Engine-side pauses (vLLM's `/pause`) run once the calls in flight are marked aborted, so an
+    // answer the engine cuts short is discarded, never recorded; bounded like the abort hooks.
+    if (this.pauseListeners.length > 0) {
+      const mode = this.mode;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled(this.pauseListeners.map(async (l) => l(mode))),
+        new Promise((r) => (timer = setTimeout(r, ABORT_HOOK_TIMEOUT_MS))),
+      ]);
+      clearTimeout(timer);
+    }
     if (this.tickets.size > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -191,6 +203,14 @@ export class InferenceFence {
     this.mode = null;
     for (const listener of this.resumeListeners) listener();
     for (const done of [...this.waiters]) done();
+  }
+
+  /**
+   * Called on every pause, after the calls in flight were marked aborted (in `abort` mode); `pause`
+   * waits for it (at most {@link ABORT_HOOK_TIMEOUT_MS}) before it waits for the drain.
+   */
+  onPause(listener: (mode: FenceMode) => Promise<void> | void): void {
+    this.pauseListeners.push(listener);
   }
 
   /** Called on every resume, before the waiting calls are released (weights may have changed). */

@@ -83,15 +83,20 @@ export interface ReplicaSetOptions {
   unavailableCooldownMs?: number;
   /** The engine answers `GET /model_info` with `weight_version` (SGLang); default false. */
   modelInfo?: boolean;
+  /**
+   * Where the replica's `weight_version` is read when `modelInfo` is set: `/model_info` (SGLang,
+   * the default) or `/weight_info` (vLLM's dev-mode route, PR #49040; 404 elsewhere: unknown).
+   */
+  versionPath?: "/model_info" | "/weight_info";
   onChange?: (message: string, fields: object) => void;
 }
 
 const trim = (url: string) => url.replace(/\/+$/, "");
 
-/** The `weight_version` of a replica's `GET /model_info`; null when it has none or cannot say. */
-async function probeWeightVersion(url: string): Promise<string | null> {
+/** The `weight_version` of a replica's `GET /model_info` (or `path`); null when it cannot say. */
+async function probeWeightVersion(url: string, path = "/model_info"): Promise<string | null> {
   try {
-    const res = await fetch(`${url}/model_info`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const res = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
     const body: unknown = res.ok ? await res.json() : await res.arrayBuffer().then(() => null);
     const v = isObject(body) ? body.weight_version : undefined;
     return typeof v === "string" || typeof v === "number" ? String(v) : null;
@@ -327,7 +332,7 @@ export class ReplicaSet {
     if (!this.opts.modelInfo) return Promise.resolve();
     return r.versionProbe.run(async () => {
       r.versionCheckedAt = Date.now();
-      const v = await probeWeightVersion(r.url);
+      const v = await probeWeightVersion(r.url, this.opts.versionPath);
       if (v !== null) r.weight_version = v;
       r.versionStale = false;
     });

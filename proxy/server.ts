@@ -21,6 +21,7 @@ import {
 } from "./capture";
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
+import { VllmEnginePause } from "./engines/vllm-control";
 import { classifyError, openAiError, ProxyHttpError } from "./errors";
 import {
   anthropicToChat,
@@ -182,12 +183,21 @@ export class ProxyServer {
       ...(opts.unavailableCooldownMs !== undefined
         ? { unavailableCooldownMs: opts.unavailableCooldownMs }
         : {}),
-      // SGLang reports its weight version at /model_info; vLLM has none to report.
-      modelInfo: opts.engine !== "vllm",
+      // SGLang reports its weight version at /model_info; vLLM only at its dev-mode /weight_info.
+      modelInfo: true,
+      versionPath: opts.engine === "vllm" ? "/weight_info" : "/model_info",
       onChange: (m, f) => log.warn(m, f),
     });
     // Weights may have changed during a pause: re-read each replica's version before using it.
     this.fence.onResume(() => this.replicas.markVersionsStale());
+    if (opts.engine === "vllm") {
+      // vLLM's engine-side pause, where the server has it (see engines/vllm-control.ts).
+      const enginePause = new VllmEnginePause(log);
+      this.fence.onPause((mode) =>
+        mode === "abort" ? enginePause.pause(this.replicas.status().map((r) => r.url)) : undefined,
+      );
+      this.fence.onResume(() => void enginePause.resume());
+    }
     this.deps = {
       ...(tokenMode ? { engine: null, tokenMode } : { engine: engine as EngineAdapter, tokenMode: null }),
       store: this.store,

@@ -3,7 +3,8 @@
  * `/abort_request`, `/pause_generation`, `/continue_generation`, `/update_weights_from_disk`,
  * `/update_weight_version`,
  * `/flush_cache`, `/v1/loads`, `/server_info`, `/v1/tokenize`, `/v1/detokenize` (with their older
- * aliases), plus the simulator's own `/sim/stats` and a Prometheus `/metrics`.
+ * aliases), plus the simulator's own `/sim/stats` and a Prometheus `/metrics`. The vLLM flavors
+ * answer vLLM's control routes instead of SGLang's ({@link vllmControlRoutes}).
  *
  * @module
  */
@@ -119,6 +120,110 @@ function metricsRegistry(engine: SimEngineCore, model: string): Registry {
   return registry;
 }
 
+/** SGLang's control routes that vLLM does not have (a vLLM server answers them 404). */
+const SGLANG_ONLY_ROUTES = [
+  "/abort_request",
+  "/pause_generation",
+  "/continue_generation",
+  "/update_weights_from_disk",
+  "/update_weight_version",
+  "/flush_cache",
+  "/v1/loads",
+] as const;
+
+const VllmAbortBody = z.looseObject({ request_ids: z.array(z.string()).nullish() });
+const VllmWeightVersionBody = z.looseObject({ new_version: z.string() });
+
+/** The query parameters of a request URL. */
+function queryOf(req: IncomingMessage): URLSearchParams {
+  return new URL(req.url ?? "/", "http://sim").searchParams;
+}
+
+/** A FastAPI-style query boolean (`true`/`1`/`yes`/`on`, `false`/`0`/`no`/`off`). */
+function queryBool(q: URLSearchParams, name: string, fallback: boolean): boolean {
+  const v = q.get(name);
+  if (v === null) return fallback;
+  if (["true", "1", "yes", "on"].includes(v.toLowerCase())) return true;
+  if (["false", "0", "no", "off"].includes(v.toLowerCase())) return false;
+  throw new HttpError(422, `${name}: Input should be a valid boolean, got '${v}'`);
+}
+
+async function idle(engine: SimEngineCore): Promise<void> {
+  while (engine.gpu.busy) await new Promise((r) => setTimeout(r, 10));
+}
+
+/**
+ * vLLM's pause and weight-version routes, as its RLHF dev router serves them with
+ * `VLLM_SERVER_DEV_MODE=1` (`vllm/entrypoints/serve/dev/rlhf/api_router.py`, main as of 2026-11):
+ * `POST /pause?mode=abort|wait|keep&clear_cache=` (PR #28037, 2025-11; `mode` since PR #32351,
+ * 2026-02) → `{"status": "paused"}`; `POST /resume` → `{"status": "resumed"}`; `GET /is_paused` →
+ * `{"is_paused": bool}`; `POST /abort_requests` `{request_ids?}` (PR #47173, 2026-07) →
+ * `{"status": "aborted", "aborted": n}`; `POST /update_weight_version` `{new_version}` and
+ * `GET /weight_info` (PR #49040, 2026-07). While paused, new requests wait (vLLM freezes them
+ * until `/resume`). `mode=keep` (freeze the requests in flight mid-generation) is not simulated and
+ * is refused with a 400 saying so.
+ *
+ * @example
+ * ```ts
+ * const routes = { ...vllmControlRoutes(engine) };
+ * ```
+ */
+export function vllmControlRoutes(engine: SimEngineCore): Record<string, Record<string, Handler>> {
+  return {
+    "/pause": {
+      POST: async (req, res) => {
+        const q = queryOf(req);
+        const waitDeprecated = queryBool(q, "wait_for_inflight_requests", false);
+        const mode = q.get("mode") ?? (waitDeprecated ? "wait" : "abort");
+        const clearCache = queryBool(q, "clear_cache", true);
+        if (mode !== "abort" && mode !== "wait" && mode !== "keep")
+          throw new HttpError(422, `mode: Input should be 'abort', 'wait' or 'keep', got '${mode}'`);
+        if (mode === "keep") {
+          sendJson(res, 400, { error: `mode=keep is not simulated by ${SIMULATOR_ID}; use abort or wait` });
+          return;
+        }
+        // New requests wait from now on; `abort` ends those in flight (they answer
+        // finish_reason "abort" with their partial output), `wait` lets them finish first.
+        engine.pause();
+        if (mode === "abort") engine.gpu.abort();
+        else await idle(engine);
+        if (clearCache && !engine.gpu.busy) engine.cache.clear();
+        sendJson(res, 200, { status: "paused" });
+      },
+    },
+    "/resume": {
+      POST: async (_req, res) => {
+        engine.resume();
+        sendJson(res, 200, { status: "resumed" });
+      },
+    },
+    "/is_paused": { GET: async (_req, res) => sendJson(res, 200, { is_paused: engine.paused }) },
+    "/abort_requests": {
+      // Ids are vLLM's external request ids (`chatcmpl-…`); none given aborts everything.
+      POST: async (req, res) => {
+        const b = parseBody(VllmAbortBody, await body(req));
+        const ids = b.request_ids ?? [];
+        let aborted: number;
+        if (ids.length > 0) {
+          for (const id of ids) engine.gpu.abort(id);
+          aborted = ids.length;
+        } else aborted = engine.gpu.abort();
+        sendJson(res, 200, { status: "aborted", aborted });
+      },
+    },
+    "/update_weight_version": {
+      POST: async (req, res) => {
+        const b = parseBody(VllmWeightVersionBody, await body(req));
+        engine.weightVersion = b.new_version;
+        sendJson(res, 200, { success: true, new_version: b.new_version });
+      },
+    },
+    "/weight_info": {
+      GET: async (_req, res) => sendJson(res, 200, { weight_version: engine.weightVersion }),
+    },
+  };
+}
+
 /**
  * The control routes, keyed by path then method.
  *
@@ -183,7 +288,7 @@ export function controlRoutes(
       simulator: true,
     });
   };
-  return {
+  const routes: Record<string, Record<string, Handler>> = {
     "/abort_request": {
       POST: async (req, res) => {
         const b = parseBody(AbortBody, await body(req));
@@ -264,4 +369,10 @@ export function controlRoutes(
     "/v1/detokenize": { POST: detokenize },
     "/detokenize": { POST: detokenize },
   };
+  if (config.flavor === "vllm" || config.flavor === "vllm-0.10.1") {
+    for (const path of SGLANG_ONLY_ROUTES) delete routes[path];
+    // 0.10.1 predates the pause routes (PR #28037, 2025-11): it has no control route to offer.
+    if (config.flavor === "vllm") Object.assign(routes, vllmControlRoutes(engine));
+  }
+  return routes;
 }

@@ -10,26 +10,33 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sglangToolDumps } from "../tokenizer/chat-tokenizer";
 import { ChatRequest, logprobContent } from "./chat-request";
-import {
-  EngineInputError,
-  type EngineRequest,
-  type EngineResult,
-  SIM_LIMITS,
-  SIMULATOR_ID,
-  type SimEngineCore,
-} from "./engine";
+import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { checkImages, routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
+import { checkVllmSampling, vllmOutputBudget } from "./vllm-contract";
 import { sendVllm } from "./vllm-shape";
 
 /**
  * Which server the sim answers as: SGLang ≥ 0.5.13 (default), SGLang 0.5.10 with Polar's token
- * patch (`input_token_ids` and `logprobs.content[].token_id` whenever `logprobs: true`), or vLLM
- * with `return_token_ids` (also on streams) and `message.reasoning`.
+ * patch (`input_token_ids` and `logprobs.content[].token_id` whenever `logprobs: true`), vLLM
+ * (main as of 2026-11) with `return_token_ids` (also on streams) and `message.reasoning`, or vLLM
+ * 0.10.1, which predates `return_token_ids` and ignores it (see `vllm-contract.ts`).
  */
-export type SimFlavor = "sglang" | "sglang-0.5.10-patched" | "vllm";
+export type SimFlavor = "sglang" | "sglang-0.5.10-patched" | "vllm" | "vllm-0.10.1";
+
+/**
+ * True for the flavors that answer as vLLM.
+ *
+ * @example
+ * ```ts
+ * isVllmFlavor("vllm-0.10.1"); // true
+ * ```
+ */
+export function isVllmFlavor(flavor: SimFlavor): flavor is "vllm" | "vllm-0.10.1" {
+  return flavor === "vllm" || flavor === "vllm-0.10.1";
+}
 
 /** The TITO extensions SGLang refuses with `stream: true`. */
 const NON_STREAMING_FLAGS = ["return_prompt_token_ids", "return_meta_info"] as const;
@@ -51,8 +58,11 @@ export async function handleChatCompletion(
   flavor: SimFlavor = "sglang",
   signal?: AbortSignal,
 ): Promise<void> {
+  const vllm = isVllmFlavor(flavor);
+  // vLLM validates the sampling values before anything else, in its own words.
+  if (vllm) checkVllmSampling(raw);
   const body = parseBody(ChatRequest, raw);
-  if (flavor === "vllm") {
+  if (vllm) {
     // vLLM reads `reasoning` on earlier turns; a `reasoning_content` it does not know is ignored.
     body.messages = body.messages.map(({ reasoning, reasoning_content: _r, ...m }) => ({
       ...m,
@@ -75,7 +85,8 @@ export async function handleChatCompletion(
   const tok = engine.tokenizer;
   const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
   let promptIds: number[];
-  if (body.input_ids) {
+  // vLLM's chat endpoint has no `input_ids` (an unknown field it ignores); SGLang 0.5.13 takes it.
+  if (body.input_ids && !vllm) {
     // 0.5.13: pre-tokenized prompt ids bypass the chat template entirely.
     engine.checkIds(body.input_ids, "input_ids");
     promptIds = body.input_ids;
@@ -90,21 +101,24 @@ export async function handleChatCompletion(
   // SGLang's processor expands each placeholder's pad (SGLang 0.5.13 Qwen-VL processor): the
   // usage and `prompt_token_ids` count the expanded prompt.
   promptIds = engine.expandImages(promptIds, images, "messages");
-  const result = await generateAs(
-    flavor,
-    engine,
+  const requestedMax = body.max_completion_tokens ?? body.max_tokens;
+  // vLLM: the prompt may fill the context up to max_tokens exactly; no max_tokens means the rest.
+  const maxNewTokens = vllm
+    ? vllmOutputBudget(promptIds.length, requestedMax)
+    : (requestedMax ?? SIM_LIMITS.contextLength);
+  const result = await engine.generate(
     {
       promptIds,
       routingKey: routingKeyOf(req, body.rid, body.user),
-      maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
+      maxNewTokens,
       ...(body.temperature != null ? { temperature: body.temperature } : {}),
       stop: stopList(body.stop),
       stopTokenIds: body.stop_token_ids ?? [],
       ignoreEos: body.ignore_eos ?? false,
-      ...(body.rid ? { rid: body.rid } : {}),
+      ...(vllm ? { rid: vllmRequestId(req, raw) } : body.rid ? { rid: body.rid } : {}),
       ...(images.length ? { images } : {}),
     },
-    signal,
+    signal ? { signal } : {},
   );
   // SGLang keeps special tokens when tools are active so the tool-call parser sees its markup.
   const text = engine.outputText(result, {
@@ -157,13 +171,14 @@ export async function handleChatCompletion(
     prompt_tokens_details: { cached_tokens: result.cachedTokens },
   };
 
-  if (flavor === "vllm") {
+  if (vllm) {
     sendVllm(
       res,
       engine,
       result,
       { promptIds, model, created, message, finishReason, matchedStop, usage },
       body,
+      flavor,
     );
     return;
   }
@@ -201,23 +216,19 @@ export async function handleChatCompletion(
   });
 }
 
-/** Runs the engine; vLLM words the context-length refusal its own way. */
-async function generateAs(
-  flavor: SimFlavor,
-  engine: SimEngineCore,
-  request: EngineRequest,
-  signal?: AbortSignal,
-): Promise<EngineResult> {
-  try {
-    return await engine.generate(request, signal ? { signal } : {});
-  } catch (error) {
-    if (flavor === "vllm" && error instanceof EngineInputError && /context length/.test(error.message)) {
-      throw new EngineInputError(
-        `This model's maximum context length is ${SIM_LIMITS.contextLength} tokens. However, your request has ${request.promptIds.length} input tokens. Please reduce the length of the input messages.`,
-      );
-    }
-    throw error;
-  }
+/**
+ * vLLM's request id of a chat call: `chatcmpl-` and the `X-Request-Id` header, else the body's
+ * `request_id`, else a random one (`serving.py`: `f"chatcmpl-{self._base_request_id(...)}"`). It is
+ * the id `/abort_requests` takes and the response's `id`.
+ */
+function vllmRequestId(req: IncomingMessage, raw: unknown): string {
+  const header = req.headers["x-request-id"];
+  const fromHeader = Array.isArray(header) ? header[0] : header;
+  const fromBody =
+    typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).request_id : undefined;
+  const base =
+    fromHeader || (typeof fromBody === "string" && fromBody ? fromBody : randomUUID().replaceAll("-", ""));
+  return `chatcmpl-${base}`;
 }
 
 /**

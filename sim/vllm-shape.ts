@@ -1,8 +1,11 @@
 /**
- * vLLM's chat completion shape (≥ 0.10.2) for the simulated engine: with `return_token_ids`, the
- * prompt ids at the top level (`prompt_token_ids`) and the sampled ids per choice (`token_ids`);
- * reasoning in `message.reasoning`; `logprobs.content` only when `top_logprobs` is set (vLLM leaves
- * it empty otherwise); `stop_reason` next to `finish_reason`. Streams keep the ids: the first chunk
+ * vLLM's chat completion shape for the simulated engine (main as of 2026-11, `ChatCompletionResponse`
+ * in `vllm/entrypoints/openai/chat_completion/protocol.py`): with `return_token_ids` (≥ 0.10.2; the
+ * `vllm-0.10.1` flavor ignores it) the prompt ids at the top level (`prompt_token_ids`) and the
+ * sampled ids per choice (`token_ids`); reasoning in `message.reasoning`; with `logprobs: true`,
+ * `logprobs.content` filled unless `top_logprobs` is explicitly null (its default is 0; `serving.py`
+ * builds logprobs only when `top_logprobs is not None`); `stop_reason` next to `finish_reason`, which
+ * is `"abort"` for an aborted request (partial output). Streams keep the ids: the first chunk
  * carries `prompt_token_ids`, every chunk its own `token_ids` delta and logprobs.
  *
  * @module
@@ -11,6 +14,7 @@ import type { ServerResponse } from "node:http";
 import { type ChatRequest, logprobContent } from "./chat-request";
 import type { EngineResult, SimEngineCore } from "./engine";
 import { sendJson } from "./http";
+import type { SimFlavor } from "./openai-chat";
 
 /** The parts of an answer the chat endpoint already computed. */
 export interface VllmAnswer {
@@ -42,10 +46,12 @@ export function sendVllm(
   result: EngineResult,
   answer: VllmAnswer,
   body: ChatRequest,
+  flavor: SimFlavor = "vllm",
 ): void {
-  const withIds = body.return_token_ids === true;
-  const withLogprobs = body.logprobs === true && body.top_logprobs != null;
-  const id = `chatcmpl-${result.rid}`;
+  const withIds = body.return_token_ids === true && flavor !== "vllm-0.10.1";
+  const withLogprobs = body.logprobs === true && body.top_logprobs !== null;
+  // The rid is vLLM's request id, already `chatcmpl-…`.
+  const id = result.rid.startsWith("chatcmpl-") ? result.rid : `chatcmpl-${result.rid}`;
   const { reasoning_content, ...rest } = answer.message;
   const message = {
     role: "assistant",
@@ -64,7 +70,7 @@ export function sendVllm(
         {
           index: 0,
           message,
-          logprobs: body.logprobs ? { content: withLogprobs ? logprobContent(engine, result) : [] } : null,
+          logprobs: withLogprobs ? { content: logprobContent(engine, result) } : null,
           finish_reason: answer.finishReason,
           stop_reason: stopReason,
           ...(withIds ? { token_ids: result.outputIds } : {}),

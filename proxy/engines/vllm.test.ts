@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EngineContractError } from "../errors";
+import { EngineContractError, ProxyHttpError } from "../errors";
 import {
   buildVllmChatRequest,
   normalizeVllmChatResponse,
@@ -157,5 +157,67 @@ describe("vllm engine", () => {
       response_logprobs: [-1, -2, -3, -4],
       finish_reason: "tool_calls",
     });
+  });
+
+  it("refuses what vLLM's sampling validation refuses, naming the field", () => {
+    const build = (extra: Record<string, unknown>) =>
+      buildVllmChatRequest(
+        { messages: [{ role: "user", content: "hi" }], ...extra },
+        { modelServed: "Q", sessionId: "s" },
+      );
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ temperature: -0.1 }, "temperature"],
+      [{ temperature: 2.5 }, "temperature"],
+      [{ top_p: 0 }, "top_p"],
+      [{ top_p: 1.01 }, "top_p"],
+      [{ top_k: -2 }, "top_k"],
+      [{ top_k: 1.5 }, "top_k"],
+      [{ min_p: 1.5 }, "min_p"],
+      [{ presence_penalty: 2.5 }, "presence_penalty"],
+      [{ frequency_penalty: -3 }, "frequency_penalty"],
+      [{ repetition_penalty: 0 }, "repetition_penalty"],
+      [{ max_tokens: 0 }, "max_tokens"],
+      [{ max_completion_tokens: 0 }, "max_completion_tokens"],
+      [{ min_tokens: 5, max_tokens: 4 }, "min_tokens"],
+      [{ top_logprobs: 21 }, "top_logprobs"],
+      [{ top_logprobs: -2 }, "top_logprobs"],
+      [{ prompt_logprobs: 1, stream: true }, "prompt_logprobs"],
+      [{ stop: ["a", ""] }, "stop"],
+      [{ temperature: "hot" }, "temperature"],
+    ];
+    for (const [extra, field] of cases) {
+      let err: unknown;
+      try {
+        build(extra);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, JSON.stringify(extra)).toBeInstanceOf(ProxyHttpError);
+      expect(err).toMatchObject({ status: 400, param: field });
+    }
+    // vLLM accepts these: -1 disables top_k; repetition_penalty has no upper bound; 0 and -1 logprobs.
+    expect(() =>
+      build({
+        top_k: -1,
+        repetition_penalty: 3,
+        top_logprobs: -1,
+        temperature: 0,
+        min_tokens: 2,
+        max_tokens: 2,
+      }),
+    ).not.toThrow();
+  });
+
+  it("never records an answer vLLM aborted: the harness is told to retry", () => {
+    const aborted = fixture();
+    aborted.choices[0]!.finish_reason = "abort";
+    let err: unknown;
+    try {
+      normalizeVllmChatResponse(aborted);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProxyHttpError);
+    expect(err).toMatchObject({ status: 503, code: "engine_aborted" });
   });
 });

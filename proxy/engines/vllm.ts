@@ -12,15 +12,17 @@
  * @module
  */
 import type { JsonObject } from "../../protocol";
-import { EngineContractError } from "../errors";
+import { EngineContractError, ProxyHttpError } from "../errors";
 import type { DeltaEvent } from "../families/types";
 import { isObject, objects } from "../json";
 import { type NormalizedCompletion, ROUTING_KEY_HEADER, type ServedRequest } from "./sglang-openai";
+import { validateVllmSampling } from "./vllm-validate";
 
 const isTokenId = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 0;
 
 /**
- * The request served to vLLM.
+ * The request served to vLLM; values vLLM's sampling validation refuses are refused first (a 400
+ * naming the field, see `vllm-validate.ts`).
  *
  * @example
  * ```ts
@@ -31,6 +33,7 @@ export function buildVllmChatRequest(
   chat: JsonObject,
   opts: { modelServed: string; sessionId: string; stream?: boolean },
 ): ServedRequest {
+  validateVllmSampling(chat);
   const body: JsonObject = { ...chat, model: opts.modelServed, logprobs: true, return_token_ids: true };
   if (body.top_logprobs == null) body.top_logprobs = 0;
   if (body.max_completion_tokens !== undefined) {
@@ -95,6 +98,17 @@ export function normalizeVllmChatResponse(raw: unknown): NormalizedCompletion {
   );
   if (choice.token_ids == null) throw new EngineContractError("choices[0].token_ids");
   const response_ids = ids(choice.token_ids, "choices[0].token_ids");
+  // vLLM ends a request it aborted (a `/pause` in its default `abort` mode, `/abort_requests`) with
+  // `finish_reason: "abort"` and the partial output: not a turn the policy finished, so it is
+  // neither recorded nor shown as an answer; the harness is told to retry.
+  if (choice.finish_reason === "abort") {
+    throw new ProxyHttpError(
+      503,
+      "api_error",
+      "engine_aborted",
+      "the engine aborted the generation (a weight-update pause); retry",
+    );
+  }
   const lp = isObject(choice.logprobs) ? choice.logprobs.content : undefined;
   const usage = isObject(raw.usage) ? raw.usage : {};
   const details = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
