@@ -41,6 +41,12 @@ export interface SimRouterOptions {
   dpSize?: number;
   /** Extra workers listed as gRPC (never called; a proxy must not call them over HTTP). */
   grpcWorkers?: string[];
+  /**
+   * How `workers` are listed; default `HTTP`. `gRPC` stands for a router whose workers all speak
+   * gRPC: it still forwards (here over HTTP, in place of its gRPC client), but a proxy must call
+   * the router itself.
+   */
+  connectionMode?: "HTTP" | "gRPC";
 }
 
 /** A running simulated router. */
@@ -50,6 +56,8 @@ export interface SimRouterHandle {
   forwarded: Map<string, number>;
   /** Requests that reached a path the router does not serve (404), e.g. `/abort_request`. */
   notFound: string[];
+  /** Every request, as `METHOD /path`. */
+  requests: string[];
   close(): Promise<void>;
 }
 
@@ -84,6 +92,7 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 export async function startSimRouter(opts: SimRouterOptions): Promise<SimRouterHandle> {
   const forwarded = new Map<string, number>();
   const notFound: string[] = [];
+  const requests: string[] = [];
   const policy = opts.policy ?? "cache_aware";
   const dpSize = Math.max(1, opts.dpSize ?? 1);
   const dpAware = (opts.dpSize ?? 1) > 1;
@@ -113,6 +122,7 @@ export async function startSimRouter(opts: SimRouterOptions): Promise<SimRouterH
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const path = (req.url ?? "/").split("?")[0];
+      requests.push(`${req.method} ${path}`);
       const json = (status: number, body: unknown) =>
         res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
       const body = (): Record<string, unknown> | null => {
@@ -125,7 +135,7 @@ export async function startSimRouter(opts: SimRouterOptions): Promise<SimRouterH
       };
       if (req.method === "GET" && path === "/workers") {
         const listed = [
-          ...targets.map((t) => ({ url: t.id, mode: "HTTP" })),
+          ...targets.map((t) => ({ url: t.id, mode: opts.connectionMode ?? "HTTP" })),
           ...(opts.grpcWorkers ?? []).map((url) => ({ url, mode: "gRPC" })),
         ];
         json(200, {
@@ -224,6 +234,7 @@ export async function startSimRouter(opts: SimRouterOptions): Promise<SimRouterH
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     forwarded,
     notFound,
+    requests,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
