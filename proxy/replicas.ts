@@ -147,9 +147,10 @@ async function probeWeightVersion(url: string): Promise<string | null> {
 /** How one `/health` probe ended. */
 type ProbeResult = "ok" | "down" | "timeout";
 
-async function probe(url: string, timeoutMs: number): Promise<ProbeResult> {
+async function probe(url: string, timeoutMs: number, stopped: AbortSignal): Promise<ProbeResult> {
   try {
-    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), stopped]);
+    const res = await fetch(`${url}/health`, { signal });
     await res.arrayBuffer();
     return res.ok ? "ok" : "down";
   } catch (err) {
@@ -192,6 +193,8 @@ export class ReplicaSet {
   private readonly nextRank = new Map<string, number>();
   private next = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** Aborts the probes in flight when the set stops (a probe may wait up to its long timeout). */
+  private stopped = new AbortController();
   private readonly routerUrl: string | null;
 
   constructor(
@@ -238,6 +241,8 @@ export class ReplicaSet {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.stopped.abort();
+    this.stopped = new AbortController();
   }
 
   /**
@@ -257,12 +262,15 @@ export class ReplicaSet {
         if (r.coolUntil > Date.now() || r.probing) return;
         r.probing = true;
         const started = Date.now();
+        const stopped = this.stopped.signal;
         let result: ProbeResult;
         try {
-          result = await probe(r.url, timeoutMs);
+          result = await probe(r.url, timeoutMs, stopped);
         } finally {
           r.probing = false;
         }
+        // Cut short by stop(): it says nothing about the replica.
+        if (stopped.aborted) return;
         const interval = this.opts.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS;
         const serving = r.inflight > 0 || r.lastCompletionAt >= started - interval;
         if (result === "timeout" && serving) {
