@@ -266,6 +266,10 @@ program
   .requiredOption("--engine <name>", "sglang (token mode, default for SGLang) | sglang-openai | vllm")
   .option("--engine-url <urls>", "engine URL(s), comma-separated")
   .option("--router-url <url>", "SGLang router to discover workers from (GET /workers)")
+  .option(
+    "--router-policy <name>",
+    "the router's --policy (it does not report it): consistent_hashing | manual keep session affinity",
+  )
   .requiredOption("--model <name>", "model name the engine serves")
   .option("--port <n>", "port to listen on (0 = any)", port, 4000)
   .option("--host <host>", "address to bind", "127.0.0.1")

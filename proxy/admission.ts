@@ -140,14 +140,23 @@ export async function admitted<T>(
 
 /**
  * Tells SGLang to stop request `rid` (`POST /abort_request`). Never throws: a dead engine has
- * nothing left to abort.
+ * nothing left to abort. With `replicas`, a call that went to the SGLang router itself is not
+ * posted there: the router has no `/abort_request` (its fallback answers 404), so the generation
+ * is stopped by the call's closed connection (SGLang aborts a request whose client went away),
+ * and the replica's status counts it as `aborts_by_disconnect`.
  *
  * @example
  * ```ts
- * await abortRequest("http://127.0.0.1:30000", "s1-t0-ab12", "s1");
+ * await abortRequest("http://127.0.0.1:30000", "s1-t0-ab12", "s1", replicas);
  * ```
  */
-export async function abortRequest(base: string, rid: string, sessionId: string): Promise<void> {
+export async function abortRequest(
+  base: string,
+  rid: string,
+  sessionId: string,
+  replicas?: Pick<ReplicaSet, "abortByDisconnect">,
+): Promise<void> {
+  if (replicas?.abortByDisconnect(base)) return;
   try {
     await postJson(
       `${base}/abort_request`,

@@ -167,7 +167,7 @@ async function serveWhole(
     call.session.sessionId,
     (base) => {
       weightVersionStart = deps.replicas.weightVersion(base);
-      if (rid) a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId));
+      if (rid) a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId, deps.replicas));
       return postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
         timeoutMs: deps.timeoutMs,
         signal: a.signal,

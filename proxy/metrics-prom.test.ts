@@ -161,3 +161,44 @@ describe("proxy metrics", () => {
     expect(promtoolProblems(text)).toBe("");
   });
 });
+
+describe("replica families", () => {
+  it("show a busy replica and the aborts a router could only take by disconnect", async () => {
+    const r = new Registry();
+    const fence = {
+      paused: false,
+      inflight: 0,
+      waiting: 0,
+      policy_version: null,
+      aborted_calls: 0,
+      reissued_calls: 0,
+    };
+    const replica = { inflight: 1, completions: 0, failures: 0, last_error: null, weight_version: null };
+    new PromProxyMetrics().register(
+      r,
+      () =>
+        ({
+          ...fence,
+          replicas: [
+            { ...replica, url: "http://w1:1", healthy: true, busy: true, source: "worker" },
+            {
+              ...replica,
+              url: "http://router:1",
+              healthy: true,
+              source: "router",
+              aborts: "disconnect",
+              aborts_by_disconnect: 3,
+            },
+          ],
+        }) as never,
+    );
+    const text = await r.metrics();
+    expect(sampleValues(text, "polar_proxy_replica_busy")).toEqual({
+      '{replica="http://w1:1"}': 1,
+      '{replica="http://router:1"}': 0,
+    });
+    expect(sampleValues(text, "polar_proxy_replica_aborts_by_disconnect_total")).toEqual({
+      '{replica="http://router:1"}': 3,
+    });
+  });
+});

@@ -170,6 +170,27 @@ function registerFenceGauges(registry: Registry, status: ProxyGaugeSource): void
       for (const r of status().replicas) this.set({ replica: r.url }, r.healthy ? 1 : 0);
     },
   });
+  new Gauge({
+    name: "polar_proxy_replica_busy",
+    help: "1 while the replica's last health probe timed out as it served calls (kept in, not failed over)",
+    labelNames: ["replica"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const r of status().replicas) this.set({ replica: r.url }, r.busy ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: "polar_proxy_replica_aborts_by_disconnect_total",
+    help: "Aborts on the SGLang router itself, which has no /abort_request: stopped only by closing the call",
+    labelNames: ["replica"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const r of status().replicas)
+        if (r.aborts === "disconnect") this.inc({ replica: r.url }, r.aborts_by_disconnect ?? 0);
+    },
+  });
 }
 
 /**

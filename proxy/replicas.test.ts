@@ -3,6 +3,8 @@
  * the standalone session API — all against real simulated engines on loopback.
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
@@ -11,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompletionRecord, Trajectory } from "../protocol";
 import { startSimRouter } from "../sim/router";
 import { type SimEngineHandle, startSimEngine } from "../sim/server";
+import { abortRequest } from "./admission";
+import { ReplicaSet } from "./replicas";
 import { type RecordingProxy, startProxy } from "./server";
 import { startFixtureEngine } from "./testing/fixture-engine";
 
@@ -289,6 +293,174 @@ describe("replicas", () => {
     expect(p.completions("r1")).toHaveLength(1);
     expect(router.forwarded.size).toBe(0);
   });
+});
+
+/** A recording pass-through in front of a sim engine: the bodies of the `/generate` calls it saw. */
+async function spyOn(target: string): Promise<{ url: string; generated: Array<Record<string, unknown>> }> {
+  const generated: Array<Record<string, unknown>> = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      const body = Buffer.concat(chunks);
+      if (req.url === "/generate")
+        generated.push(JSON.parse(body.toString("utf8")) as Record<string, unknown>);
+      const r = await fetch(`${target}${req.url}`, {
+        method: req.method ?? "GET",
+        headers: { "content-type": "application/json" },
+        ...(req.method === "POST" ? { body } : {}),
+      });
+      res.writeHead(r.status, { "content-type": r.headers.get("content-type") ?? "application/json" });
+      res.end(Buffer.from(await r.arrayBuffer()));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  );
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, generated };
+}
+
+describe("router discovery", () => {
+  it("calls a DP-aware worker (url@rank) at its base URL and keeps each session on one DP rank", async () => {
+    const spy = await spyOn(sglangA.url);
+    const router = await startSimRouter({ workers: [spy.url], dpSize: 2 });
+    cleanups.push(() => router.close());
+    const p = await proxyFor({ engine: "sglang", routerUrl: router.url });
+    expect(p.status().replicas).toMatchObject([{ url: spy.url, source: "worker", dp_ranks: [0, 1] }]);
+    for (const id of ["dp1", "dp2"]) {
+      const c = client(p, id);
+      for (let i = 0; i < 2; i++) await c.chat.completions.create({ model: "m", messages: ask });
+    }
+    expect(p.completions("dp1").map((r) => r.replica)).toEqual([spy.url, spy.url]);
+    // Each session keeps its rank; the two sessions got different ranks.
+    expect(spy.generated.map((b) => b.routed_dp_rank)).toEqual([0, 0, 1, 1]);
+    expect(router.forwarded.size).toBe(0);
+  });
+
+  it("never calls gRPC workers directly, and calls the router itself when no HTTP worker is left", async () => {
+    const mixed = await startSimRouter({ workers: [sglangA.url], grpcWorkers: ["grpc://10.0.0.9:50051"] });
+    const grpcOnly = await startSimRouter({ workers: [sglangB.url], connectionMode: "gRPC" });
+    cleanups.push(
+      () => mixed.close(),
+      () => grpcOnly.close(),
+    );
+    const p1 = await proxyFor({ routerUrl: mixed.url });
+    expect(p1.status().replicas.map((r) => [r.url, r.source])).toEqual([[sglangA.url, "worker"]]);
+    const said: Array<[string, Record<string, unknown>]> = [];
+    const logger = { ...quiet, warn: (m: string, f?: Record<string, unknown>) => said.push([m, f ?? {}]) };
+    // Token mode: the router's /generate keeps SGLang's ids (its typed chat path drops them).
+    const p2 = await proxyFor({ engine: "sglang", routerUrl: grpcOnly.url, logger });
+    expect(p2.status().replicas).toMatchObject([
+      {
+        url: grpcOnly.url,
+        source: "router",
+        aborts: "disconnect",
+        affinity: expect.stringMatching(/unknown \(default cache_aware\): X-SMG-Routing-Key is ignored/),
+      },
+    ]);
+    // Said at start: the affinity the user gets, and that aborts are by disconnect only.
+    const [msg, fields] = said.find(([m]) => m === "calling the SGLang router itself")!;
+    expect(msg).toBeTruthy();
+    expect(String(fields.affinity)).toMatch(/--policy consistent_hashing/);
+    expect(String(fields.aborts)).toMatch(/no \/abort_request/);
+    await client(p2, "g1").chat.completions.create({ model: "m", messages: ask });
+    expect(grpcOnly.forwarded.get(sglangB.url)).toBe(1);
+
+    const honoured = await proxyFor({
+      engine: "sglang",
+      routerUrl: grpcOnly.url,
+      routerPolicy: "consistent_hashing",
+    });
+    expect(honoured.status().replicas[0]!.affinity).toMatch(/keeps each session on one worker/);
+  });
+
+  it("does not post /abort_request to the router (it has none) and counts the abort as by disconnect", async () => {
+    const router = await startSimRouter({ workers: [sglangA.url], connectionMode: "gRPC" });
+    cleanups.push(() => router.close());
+    const set = new ReplicaSet([], { routerUrl: router.url, healthIntervalMs: 0 });
+    await set.start();
+    await abortRequest(router.url, "rid-1", "s1", set);
+    expect(router.notFound).toEqual([]);
+    expect(set.status()[0]).toMatchObject({ source: "router", aborts_by_disconnect: 1 });
+    // A worker still gets its /abort_request.
+    const workers = new ReplicaSet([sglangA.url], { healthIntervalMs: 0 });
+    expect(workers.abortByDisconnect(sglangA.url)).toBe(false);
+  });
+});
+
+/** Resolves once the sim engine at `url` has a request running (it has taken the only slot). */
+async function running(url: string): Promise<void> {
+  for (;;) {
+    const stats = (await (await fetch(`${url}/sim/stats`)).json()) as { running: number };
+    if (stats.running > 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("health checks", () => {
+  it("does not mark a saturated replica unhealthy while it serves calls", async () => {
+    // One running request at a time, 15 tokens/s: SGLang's /health generation queues behind it.
+    const busy = await startSimEngine({ model: MODEL, maxRunningRequests: 1, decodeTokensPerSecond: 15 });
+    cleanups.push(() => busy.close());
+    const set = new ReplicaSet([busy.url], { healthIntervalMs: 0 });
+    const end = set.begin(busy.url);
+    const long = fetch(`${busy.url}/generate`, {
+      method: "POST",
+      body: JSON.stringify({ text: "hi", sampling_params: { max_new_tokens: 70, ignore_eos: true } }),
+    }).then((r) => r.json());
+    await running(busy.url);
+    const started = Date.now();
+    await set.refresh();
+    // The probe waited for the generation ahead of it (well past a 2 s timeout) and passed.
+    expect(Date.now() - started).toBeGreaterThan(2_200);
+    expect(set.status()[0]).toMatchObject({ healthy: true, last_error: null });
+    end({ ok: true });
+    await long;
+  }, 20_000);
+
+  it("calls a probe that times out while serving busy, an idle timeout down, and a 503 down", async () => {
+    const busy = await startSimEngine({ model: MODEL, maxRunningRequests: 1, decodeTokensPerSecond: 20 });
+    const answers503 = await startSimEngine({
+      model: MODEL,
+      maxRunningRequests: 1,
+      decodeTokensPerSecond: 20,
+      healthCheckTimeoutMs: 200,
+    });
+    cleanups.push(
+      () => busy.close(),
+      () => answers503.close(),
+    );
+    const saturate = (url: string) =>
+      fetch(`${url}/generate`, {
+        method: "POST",
+        body: JSON.stringify({ text: "hi", sampling_params: { max_new_tokens: 30, ignore_eos: true } }),
+      }).then((r) => r.json());
+    const set = new ReplicaSet([busy.url, answers503.url], { healthIntervalMs: 0, healthTimeoutMs: 400 });
+    const ends = [set.begin(busy.url), set.begin(answers503.url)];
+    const inFlight = [saturate(busy.url), saturate(answers503.url)];
+    await Promise.all([running(busy.url), running(answers503.url)]);
+    await set.refresh();
+    const [b, d] = set.status();
+    expect(b).toMatchObject({ healthy: true, busy: true });
+    // SGLang's own verdict (503 after its health timeout) still marks the replica down.
+    expect(d).toMatchObject({ healthy: false, last_error: "health check failed" });
+    for (const end of ends) end({ ok: true });
+    await Promise.all(inFlight);
+    // Idle now, and nothing served since: a timed-out probe means down.
+    const hang = http.createServer(() => {});
+    await new Promise<void>((resolve) => hang.listen(0, "127.0.0.1", resolve));
+    const hangUrl = `http://127.0.0.1:${(hang.address() as AddressInfo).port}`;
+    const idle = new ReplicaSet([hangUrl], { healthIntervalMs: 0, healthTimeoutMs: 200 });
+    await idle.refresh();
+    expect(idle.status()[0]).toMatchObject({ healthy: false, last_error: "health check timed out" });
+    hang.closeAllConnections();
+    hang.close();
+  }, 20_000);
 });
 
 describe("weight-update fence", () => {

@@ -38,6 +38,7 @@ import { isObject } from "./json";
 import { NO_PROXY_METRICS, type ProxyMetricsSink } from "./metrics";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
 import { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
+import type { RouterPolicy } from "./router";
 
 export { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
 
@@ -70,6 +71,11 @@ export interface ProxyOptions extends TokenModeOptions {
   engineUrls?: string[];
   /** SGLang router to discover workers from (`GET /workers`). */
   routerUrl?: string;
+  /**
+   * The router's `--policy`, as the operator knows it (the router does not say): decides whether
+   * `X-SMG-Routing-Key` keeps affinity when the proxy has to call the router itself.
+   */
+  routerPolicy?: RouterPolicy;
   /** Replica health-check interval (ms); 0 disables it. */
   healthIntervalMs?: number;
   /** How long a replica that answered 502/503/504 is skipped (ms); default 2 s. */
@@ -179,6 +185,7 @@ export class ProxyServer {
     const urls = [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])];
     this.replicas = new ReplicaSet(urls, {
       ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
+      ...(opts.routerPolicy ? { routerPolicy: opts.routerPolicy } : {}),
       ...(opts.healthIntervalMs !== undefined ? { healthIntervalMs: opts.healthIntervalMs } : {}),
       ...(opts.unavailableCooldownMs !== undefined
         ? { unavailableCooldownMs: opts.unavailableCooldownMs }
@@ -187,6 +194,8 @@ export class ProxyServer {
       modelInfo: true,
       versionPath: opts.engine === "vllm" ? "/weight_info" : "/model_info",
       onChange: (m, f) => log.warn(m, f),
+      // What calling the router itself costs (affinity, aborts) is said once, at start.
+      onInfo: (m, f) => log.warn(m, f),
     });
     // Weights may have changed during a pause: re-read each replica's version before using it.
     this.fence.onResume(() => this.replicas.markVersionsStale());
@@ -369,6 +378,14 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     : null;
   const server = new ProxyServer(opts, log, tokenMode);
   await server.replicas.start();
+  log.info("engine replicas", {
+    replicas: server.replicas.status().map((r) => ({
+      url: r.url,
+      source: r.source,
+      ...(r.dp_ranks ? { dp_ranks: r.dp_ranks } : {}),
+      ...(r.affinity ? { affinity: r.affinity } : {}),
+    })),
+  });
   const httpServer = http.createServer(server.handle);
   // Generations can take minutes; the engine timeout is the one that counts, not Node's defaults.
   httpServer.requestTimeout = 0;

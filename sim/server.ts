@@ -16,6 +16,7 @@ import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
 import { handleGenerate } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
 import { handleChatCompletion, type SimFlavor } from "./openai-chat";
+import { parseRoutes } from "./parse-api";
 import type { FaultOptions } from "./scheduler";
 
 /** One paragraph for `polar sim-engine --help`. */
@@ -28,8 +29,19 @@ export const SIM_ENGINE_HELP =
   "Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate (also streaming), " +
   "/v1/chat/completions, /v1/models, /health, /health_generate, /model_info, /server_info, /abort_request, " +
   "/pause_generation, /continue_generation, /update_weights_from_disk, /update_weight_version, /flush_cache, /v1/loads, /v1/tokenize, " +
-  "/v1/detokenize and /metrics, plus /sim/stats (busy time, queue, tokens), and marks every response as coming " +
+  "/v1/detokenize, /parse_function_call, /separate_reasoning and /metrics, plus /sim/stats (busy time, queue, tokens), and marks every response as coming " +
   "from the simulator.";
+
+/**
+ * SGLang's `SGLANG_HEALTH_CHECK_TIMEOUT` (20 s): how long `/health` waits for its one-token
+ * generation before answering 503.
+ *
+ * @example
+ * ```ts
+ * await startSimEngine({ healthCheckTimeoutMs: SIM_HEALTH_CHECK_TIMEOUT_MS });
+ * ```
+ */
+export const SIM_HEALTH_CHECK_TIMEOUT_MS = 20_000;
 
 /** Options of {@link startSimEngine}. */
 export interface SimEngineOptions {
@@ -57,6 +69,8 @@ export interface SimEngineOptions {
   faults?: FaultOptions;
   /** Stream `/generate` as deltas (SGLang `--incremental-streaming-output`); default snapshots. */
   incrementalStreaming?: boolean;
+  /** `/health` answers 503 when its generation takes longer (ms); default {@link SIM_HEALTH_CHECK_TIMEOUT_MS}. */
+  healthCheckTimeoutMs?: number;
 }
 
 /** A running simulated engine. */
@@ -102,6 +116,25 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     incremental_streaming_output: opts.incrementalStreaming ?? false,
     faults: opts.faults ?? {},
   };
+  // SGLang 0.5.13 / main as of 2026-11 (`http_server.py` `health_generate`): `/health` and
+  // `/health_generate` both run a one-token generation through the scheduler's queue
+  // (`SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`, default on), so they answer late when the
+  // server is saturated, and 503 after `SGLANG_HEALTH_CHECK_TIMEOUT` (20 s) without an answer.
+  let healthChecks = 0;
+  const healthGenerate: Handler = async (_req, res) => {
+    let timer: NodeJS.Timeout | undefined;
+    // Through the scheduler's queue like any request, but not counted as one: SGLang sends it
+    // with `log_metrics=False` (and input_ids [0]) under a `HEALTH_CHECK_<time>` rid.
+    const gen = engine.gpu
+      .run({ rid: `HEALTH_CHECK_${Date.now()}_${++healthChecks}`, uncachedPromptTokens: 1, outputTokens: 1 })
+      .then(() => 200);
+    const limit = new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(503), opts.healthCheckTimeoutMs ?? SIM_HEALTH_CHECK_TIMEOUT_MS);
+    });
+    const status = await Promise.race([gen, limit]).finally(() => clearTimeout(timer));
+    res.writeHead(status, { "content-length": 0 });
+    res.end();
+  };
   const routes: Record<string, Record<string, Handler>> = {
     "/v1/chat/completions": {
       POST: async (req, res) =>
@@ -142,20 +175,9 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
           ],
         }),
     },
-    "/health": {
-      GET: async (_req, res) => {
-        res.writeHead(200, { "content-length": 0 });
-        res.end();
-      },
-    },
-    "/health_generate": {
-      // Like SGLang, prove the engine can generate one token, not just that the socket is open.
-      GET: async (_req, res) => {
-        await engine.generate({ promptIds: tokenizer.encode("ping"), routingKey: "health", maxNewTokens: 1 });
-        res.writeHead(200, { "content-length": 0 });
-        res.end();
-      },
-    },
+    ...parseRoutes(),
+    "/health": { GET: healthGenerate },
+    "/health_generate": { GET: healthGenerate },
     "/model_info": {
       GET: async (_req, res) =>
         sendJson(res, 200, {

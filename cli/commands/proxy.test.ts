@@ -46,6 +46,17 @@ describe("polar proxy flags", () => {
       "http://b:2",
     ]);
   });
+
+  it("takes the router's policy (it does not report it) only with --router-url, among its names", () => {
+    const router = { ...base, routerUrl: "http://r:1" };
+    expect(proxyOptionsFrom({ ...router, routerPolicy: "consistent_hashing" }, "t").routerPolicy).toBe(
+      "consistent_hashing",
+    );
+    expect(() => proxyOptionsFrom({ ...router, routerPolicy: "sticky" }, "t")).toThrow(/^--router-policy:/);
+    expect(() => proxyOptionsFrom({ ...base, routerPolicy: "manual" }, "t")).toThrow(
+      /only applies with --router-url/,
+    );
+  });
 });
 
 describe("polar proxy as a process", () => {

@@ -9,6 +9,7 @@ import { Registry } from "prom-client";
 import { ENGINE_NAMES, type EngineName } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { PromProxyMetrics, registerProcessMetrics } from "../../proxy/metrics-prom";
+import { ROUTER_POLICIES, type RouterPolicy } from "../../proxy/router";
 import { startProxy } from "../../proxy/server";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
@@ -18,6 +19,8 @@ export interface ProxyCommandOptions {
   engine: string;
   engineUrl?: string;
   routerUrl?: string;
+  /** The router's `--policy` (it does not report it): says what session affinity the user gets. */
+  routerPolicy?: string;
   model: string;
   port: number;
   host: string;
@@ -108,6 +111,7 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     engine: opts.engine as EngineName,
     engineUrls: urls,
     ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
+    ...routerPolicyFlag(opts),
     modelServed: opts.model,
     port: opts.port,
     host: opts.host,
@@ -117,6 +121,17 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     ...(opts.captureDir ? { captureDir: opts.captureDir } : {}),
     ...(opts.requestTimeoutMs ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
   };
+}
+
+/** `--router-policy`, checked against the router's policy names. */
+function routerPolicyFlag(opts: ProxyCommandOptions): { routerPolicy?: RouterPolicy } {
+  if (opts.routerPolicy === undefined) return {};
+  if (!opts.routerUrl) throw new UsageError("--router-policy: only applies with --router-url");
+  if (!(ROUTER_POLICIES as readonly string[]).includes(opts.routerPolicy))
+    throw new UsageError(
+      `--router-policy: '${opts.routerPolicy}' is not one of ${ROUTER_POLICIES.join(", ")}`,
+    );
+  return { routerPolicy: opts.routerPolicy as RouterPolicy };
 }
 
 const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -15,6 +15,7 @@ import {
 } from "../../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../../../tokenizer/parsers";
+import { type DelegatedParserNames, delegatedParserNames, UnmappedParserError } from "./delegate";
 
 /**
  * Context window (prompt + completion tokens) assumed when none is configured: Qwen3's 40 960
@@ -127,6 +128,8 @@ export class TokenMode {
   readonly reasoningParser: string;
   readonly contextLength: number;
   readonly delegateParsing: boolean;
+  /** The engine's names for the parsers, when parsing is delegated (checked at start). */
+  readonly delegated: DelegatedParserNames | null;
 
   private constructor(
     readonly tokenizer: ChatTokenizer,
@@ -137,6 +140,9 @@ export class TokenMode {
     this.reasoningParser = options.reasoningParser ?? "qwen3";
     this.contextLength = options.contextLength ?? DEFAULT_CONTEXT_LENGTH;
     this.delegateParsing = options.delegateParsing ?? false;
+    this.delegated = this.delegateParsing
+      ? delegatedParserNames(this.toolCallParser, this.reasoningParser)
+      : null;
   }
 
   /**
@@ -156,6 +162,16 @@ export class TokenMode {
         "reasoningParser",
         `unknown reasoning parser '${reasoning}' (known: ${REASONING_PARSERS.join(", ")})`,
       );
+    }
+    if (options.delegateParsing) {
+      // SGLang has no parser named like some of Polar's (no `qwen3` tool-call parser): map them
+      // now, so a bad name fails the start and not every tool turn.
+      try {
+        delegatedParserNames(options.toolCallParser ?? "qwen3", reasoning);
+      } catch (err) {
+        if (err instanceof UnmappedParserError) throw new TokenModeConfigError(err.option, err.message);
+        throw err;
+      }
     }
     const ctx = options.contextLength;
     if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {

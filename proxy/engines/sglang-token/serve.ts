@@ -16,8 +16,7 @@ import {
   sglangToolDumps,
   type ToolDefinition,
 } from "../../../tokenizer/chat-tokenizer";
-import type { AssistantView } from "../../../tokenizer/parsers";
-import { newToolCallId, pythonJsonDumps, tryParseJson } from "../../../tokenizer/parsers";
+import { tryParseJson } from "../../../tokenizer/parsers";
 import { type Admission, abortRequest } from "../../admission";
 import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "../../call";
 import { newCompletionId } from "../../capture";
@@ -25,6 +24,7 @@ import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpEr
 import { isObject, objects } from "../../json";
 import { postJson } from "../../upstream";
 import { ROUTING_KEY_HEADER } from "../sglang-openai";
+import { delegatedView } from "./delegate";
 import {
   buildGenerateRequest,
   collectImageData,
@@ -57,74 +57,6 @@ function badRequest(err: SamplingParamError | ChatTemplateError): ProxyHttpError
   const field = err instanceof SamplingParamError ? err.field : (err.field ?? "messages");
   const message = err.message.startsWith(`${field}:`) ? err.message : `${field}: ${err.message}`;
   return new ProxyHttpError(400, "invalid_request_error", "invalid_request", message, field);
-}
-
-/** The view from SGLang's own parsers (`/separate_reasoning`, then `/parse_function_call`). */
-async function delegatedView(
-  deps: InferenceDeps,
-  mode: TokenMode,
-  base: string,
-  text: string,
-  tools: readonly ToolDefinition[],
-  startsInReasoning: boolean,
-): Promise<AssistantView> {
-  const post = async (path: string, body: JsonObject): Promise<JsonObject> => {
-    const r = await postJson(
-      `${base}${path}`,
-      body,
-      { "content-type": "application/json" },
-      { timeoutMs: deps.timeoutMs },
-    );
-    if (r.status < 200 || r.status >= 300) throw new EngineStatusError(r.status, r.body, r.contentType);
-    const json = tryParseJson(r.body);
-    if (!isObject(json)) throw new EngineContractError(`${path} (body)`, "is not a JSON object");
-    return json as JsonObject;
-  };
-  let reasoning: string | null = null;
-  let rest = text;
-  if (mode.reasoningParser !== "none") {
-    // SGLang's parser reads the output as starting inside the block only for its *-thinking names.
-    const sep = await post("/separate_reasoning", {
-      text: startsInReasoning && !text.includes("<think>") ? `<think>${text}` : text,
-      reasoning_parser: mode.reasoningParser,
-    });
-    if (typeof sep.text !== "string") throw new EngineContractError("/separate_reasoning text");
-    rest = sep.text;
-    reasoning =
-      typeof sep.reasoning_text === "string" && sep.reasoning_text !== "" ? sep.reasoning_text : null;
-  }
-  const calls: AssistantView["tool_calls"] = [];
-  if (tools.length > 0) {
-    const parsed = await post("/parse_function_call", {
-      text: rest,
-      tool_call_parser: mode.toolCallParser,
-      tools,
-    });
-    if (typeof parsed.normal_text !== "string")
-      throw new EngineContractError("/parse_function_call normal_text");
-    rest = parsed.normal_text;
-    for (const c of objects(parsed.calls)) {
-      if (typeof c.name !== "string") throw new EngineContractError("/parse_function_call calls[].name");
-      const params = typeof c.parameters === "string" ? tryParseJson(c.parameters) : c.parameters;
-      calls.push({
-        id: newToolCallId(),
-        type: "function",
-        function: {
-          name: c.name,
-          arguments:
-            typeof c.parameters === "string" && params === undefined
-              ? c.parameters
-              : pythonJsonDumps(params ?? {}),
-        },
-      });
-    }
-  }
-  const content = rest.trim();
-  return {
-    reasoning_content: reasoning,
-    content: content === "" && calls.length > 0 ? null : content,
-    tool_calls: calls,
-  };
 }
 
 /** OpenAI `logprobs.content` for the sampled ids (shown only when the harness asked for logprobs). */
@@ -227,8 +159,11 @@ async function sendTokenTurn(
       (base) => {
         tried.url = base;
         weightVersionStart = deps.replicas.weightVersion(base);
-        a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId));
-        return postJson(`${base}/generate`, generate, headers, {
+        a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId, deps.replicas));
+        // A DP-aware router worker: the session stays on its DP rank (SGLang's `routed_dp_rank`).
+        const rank = deps.replicas.dpRank(call.session.sessionId, base);
+        const body = rank === null ? generate : { ...generate, routed_dp_rank: rank };
+        return postJson(`${base}/generate`, body, headers, {
           timeoutMs: deps.timeoutMs,
           signal: a.signal,
         });
@@ -242,7 +177,7 @@ async function sendTokenTurn(
     // pause's abort has told the engine already).
     const gone = err instanceof Error && err.name === "AbortError";
     if (tried.url && !a.ticket.aborted && (gone || err instanceof EngineTimeoutError))
-      void abortRequest(tried.url, rid, call.session.sessionId);
+      void abortRequest(tried.url, rid, call.session.sessionId, deps.replicas);
     throw err;
   }
   const latency_ms = performance.now() - started;
@@ -271,15 +206,14 @@ async function sendTokenTurn(
   }
   const completionId = newCompletionId();
   const startsInReasoning = promptOpensThinking(mode, prepared.promptIds);
-  const view = mode.delegateParsing
-    ? await delegatedView(
-        deps,
-        mode,
-        url,
-        visibleOutputText(mode.tokenizer, result.outputIds, result.finish),
+  const view = mode.delegated
+    ? await delegatedView(deps, url, {
+        names: mode.delegated,
+        target: deps.replicas.isRouter(url) ? "router" : "engine",
+        text: visibleOutputText(mode.tokenizer, result.outputIds, result.finish),
         tools,
         startsInReasoning,
-      )
+      })
     : undefined;
   const { message, finishReason, outcome } = turnOutcome(mode.tokenizer, result, {
     tools,

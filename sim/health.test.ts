@@ -1,0 +1,50 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { type SimEngineHandle, startSimEngine } from "./server";
+
+let sims: SimEngineHandle[] = [];
+afterEach(async () => {
+  await Promise.all(sims.map((s) => s.close()));
+  sims = [];
+});
+
+async function start(opts: Parameters<typeof startSimEngine>[0]): Promise<SimEngineHandle> {
+  const s = await startSimEngine(opts);
+  sims.push(s);
+  return s;
+}
+
+/** Starts a generation that takes the only running slot; resolves once it runs. */
+async function saturate(url: string): Promise<{ done: Promise<unknown> }> {
+  const done = fetch(`${url}/generate`, {
+    method: "POST",
+    body: JSON.stringify({ text: "hi", sampling_params: { max_new_tokens: 40 } }),
+  }).then((r) => r.json());
+  for (;;) {
+    const stats = (await (await fetch(`${url}/sim/stats`)).json()) as { running: number };
+    if (stats.running > 0) return { done };
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("/health like SGLang's (a one-token generation through the queue)", () => {
+  it("answers only once the running request ahead of it lets its generation through", async () => {
+    const sim = await start({ maxRunningRequests: 1, decodeTokensPerSecond: 40 });
+    const { done: ahead } = await saturate(sim.url);
+    const t0 = Date.now();
+    const health = await fetch(`${sim.url}/health`);
+    expect(health.status).toBe(200);
+    expect(Date.now() - t0).toBeGreaterThan(500);
+    await ahead;
+    // Not counted as a request, as SGLang sends it with log_metrics=False.
+    const stats = (await (await fetch(`${sim.url}/sim/stats`)).json()) as { requests_total: number };
+    expect(stats.requests_total).toBe(1);
+  });
+
+  it("answers 503 when its generation does not finish within the health-check timeout", async () => {
+    const sim = await start({ maxRunningRequests: 1, decodeTokensPerSecond: 40, healthCheckTimeoutMs: 100 });
+    const { done: ahead } = await saturate(sim.url);
+    expect((await fetch(`${sim.url}/health_generate`)).status).toBe(503);
+    await ahead;
+    expect((await fetch(`${sim.url}/health`)).status).toBe(200);
+  });
+});
