@@ -14,7 +14,6 @@ import {
   EngineInputError,
   type EngineRequest,
   type EngineResult,
-  SIM_LIMITS,
   SIMULATOR_ID,
   type SimEngineCore,
 } from "./engine";
@@ -93,7 +92,7 @@ export async function handleChatCompletion(
     {
       promptIds,
       routingKey: routingKeyOf(req, body.rid, body.user),
-      maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? SIM_LIMITS.contextLength,
+      maxNewTokens: body.max_completion_tokens ?? body.max_tokens ?? engine.contextLength,
       ...(body.temperature != null ? { temperature: body.temperature } : {}),
       stop: stopList(body.stop),
       stopTokenIds: body.stop_token_ids ?? [],
@@ -210,7 +209,7 @@ async function generateAs(
   } catch (error) {
     if (flavor === "vllm" && error instanceof EngineInputError && /context length/.test(error.message)) {
       throw new EngineInputError(
-        `This model's maximum context length is ${SIM_LIMITS.contextLength} tokens. However, your request has ${request.promptIds.length} input tokens. Please reduce the length of the input messages.`,
+        `This model's maximum context length is ${engine.contextLength} tokens. However, your request has ${request.promptIds.length} input tokens. Please reduce the length of the input messages.`,
       );
     }
     throw error;
