@@ -115,6 +115,32 @@ export function formatContractMessage(template: string, values: Record<string, u
 }
 
 /**
+ * The bound of one `sampling_params` field, if the contract has one.
+ *
+ * @example
+ * ```ts
+ * samplingBound("top_p")?.rule; // "in (0, 1]"
+ * ```
+ */
+export function samplingBound(field: string): SamplingBound | undefined {
+  return (SGLANG_CONTRACT.sampling as readonly SamplingBound[]).find((b) => b.field === field);
+}
+
+/**
+ * Whether SGLang accepts `value` for `field` (a field without a bound accepts any number).
+ *
+ * @example
+ * ```ts
+ * withinSamplingBound("top_k", -1); // true
+ * withinSamplingBound("repetition_penalty", 2.5); // false
+ * ```
+ */
+export function withinSamplingBound(field: string, value: number): boolean {
+  const bound = samplingBound(field);
+  return bound ? inBound(bound, value) : Number.isFinite(value);
+}
+
+/**
  * The message for one value against its bound, or null when SGLang accepts it. `null`/absent
  * values are SGLang's defaults and always pass.
  *
@@ -126,7 +152,7 @@ export function formatContractMessage(template: string, values: Record<string, u
  */
 export function samplingBoundViolation(field: string, value: unknown): ContractViolation | null {
   if (value === undefined || value === null) return null;
-  const bound = (SGLANG_CONTRACT.sampling as readonly SamplingBound[]).find((b) => b.field === field);
+  const bound = samplingBound(field);
   if (!bound) return null;
   const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
   if (typeof value !== "number" || Number.isNaN(value)) {

@@ -14,8 +14,8 @@ import { randomBytes } from "node:crypto";
 import {
   maxNewTokensRoom,
   promptTailPrefix,
-  type SamplingBound,
-  SGLANG_CONTRACT,
+  samplingBound,
+  withinSamplingBound,
 } from "../../../protocol/sglang-contract";
 import type { ChatMessage, ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 
@@ -112,14 +112,10 @@ const isInt = (v: number) => Number.isInteger(v);
  * refusal first, in its own API's error shape, naming the field.
  */
 function bounded(body: Body, key: keyof HarnessSampling & string): number | undefined {
-  const bound = (SGLANG_CONTRACT.sampling as readonly SamplingBound[]).find((b) => b.field === key);
+  const bound = samplingBound(key);
   if (!bound) throw new Error(`no contract bound for ${key}`);
-  const inside = (v: number) =>
-    (bound.also?.includes(v) ?? false) ||
-    ((!bound.integer || isInt(v)) &&
-      (bound.min === undefined || (bound.minExclusive ? v > bound.min : v >= bound.min)) &&
-      (bound.max === undefined || v <= bound.max));
-  return num(body, key, inside, bound.integer ? `${bound.rule} (an integer)` : bound.rule);
+  const rule = bound.integer ? `${bound.rule} (an integer)` : bound.rule;
+  return num(body, key, (v) => withinSamplingBound(key, v), rule);
 }
 
 /**
