@@ -17,7 +17,7 @@ import {
   SIMULATOR_ID,
   type SimEngineCore,
 } from "./engine";
-import { checkImages, routingKeyOf, stopList } from "./generate-api";
+import { checkImages, checkSamplingParams, routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
@@ -51,6 +51,25 @@ export async function handleChatCompletion(
   signal?: AbortSignal,
 ): Promise<void> {
   const body = parseBody(ChatRequest, raw);
+  if (flavor !== "vllm") {
+    // SGLang's chat endpoint builds the same SamplingParams and verify() refuses the same values
+    // (SGLang 0.5 / main as of 2026-11); vLLM has bounds of its own.
+    const r = raw as Record<string, unknown>;
+    checkSamplingParams(
+      {
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        min_p: r.min_p,
+        frequency_penalty: r.frequency_penalty,
+        presence_penalty: r.presence_penalty,
+        repetition_penalty: r.repetition_penalty,
+        min_new_tokens: r.min_tokens,
+        max_new_tokens: r.max_completion_tokens ?? r.max_tokens,
+      },
+      engine.tokenizer.vocabSize,
+    );
+  }
   if (flavor === "vllm") {
     // vLLM reads `reasoning` on earlier turns; a `reasoning_content` it does not know is ignored.
     body.messages = body.messages.map(({ reasoning, reasoning_content: _r, ...m }) => ({
