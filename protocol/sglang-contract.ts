@@ -90,6 +90,51 @@ export const SGLANG_CONTRACT = {
       "Requested token count exceeds the model's maximum context length of {context} tokens. You requested a total of {total} tokens: {input} tokens from the input messages and {max_new_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
   },
   /**
+   * The `/generate` fields Polar-TS's token mode sends and reads (SGLang's `GenerateReqInput` and
+   * the reply of `tokenizer_manager`), which every engine it is tested against must honour (the
+   * reference engine refuses `image_data` by name: it has no vision model).
+   */
+  generate: {
+    request: [
+      "input_ids",
+      "sampling_params",
+      "rid",
+      "return_logprob",
+      "logprob_start_len",
+      "stream",
+      "image_data",
+      "return_prompt_token_ids",
+    ],
+    samplingParams: [
+      "temperature",
+      "top_p",
+      "top_k",
+      "min_p",
+      "max_new_tokens",
+      "stop",
+      "stop_token_ids",
+      "frequency_penalty",
+      "presence_penalty",
+      "repetition_penalty",
+      "sampling_seed",
+      "skip_special_tokens",
+      "spaces_between_special_tokens",
+      "no_stop_trim",
+    ],
+    response: ["text", "output_ids", "meta_info"],
+    /** With `return_prompt_token_ids: true`. */
+    responseWithPromptIds: ["prompt_token_ids"],
+    metaInfo: [
+      "id",
+      "finish_reason",
+      "prompt_tokens",
+      "completion_tokens",
+      "cached_tokens",
+      "weight_version",
+      "output_token_logprobs",
+    ],
+  },
+  /**
    * Builds that filled `output_ids` from the detokenizer's `decode_ids` (sglang issues #10896,
    * #17240) put up to this many prompt tokens (the prompt's tail) in front of the sampled ids.
    */

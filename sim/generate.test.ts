@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SGLANG_CONTRACT } from "../protocol/sglang-contract";
 import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { type SimEngineHandle, startSimEngine } from "./server";
 
@@ -176,6 +177,22 @@ describe("the engine's own checks (SGLang 0.5 / main as of 2026-11)", () => {
       },
     });
     expect(ok.status).toBe(200);
+  });
+
+  it("answers with every /generate field the shared contract lists", async () => {
+    const r = await generate({
+      input_ids: tok.encode(prompt),
+      sampling_params: { max_new_tokens: 8, sampling_seed: 3, spaces_between_special_tokens: false },
+      rid: "contract-1",
+      return_logprob: true,
+      logprob_start_len: -1,
+      stream: false,
+      return_prompt_token_ids: true,
+    });
+    expect(r.status).toBe(200);
+    const g = SGLANG_CONTRACT.generate;
+    expect(Object.keys(r.json)).toEqual(expect.arrayContaining([...g.response, ...g.responseWithPromptIds]));
+    expect(Object.keys(r.json.meta_info)).toEqual(expect.arrayContaining([...g.metaInfo]));
   });
 
   it("refuses input + max_new_tokens reaching the context length, as SGLang does", async () => {

@@ -274,6 +274,23 @@ def test_the_context_rule_is_sglangs_input_plus_max_new_tokens_below_the_context
     assert status == 200 and out["meta_info"]["finish_reason"] == {"type": "length", "length": 2}
 
 
+def test_answers_with_every_generate_field_the_contract_lists(server):
+    from polar_reference_engine.contract import CONTRACT
+
+    url, _ = server
+    g = CONTRACT["generate"]
+    sp = {k: v for k, v in {"max_new_tokens": 4, "sampling_seed": 3, "spaces_between_special_tokens": False}.items()}
+    status, out = call(
+        url,
+        "/generate",
+        {"input_ids": PROMPT, "sampling_params": sp, "rid": "c-1", "return_logprob": True, "logprob_start_len": -1,
+         "stream": False, "return_prompt_token_ids": True},
+    )
+    assert status == 200
+    assert set(g["response"] + g["responseWithPromptIds"]) <= set(out)
+    assert set(g["metaInfo"]) <= set(out["meta_info"])
+
+
 def test_the_contract_copy_is_the_packaged_one():
     from polar_reference_engine.contract import CONTRACT
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { contextViolation } from "../../../protocol/sglang-contract";
+import { contextViolation, SGLANG_CONTRACT } from "../../../protocol/sglang-contract";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import {
   buildGenerateRequest,
@@ -117,6 +117,35 @@ describe("request builder", () => {
     expect(
       refusal({ repetition_penalty: 2, frequency_penalty: -2, top_k: -1, min_p: 1, top_p: 1 }),
     ).toBeNull();
+  });
+
+  it("sends only /generate fields the shared contract lists (what the engines are held to)", () => {
+    const body = buildGenerateRequest({
+      inputIds: [1, 2, 3],
+      sampling: samplingFromRequest({
+        temperature: 0.5,
+        top_p: 0.9,
+        top_k: 20,
+        min_p: 0.1,
+        max_tokens: 8,
+        stop: ["x"],
+        stop_token_ids: [7],
+        frequency_penalty: 0.1,
+        presence_penalty: 0.1,
+        repetition_penalty: 1.1,
+        seed: 1,
+      }),
+      contextLength: 100,
+      rid: "r",
+      imageData: ["u"],
+    });
+    body.return_prompt_token_ids = true;
+    const listed = (xs: readonly string[]) => new Set<string>(xs);
+    const request = listed(SGLANG_CONTRACT.generate.request);
+    const params = listed(SGLANG_CONTRACT.generate.samplingParams);
+    expect(Object.keys(body).filter((k) => !request.has(k))).toEqual([]);
+    expect(Object.keys(body.sampling_params as object).filter((k) => !params.has(k))).toEqual([]);
+    expect(Object.keys(body.sampling_params as object).sort()).toEqual([...params].sort());
   });
 
   it("makes unique rids per session and turn", () => {
