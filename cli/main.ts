@@ -135,6 +135,12 @@ program
   )
   .option("--flavor <name>", "sglang | sglang-0.5.10-patched | vllm", "sglang")
   .option("--incremental-streaming", "stream /generate as deltas", false)
+  .option("--context-length <n>", "context length reported and enforced (SGLang --context-length)", Number)
+  .option(
+    "--output-ids <mode>",
+    "plain | sglang-0.5.4-decode-ids (output_ids led by the prompt's tail)",
+    "plain",
+  )
   .option("--error-rate <p>", "fault: probability of HTTP 503", Number, 0)
   .option("--stall-rate <p>", "fault: probability of a stall", Number, 0)
   .option("--stall-ms <ms>", "fault: stall length", Number, 5000)

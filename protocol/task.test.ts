@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { describeIssues, fieldIssues } from "./errors";
 import { BUILDER_STRATEGIES, EVALUATOR_STRATEGIES, isModulePath, RUNTIME_BACKENDS } from "./names";
+import { withinSamplingBound } from "./sglang-contract";
 import { AgentSpec, BatchRequest, TaskSpec } from "./task";
 
 const shell = { harness: "shell", custom_shell: { command: "echo {{INSTRUCTION}}" } } as const;
@@ -99,6 +100,18 @@ describe("TaskSpec", () => {
     expect(bad({ min_p: 2 })).toMatch(/^agent\.sampling\.min_p: /);
     expect(bad({ temperature: "1" })).toMatch(/^agent\.sampling\.temperature: /);
     expect(bad({ seed: 1 })).toBe("agent.sampling.seed: unknown key");
+  });
+
+  it("holds agent.sampling to exactly the engine's bounds (the shared /generate contract)", () => {
+    const base = { task_id: "a", instruction: "x", agent: shell };
+    const accepts = (field: string, v: number) =>
+      TaskSpec.safeParse({ ...base, agent: { ...shell, sampling: { [field]: v } } }).success;
+    const values = [-2, -1, -0.5, 0, 1e-9, 0.5, 1, 1.5, 2, 2.5, 7, 99];
+    for (const field of ["temperature", "top_p", "top_k", "min_p"]) {
+      for (const v of values)
+        expect([field, v, accepts(field, v)]).toEqual([field, v, withinSamplingBound(field, v)]);
+    }
+    expect(accepts("temperature", Number.POSITIVE_INFINITY)).toBe(false);
   });
 
   it("accepts every built-in strategy and backend, and names an unknown one with the accepted list", () => {

@@ -109,7 +109,9 @@ export const HarnessName = z.enum(HARNESS_NAMES);
  * The trainer's sampling policy for every model call of the task's sessions: the proxy applies each
  * set field over what the harness sent (a harness's own temperature is not the policy the gradient
  * assumes), on every API family and engine, and records both. Unset fields leave the harness's value.
- * Ranges are the engines' own (SGLang's and vLLM's sampling parameters).
+ * Ranges are the engines' own: exactly SGLang's `SamplingParams.verify()` bounds of the shared
+ * `/generate` contract (`protocol/sglang-contract.ts`; a test holds them equal), which vLLM's
+ * include, plus a temperature cap of 100. Written as zod bounds so the API document shows them.
  *
  * @example
  * ```ts

@@ -374,7 +374,10 @@ export class ProxyServer {
 export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
   const log = opts.logger ?? consoleLogger;
   const tokenMode = isTokenEngine(opts.engine)
-    ? await TokenMode.create(pickTokenModeOptions(opts), opts.modelServed)
+    ? await TokenMode.create(pickTokenModeOptions(opts), opts.modelServed, {
+        urls: [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])],
+        logger: log,
+      })
     : null;
   const server = new ProxyServer(opts, log, tokenMode);
   await server.replicas.start();

@@ -252,6 +252,28 @@ describe("chat request errors", () => {
     expect(ids.json.error.message).toMatch(/input_ids\[1\]: token id 999999 is outside the vocabulary/);
   });
 
+  it("refuses what SGLang's SamplingParams.verify() refuses, with its message; vLLM's flavor does not", async () => {
+    const r = await chat({ messages, repetition_penalty: 3 });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toBe("repetition_penalty must be in (0, 2] (1.0 = no penalty), got 3.");
+    const k = await chat({ messages, top_k: 0 });
+    expect(k.json.error.message).toBe("top_k must be -1 (disable) or at least 1, got 0.");
+    const minTokens = await chat({ messages, min_tokens: 9, max_tokens: 4 });
+    expect(minTokens.json.error.message).toBe("min_new_tokens must be in [0, max_new_tokens(4)], got 9.");
+    expect((await chat({ messages, repetition_penalty: 2, top_k: -1, max_tokens: 8 })).status).toBe(200);
+    const vllm = await startSimEngine({ port: 0, flavor: "vllm" });
+    try {
+      const res = await fetch(`${vllm.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages, repetition_penalty: 3, max_tokens: 8 }),
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      await vllm.close();
+    }
+  });
+
   it("refuses the TITO extensions with stream=true, as SGLang does", async () => {
     for (const flag of ["return_prompt_token_ids", "return_meta_info"]) {
       const r = await chat({ messages, stream: true, [flag]: true });

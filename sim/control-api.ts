@@ -264,7 +264,7 @@ export function controlRoutes(
       tokens = Array.isArray(b.prompt) ? b.prompt.map((p) => tok.encode(p)) : tok.encode(b.prompt!);
     }
     const count = Array.isArray(tokens[0]) ? (tokens as number[][]).map((t) => t.length) : tokens.length;
-    sendJson(res, 200, { tokens, count, max_model_len: SIM_LIMITS.contextLength });
+    sendJson(res, 200, { tokens, count, max_model_len: engine.contextLength });
   };
   const detokenize: Handler = async (req, res) => {
     const b = parseBody(DetokenizeBody, await body(req));
@@ -279,7 +279,7 @@ export function controlRoutes(
       ...config,
       model_path: config.model,
       served_model_name: config.model,
-      context_length: SIM_LIMITS.contextLength,
+      context_length: engine.contextLength,
       max_running_requests: stats.max_running_requests || null,
       weight_version: engine.weightVersion,
       paused: engine.paused,

@@ -7,6 +7,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
+import { contextViolation } from "../protocol/sglang-contract";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { expandImagePads, ImageProcessorError, type ImageTokenIds } from "./image-processor";
 import { ImageStats, type SimImage } from "./images";
@@ -16,7 +17,7 @@ import { type FaultOptions, GpuScheduler } from "./scheduler";
 
 /** Limits of the simulated engine. */
 export const SIM_LIMITS = {
-  /** Context length reported and enforced (Qwen3-0.6B's `max_position_embeddings`). */
+  /** Default context length reported and enforced (Qwen3-0.6B's `max_position_embeddings`). */
   contextLength: 40_960,
   /** Largest request body (bytes). */
   maxBodyBytes: 16 * 1024 * 1024,
@@ -94,6 +95,8 @@ export interface EngineOptions {
   maxRunningRequests?: number;
   /** Fault injection (error rate, stalls, aborts); default none. */
   faults?: FaultOptions;
+  /** Context length reported and enforced (SGLang `--context-length`); default {@link SIM_LIMITS}'s. */
+  contextLength?: number;
 }
 
 /** Per-call hooks of {@link SimEngineCore.generate}. */
@@ -123,6 +126,8 @@ export class SimEngineCore {
   readonly gpu: GpuScheduler;
   /** Images received (`/sim/stats` → `images`). */
   readonly images = new ImageStats();
+  /** The context length every endpoint reports and enforces. */
+  readonly contextLength: number;
   private readonly vocabLimit: number;
   /** Qwen-VL placeholder ids when the tokenizer has them (Qwen3's vocabulary does). */
   readonly imageTokens: ImageTokenIds | null;
@@ -130,6 +135,10 @@ export class SimEngineCore {
   readonly rendersImages: boolean;
 
   constructor(options: EngineOptions) {
+    const ctx = options.contextLength ?? SIM_LIMITS.contextLength;
+    if (!Number.isInteger(ctx) || ctx < 2)
+      throw new Error(`contextLength: must be an integer >= 2, got ${ctx}`);
+    this.contextLength = ctx;
     this.tokenizer = options.tokenizer;
     this.seed = options.seed ?? 0;
     this.weightVersion = options.weightVersion ?? "default";
@@ -214,12 +223,11 @@ export class SimEngineCore {
     while (this.pauseGate) await this.pauseGate;
     const started = performance.now();
     const promptIds = request.promptIds;
-    if (promptIds.length >= SIM_LIMITS.contextLength) {
-      throw new EngineInputError(
-        `The input (${promptIds.length} tokens) is longer than the model's context length (${SIM_LIMITS.contextLength} tokens).`,
-      );
-    }
-    const room = SIM_LIMITS.contextLength - promptIds.length;
+    // SGLang 0.5 / main as of 2026-11 (`_validate_one_request`): a prompt filling the context is
+    // refused; a budget past it is the endpoint's to refuse (explicit max_new_tokens) or clamp.
+    const tooLong = contextViolation(promptIds.length, null, this.contextLength);
+    if (tooLong) throw new EngineInputError(tooLong.message);
+    const room = this.contextLength - promptIds.length;
     const maxNew = Math.min(request.maxNewTokens, room);
     const cachedTokens = this.cache.cachedTokens(promptIds);
 

@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
+import { contextViolation, SGLANG_CONTRACT, samplingParamsViolation } from "../protocol/sglang-contract";
 import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { HttpError, parseBody } from "./http";
 import { ImageInputError, imagesFromImageData } from "./images";
@@ -16,10 +17,15 @@ export const ROUTING_KEY_HEADER = "x-smg-routing-key";
 
 const stopSchema = z.union([z.string(), z.array(z.string()).max(SIM_LIMITS.maxStops)]).nullish();
 
-/** `sampling_params` fields the sim honours; the others (top_p, ...) are accepted and ignored. */
+/**
+ * `sampling_params` fields the sim honours. Every value SGLang's `SamplingParams.verify()` refuses
+ * is refused first, with its message (the shared contract, {@link checkSamplingParams}); values it
+ * accepts but the sim cannot honour (top_p, top_k, min_p, penalties, min_new_tokens, logit_bias,
+ * grammars, sampling_seed) are accepted and do not change the scripted answer.
+ */
 export const SamplingParams = z.looseObject({
-  max_new_tokens: z.number().int().min(0).max(SIM_LIMITS.contextLength).nullish(),
-  temperature: z.number().min(0).nullish(),
+  max_new_tokens: z.number().nullish(),
+  temperature: z.number().nullish(),
   stop: stopSchema,
   stop_token_ids: z.array(z.number().int().min(0)).max(SIM_LIMITS.maxStops).nullish(),
   skip_special_tokens: z.boolean().nullish(),
@@ -88,6 +94,30 @@ export function checkImages<T>(f: () => T): T {
   }
 }
 
+/**
+ * Refuses what SGLang's `SamplingParams.verify()` refuses (SGLang 0.5 / main as of 2026-11), with
+ * its message, as a 400.
+ *
+ * @example
+ * ```ts
+ * checkSamplingParams({ repetition_penalty: 3 }, 151936); // throws HttpError 400 "repetition_penalty must be in (0, 2] …"
+ * ```
+ */
+export function checkSamplingParams(raw: unknown, vocabSize: number): void {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) return;
+  const bad = samplingParamsViolation(raw as Record<string, unknown>, vocabSize);
+  if (bad) throw new HttpError(400, bad.message);
+}
+
+/**
+ * How `output_ids` are filled. `plain` (SGLang main as of 2026-11): the sampled ids.
+ * `sglang-0.5.4-decode-ids`: as builds up to 0.5.4 did (sglang #10896; RLinf works around it below
+ * 0.5.5) and `Engine.generate` after (#17240): the detokenizer's `decode_ids`, i.e. the prompt's
+ * last 5 ids (fewer when the prompt is shorter) in front of the sampled ids, in the final reply
+ * (streamed chunks keep the plain ids).
+ */
+export type OutputIdsMode = "plain" | "sglang-0.5.4-decode-ids";
+
 /** Per-request context of {@link handleGenerate}. */
 export interface GenerateContext {
   /** Aborted when the client goes away; the request then finishes as aborted. */
@@ -96,6 +126,8 @@ export interface GenerateContext {
   res?: ServerResponse;
   /** SGLang's `--incremental-streaming-output`: chunks carry deltas instead of snapshots. */
   incrementalStreaming?: boolean;
+  /** How `output_ids` are filled; default `plain`. */
+  outputIds?: OutputIdsMode;
 }
 
 /**
@@ -145,6 +177,10 @@ export async function handleGenerate(
   // expanded ids are what runs, what `prompt_tokens` counts and what `prompt_token_ids` returns.
   promptIds = engine.expandImages(promptIds, images, "image_data");
   const sp = body.sampling_params ?? {};
+  // SGLang checks the context limit (`_validate_one_request`) before `SamplingParams.verify()`.
+  const overflow = contextViolation(promptIds.length, sp.max_new_tokens ?? null, engine.contextLength);
+  if (overflow) throw new HttpError(400, overflow.message);
+  checkSamplingParams(sp, tok.vocabSize);
   const textOptions = {
     skipSpecialTokens: sp.skip_special_tokens ?? true,
     noStopTrim: sp.no_stop_trim ?? false,
@@ -157,7 +193,10 @@ export async function handleGenerate(
     text: finished
       ? engine.outputText({ ...(r as EngineResult), outputIds: r.outputIds.slice(from) }, textOptions)
       : tok.decode(r.outputIds.slice(from), { skipSpecialTokens: textOptions.skipSpecialTokens }),
-    output_ids: r.outputIds.slice(from),
+    output_ids:
+      finished && ctx.outputIds === "sglang-0.5.4-decode-ids"
+        ? [...promptIds.slice(-SGLANG_CONTRACT.outputIds.maxPromptTail), ...r.outputIds.slice(from)]
+        : r.outputIds.slice(from),
     meta_info: {
       id: r.rid,
       finish_reason: finished ? r.finishReason : null,
@@ -186,7 +225,7 @@ export async function handleGenerate(
     {
       promptIds,
       routingKey,
-      maxNewTokens: sp.max_new_tokens ?? 128,
+      maxNewTokens: sp.max_new_tokens ?? SGLANG_CONTRACT.defaultMaxNewTokens,
       ...(sp.temperature != null ? { temperature: sp.temperature } : {}),
       stop: stopList(sp.stop),
       stopTokenIds: sp.stop_token_ids ?? [],

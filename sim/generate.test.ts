@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SGLANG_CONTRACT } from "../protocol/sglang-contract";
 import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { type SimEngineHandle, startSimEngine } from "./server";
 
@@ -135,6 +136,115 @@ describe("POST /generate", () => {
       body: "x".repeat(16 * 1024 * 1024 + 1),
     });
     expect(tooBig.status).toBe(413);
+  });
+});
+
+describe("the engine's own checks (SGLang 0.5 / main as of 2026-11)", () => {
+  it("refuses what SamplingParams.verify() refuses, with SGLang's message", async () => {
+    const ids = tok.encode(prompt);
+    const refused = async (sampling_params: Record<string, unknown>) => {
+      const r = await generate({ input_ids: ids, sampling_params });
+      expect(r.status).toBe(400);
+      return r.json.error.message as string;
+    };
+    expect(await refused({ repetition_penalty: 3 })).toBe(
+      "repetition_penalty must be in (0, 2] (1.0 = no penalty), got 3.",
+    );
+    expect(await refused({ top_p: 0 })).toBe("top_p must be in (0, 1], got 0.");
+    expect(await refused({ top_k: 0 })).toBe("top_k must be -1 (disable) or at least 1, got 0.");
+    expect(await refused({ min_p: 2 })).toBe("min_p must be in [0, 1], got 2.");
+    expect(await refused({ frequency_penalty: -3 })).toMatch(/^frequency_penalty must be in \[-2, 2\]/);
+    expect(await refused({ presence_penalty: 3 })).toMatch(/^presence_penalty must be in \[-2, 2\]/);
+    expect(await refused({ temperature: -1 })).toMatch(/^temperature must be a non-negative finite number/);
+    expect(await refused({ max_new_tokens: -1 })).toBe("max_new_tokens must be at least 0, got -1.");
+    expect(await refused({ min_new_tokens: 8, max_new_tokens: 4 })).toBe(
+      "min_new_tokens must be in [0, max_new_tokens(4)], got 8.",
+    );
+    expect(await refused({ logit_bias: { "999999": 1 } })).toMatch(/^logit_bias must has keys in \[0, /);
+    expect(await refused({ regex: "a", ebnf: "b" })).toBe(
+      "Only one of regex, json_schema, or ebnf can be set.",
+    );
+    // In range but not honoured by the script: accepted.
+    const ok = await generate({
+      input_ids: ids,
+      sampling_params: {
+        repetition_penalty: 2,
+        top_k: -1,
+        top_p: 1,
+        min_p: 0,
+        frequency_penalty: 2,
+        max_new_tokens: 8,
+      },
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  it("answers with every /generate field the shared contract lists", async () => {
+    const r = await generate({
+      input_ids: tok.encode(prompt),
+      sampling_params: { max_new_tokens: 8, sampling_seed: 3, spaces_between_special_tokens: false },
+      rid: "contract-1",
+      return_logprob: true,
+      logprob_start_len: -1,
+      stream: false,
+      return_prompt_token_ids: true,
+    });
+    expect(r.status).toBe(200);
+    const g = SGLANG_CONTRACT.generate;
+    expect(Object.keys(r.json)).toEqual(expect.arrayContaining([...g.response, ...g.responseWithPromptIds]));
+    expect(Object.keys(r.json.meta_info)).toEqual(expect.arrayContaining([...g.metaInfo]));
+  });
+
+  it("refuses input + max_new_tokens reaching the context length, as SGLang does", async () => {
+    const small = await startSimEngine({ port: 0, contextLength: 64 });
+    try {
+      const post = (body: unknown) =>
+        fetch(`${small.url}/generate`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }).then(async (r) => ({ status: r.status, json: (await r.json()) as Json }));
+      const ids = new Array(40).fill(9707);
+      const full = await post({ input_ids: ids, sampling_params: { max_new_tokens: 24 } });
+      expect(full.status).toBe(400);
+      expect(full.json.error.message).toMatch(
+        /^Requested token count exceeds the model's maximum context length of 64 tokens\. You requested a total of 64 tokens: 40 tokens from the input messages and 24 tokens for the completion\./,
+      );
+      const fits = await post({ input_ids: ids, sampling_params: { max_new_tokens: 23 } });
+      expect(fits.status).toBe(200);
+      const long = await post({ input_ids: new Array(64).fill(9707) });
+      expect(long.json.error.message).toBe(
+        "The input (64 tokens) is longer than the model's context length (64 tokens).",
+      );
+      const models = (await (await fetch(`${small.url}/v1/models`)).json()) as Json;
+      expect(models.data[0].max_model_len).toBe(64);
+      const info = (await (await fetch(`${small.url}/server_info`)).json()) as Json;
+      expect(info.context_length).toBe(64);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("puts the prompt's last 5 ids in front of output_ids when mirroring SGLang <= 0.5.4", async () => {
+    const buggy = await startSimEngine({ port: 0, outputIds: "sglang-0.5.4-decode-ids" });
+    try {
+      const ids = tok.encode(prompt);
+      const res = await fetch(`${buggy.url}/generate`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          input_ids: ids,
+          sampling_params: { max_new_tokens: 16 },
+          return_logprob: true,
+        }),
+      });
+      const json = (await res.json()) as Json;
+      const sampled = json.meta_info.output_token_logprobs.map((e: [number, number]) => e[1]);
+      expect(json.output_ids).toEqual([...ids.slice(-5), ...sampled]);
+      expect(json.meta_info.completion_tokens).toBe(sampled.length);
+    } finally {
+      await buggy.close();
+    }
   });
 });
 

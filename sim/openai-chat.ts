@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { sglangToolDumps } from "../tokenizer/chat-tokenizer";
 import { ChatRequest, logprobContent } from "./chat-request";
 import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
-import { checkImages, routingKeyOf, stopList } from "./generate-api";
+import { checkImages, checkSamplingParams, routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
@@ -62,6 +62,25 @@ export async function handleChatCompletion(
   // vLLM validates the sampling values before anything else, in its own words.
   if (vllm) checkVllmSampling(raw);
   const body = parseBody(ChatRequest, raw);
+  if (!vllm) {
+    // SGLang's chat endpoint builds the same SamplingParams and verify() refuses the same values
+    // (SGLang 0.5 / main as of 2026-11); vLLM has bounds of its own.
+    const r = raw as Record<string, unknown>;
+    checkSamplingParams(
+      {
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        min_p: r.min_p,
+        frequency_penalty: r.frequency_penalty,
+        presence_penalty: r.presence_penalty,
+        repetition_penalty: r.repetition_penalty,
+        min_new_tokens: r.min_tokens,
+        max_new_tokens: r.max_completion_tokens ?? r.max_tokens,
+      },
+      engine.tokenizer.vocabSize,
+    );
+  }
   if (vllm) {
     // vLLM reads `reasoning` on earlier turns; a `reasoning_content` it does not know is ignored.
     body.messages = body.messages.map(({ reasoning, reasoning_content: _r, ...m }) => ({
@@ -105,7 +124,7 @@ export async function handleChatCompletion(
   // vLLM: the prompt may fill the context up to max_tokens exactly; no max_tokens means the rest.
   const maxNewTokens = vllm
     ? vllmOutputBudget(promptIds.length, requestedMax)
-    : (requestedMax ?? SIM_LIMITS.contextLength);
+    : (requestedMax ?? engine.contextLength);
   const result = await engine.generate(
     {
       promptIds,

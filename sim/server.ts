@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { controlRoutes, disconnectSignal, type Handler } from "./control-api";
 import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
-import { handleGenerate } from "./generate-api";
+import { handleGenerate, type OutputIdsMode } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
 import { handleChatCompletion, type SimFlavor } from "./openai-chat";
 import { parseRoutes } from "./parse-api";
@@ -71,6 +71,10 @@ export interface SimEngineOptions {
   incrementalStreaming?: boolean;
   /** `/health` answers 503 when its generation takes longer (ms); default {@link SIM_HEALTH_CHECK_TIMEOUT_MS}. */
   healthCheckTimeoutMs?: number;
+  /** Context length reported and enforced (SGLang `--context-length`); default 40 960. */
+  contextLength?: number;
+  /** How `/generate` fills `output_ids` (`sglang-0.5.4-decode-ids`: with the prompt's tail); default `plain`. */
+  outputIds?: OutputIdsMode;
 }
 
 /** A running simulated engine. */
@@ -105,6 +109,7 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
       : {}),
     ...(opts.maxRunningRequests !== undefined ? { maxRunningRequests: opts.maxRunningRequests } : {}),
     ...(opts.faults ? { faults: opts.faults } : {}),
+    ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
   });
   const config = {
     model,
@@ -114,6 +119,7 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     decode_tokens_per_second: opts.decodeTokensPerSecond ?? 0,
     max_running_requests: opts.maxRunningRequests ?? 0,
     incremental_streaming_output: opts.incrementalStreaming ?? false,
+    output_ids: opts.outputIds ?? "plain",
     faults: opts.faults ?? {},
   };
   // SGLang 0.5.13 / main as of 2026-11 (`http_server.py` `health_generate`): `/health` and
@@ -154,6 +160,7 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
           signal: disconnectSignal(res),
           res,
           incrementalStreaming: opts.incrementalStreaming ?? false,
+          outputIds: opts.outputIds ?? "plain",
         });
         if (out) sendJson(res, 200, out);
       },
@@ -170,7 +177,7 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
               created: Math.floor(Date.now() / 1000),
               owned_by: SIMULATOR_ID,
               root: model,
-              max_model_len: SIM_LIMITS.contextLength,
+              max_model_len: engine.contextLength,
             },
           ],
         }),

@@ -38,6 +38,8 @@ describe("sim-engine flags", () => {
     [{ decodeTps: Number.NaN }, "--decode-tps: must be a number >= 0"],
     [{ maxRunningRequests: 2.5 }, "--max-running-requests: must be an integer"],
     [{ flavor: "tgi" }, "--flavor: 'tgi' is not one of"],
+    [{ contextLength: 1 }, "--context-length: must be an integer >= 2"],
+    [{ outputIds: "sglang-0.5.3" }, "--output-ids: 'sglang-0.5.3' is not one of"],
   ])("names the bad flag: %o", (patch, message) => {
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(UsageError);
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(message);

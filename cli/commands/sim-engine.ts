@@ -3,6 +3,7 @@
  *
  * @module
  */
+import type { OutputIdsMode } from "../../sim/generate-api";
 import type { SimFlavor } from "../../sim/openai-chat";
 import { SIM_ENGINE_HELP, startSimEngine } from "../../sim/server";
 import { UsageError } from "../usage-error";
@@ -17,6 +18,10 @@ export interface SimEngineOptions {
   maxRunningRequests: number;
   flavor: string;
   incrementalStreaming: boolean;
+  /** SGLang `--context-length`; default the sim's 40 960. */
+  contextLength?: number;
+  /** How `/generate` fills `output_ids`; default `plain`. */
+  outputIds?: string;
   errorRate: number;
   stallRate: number;
   stallMs: number;
@@ -24,6 +29,7 @@ export interface SimEngineOptions {
 }
 
 const FLAVORS: readonly SimFlavor[] = ["sglang", "sglang-0.5.10-patched", "vllm"];
+const OUTPUT_IDS: readonly OutputIdsMode[] = ["plain", "sglang-0.5.4-decode-ids"];
 
 /** Checks the numeric flags and names the first bad one. */
 export function validateSimEngineOptions(opts: SimEngineOptions): void {
@@ -53,6 +59,12 @@ export function validateSimEngineOptions(opts: SimEngineOptions): void {
   if (!(FLAVORS as readonly string[]).includes(opts.flavor)) {
     throw new UsageError(`--flavor: '${opts.flavor}' is not one of ${FLAVORS.join(", ")}`);
   }
+  if (opts.contextLength !== undefined && (!Number.isInteger(opts.contextLength) || opts.contextLength < 2)) {
+    throw new UsageError(`--context-length: must be an integer >= 2, got ${opts.contextLength}`);
+  }
+  if (opts.outputIds !== undefined && !(OUTPUT_IDS as readonly string[]).includes(opts.outputIds)) {
+    throw new UsageError(`--output-ids: '${opts.outputIds}' is not one of ${OUTPUT_IDS.join(", ")}`);
+  }
 }
 
 /** Runs until SIGINT/SIGTERM. */
@@ -68,6 +80,8 @@ export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
     maxRunningRequests: opts.maxRunningRequests,
     flavor: opts.flavor as SimFlavor,
     incrementalStreaming: opts.incrementalStreaming,
+    ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
+    ...(opts.outputIds !== undefined ? { outputIds: opts.outputIds as OutputIdsMode } : {}),
     faults: {
       errorRate: opts.errorRate,
       stallRate: opts.stallRate,

@@ -223,3 +223,76 @@ def test_a_client_that_hangs_up_aborts_its_request(server):
         time.sleep(0.1)
     assert engine.snapshot()["aborted_total"] >= 1
     assert not math.isnan(engine.snapshot()["busy_seconds"])
+
+
+@pytest.mark.parametrize(
+    "sampling, field, message",
+    [
+        ({"repetition_penalty": 3}, "repetition_penalty", "repetition_penalty must be in (0, 2] (1.0 = no penalty), got 3."),
+        ({"repetition_penalty": 0}, "repetition_penalty", "repetition_penalty must be in (0, 2] (1.0 = no penalty), got 0."),
+        ({"top_p": 1.5}, "top_p", "top_p must be in (0, 1], got 1.5."),
+        ({"top_k": 0}, "top_k", "top_k must be -1 (disable) or at least 1, got 0."),
+        ({"min_p": -0.5}, "min_p", "min_p must be in [0, 1], got -0.5."),
+        ({"frequency_penalty": 2.5}, "frequency_penalty", "frequency_penalty must be in [-2, 2], got 2.5."),
+        ({"presence_penalty": -3}, "presence_penalty", "presence_penalty must be in [-2, 2], got -3."),
+        ({"temperature": -1}, "temperature", "temperature must be a non-negative finite number, got -1."),
+        ({"max_new_tokens": -1}, "max_new_tokens", "max_new_tokens must be at least 0, got -1."),
+        ({"min_new_tokens": 5, "max_new_tokens": 4}, "min_new_tokens", "min_new_tokens must be in [0, max_new_tokens(4)], got 5."),
+        ({"logit_bias": {"999999999": 1.0}}, "logit_bias", None),
+        ({"regex": "a", "json_schema": "{}"}, "regex", "Only one of regex, json_schema, or ebnf can be set."),
+    ],
+)
+def test_what_sglang_refuses_is_refused_with_its_message(server, sampling, field, message):
+    url, _ = server
+    status, out = call(url, "/generate", {"input_ids": PROMPT, "sampling_params": sampling})
+    assert status == 400 and out["error"]["param"] == f"sampling_params.{field}"
+    if message is not None:
+        assert out["error"]["message"].endswith(message)
+    else:
+        assert "logit_bias must has keys in [0, " in out["error"]["message"]
+
+
+def test_the_context_rule_is_sglangs_input_plus_max_new_tokens_below_the_context(server):
+    url, engine = server
+    ctx = engine.context_length
+    room = ctx - len(PROMPT) - 1
+    status, out = call(url, "/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": room + 1}})
+    assert status == 400 and out["error"]["param"] == "sampling_params.max_new_tokens"
+    assert out["error"]["message"].endswith(
+        f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a total of "
+        f"{ctx} tokens: {len(PROMPT)} tokens from the input messages and {room + 1} tokens for the completion. "
+        "Please reduce the number of tokens in the input messages or the completion to fit within the limit."
+    )
+    status, out = call(url, "/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 1}})
+    assert status == 200
+    status, out = call(url, "/generate", {"input_ids": [198] * ctx, "sampling_params": {"max_new_tokens": 1}})
+    assert status == 400 and out["error"]["param"] == "input_ids"
+    assert out["error"]["message"].endswith(f"The input ({ctx} tokens) is longer than the model's context length ({ctx} tokens).")
+    # No max_new_tokens: SGLang's default budget is cut to what the context leaves, not refused.
+    near = [198] * (ctx - 3)
+    status, out = call(url, "/generate", {"input_ids": near, "sampling_params": {"ignore_eos": True}})
+    assert status == 200 and out["meta_info"]["finish_reason"] == {"type": "length", "length": 2}
+
+
+def test_answers_with_every_generate_field_the_contract_lists(server):
+    from polar_reference_engine.contract import CONTRACT
+
+    url, _ = server
+    g = CONTRACT["generate"]
+    sp = {k: v for k, v in {"max_new_tokens": 4, "sampling_seed": 3, "spaces_between_special_tokens": False}.items()}
+    status, out = call(
+        url,
+        "/generate",
+        {"input_ids": PROMPT, "sampling_params": sp, "rid": "c-1", "return_logprob": True, "logprob_start_len": -1,
+         "stream": False, "return_prompt_token_ids": True},
+    )
+    assert status == 200
+    assert set(g["response"] + g["responseWithPromptIds"]) <= set(out)
+    assert set(g["metaInfo"]) <= set(out["meta_info"])
+
+
+def test_the_contract_copy_is_the_packaged_one():
+    from polar_reference_engine.contract import CONTRACT
+
+    assert CONTRACT["schema"] == 1 and "SGLang" in CONTRACT["mirrors"]
+    assert [b["field"] for b in CONTRACT["sampling"]][:3] == ["temperature", "top_p", "min_p"]

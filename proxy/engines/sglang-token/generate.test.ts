@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
+import { contextViolation, SGLANG_CONTRACT } from "../../../protocol/sglang-contract";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import {
   buildGenerateRequest,
@@ -47,7 +48,7 @@ describe("request builder", () => {
     });
   });
 
-  it("prefers max_completion_tokens and clamps max_new_tokens to the context", () => {
+  it("prefers max_completion_tokens and clamps max_new_tokens under SGLang's context rule", () => {
     const sampling = samplingFromRequest({
       max_tokens: 10,
       max_completion_tokens: 5000,
@@ -60,11 +61,19 @@ describe("request builder", () => {
       contextLength: 1000,
       rid: "r",
     });
-    expect((body.sampling_params as Record<string, unknown>).max_new_tokens).toBe(100);
+    // SGLang refuses input + max_new_tokens >= context: 900 + 100 would be an engine 400.
+    expect((body.sampling_params as Record<string, unknown>).max_new_tokens).toBe(99);
+    expect(
+      contextViolation(900, (body.sampling_params as Record<string, number>).max_new_tokens!, 1000),
+    ).toBeNull();
     expect((body.sampling_params as Record<string, unknown>).stop_token_ids).toEqual([151643]);
     expect(() =>
       buildGenerateRequest({ inputIds: new Array(1000).fill(1), sampling, contextLength: 1000, rid: "r" }),
     ).toThrow(/messages: prompt is 1000 tokens/);
+    // One token short of the context leaves SGLang no room either: the harness's overflow.
+    expect(() =>
+      buildGenerateRequest({ inputIds: new Array(999).fill(1), sampling, contextLength: 1000, rid: "r" }),
+    ).toThrow(/messages: prompt is 999 tokens/);
   });
 
   it("names the offending field of bad sampling input", () => {
@@ -85,6 +94,58 @@ describe("request builder", () => {
     expect(field({ stop: [1] })).toBe("stop");
     expect(field({ stop_token_ids: ["x"] })).toBe("stop_token_ids");
     expect(field({ temperature: 0, n: 1, stop: null })).toBeNull();
+  });
+
+  it("refuses what SGLang's SamplingParams.verify() refuses, before the engine does", () => {
+    const refusal = (body: Record<string, unknown>) => {
+      try {
+        samplingFromRequest(body);
+        return null;
+      } catch (e) {
+        return (e as SamplingParamError).message;
+      }
+    };
+    expect(refusal({ repetition_penalty: 3 })).toBe(
+      "repetition_penalty: must be in (0, 2] (1.0 = no penalty), got 3",
+    );
+    expect(refusal({ repetition_penalty: 0 })).toMatch(/^repetition_penalty:/);
+    expect(refusal({ frequency_penalty: 2.5 })).toMatch(/^frequency_penalty: must be in \[-2, 2\]/);
+    expect(refusal({ presence_penalty: -3 })).toMatch(/^presence_penalty:/);
+    expect(refusal({ top_k: 0 })).toMatch(/^top_k: must be -1 \(disable\) or at least 1/);
+    expect(refusal({ min_p: 1.5 })).toMatch(/^min_p:/);
+    expect(refusal({ temperature: Number.POSITIVE_INFINITY })).toMatch(/^temperature:/);
+    expect(
+      refusal({ repetition_penalty: 2, frequency_penalty: -2, top_k: -1, min_p: 1, top_p: 1 }),
+    ).toBeNull();
+  });
+
+  it("sends only /generate fields the shared contract lists (what the engines are held to)", () => {
+    const body = buildGenerateRequest({
+      inputIds: [1, 2, 3],
+      sampling: samplingFromRequest({
+        temperature: 0.5,
+        top_p: 0.9,
+        top_k: 20,
+        min_p: 0.1,
+        max_tokens: 8,
+        stop: ["x"],
+        stop_token_ids: [7],
+        frequency_penalty: 0.1,
+        presence_penalty: 0.1,
+        repetition_penalty: 1.1,
+        seed: 1,
+      }),
+      contextLength: 100,
+      rid: "r",
+      imageData: ["u"],
+    });
+    body.return_prompt_token_ids = true;
+    const listed = (xs: readonly string[]) => new Set<string>(xs);
+    const request = listed(SGLANG_CONTRACT.generate.request);
+    const params = listed(SGLANG_CONTRACT.generate.samplingParams);
+    expect(Object.keys(body).filter((k) => !request.has(k))).toEqual([]);
+    expect(Object.keys(body.sampling_params as object).filter((k) => !params.has(k))).toEqual([]);
+    expect(Object.keys(body.sampling_params as object).sort()).toEqual([...params].sort());
   });
 
   it("makes unique rids per session and turn", () => {
@@ -152,6 +213,7 @@ describe("response parser", () => {
       promptTokens: 12,
       completionTokens: 3,
       promptTokenIds: null,
+      outputIdsPromptTail: 0,
     });
     expect(openaiFinishReason(r.finish, false)).toBe("stop");
     expect(openaiFinishReason(r.finish, true)).toBe("tool_calls");
@@ -207,6 +269,46 @@ describe("response parser", () => {
         meta_info: meta({ completion_tokens: 1, output_token_logprobs: [[null, 5, null]] }),
       }),
     ).toThrow(/logprob/);
+  });
+
+  it("takes the logprob ids when output_ids carry the prompt's tail (sglang #10896, #17240)", () => {
+    const lp = [
+      [-0.1, 7640, null],
+      [-0.2, 287, null],
+    ];
+    const prompt = [151644, 77091, 198];
+    const r = parseGenerateResponse(
+      {
+        output_ids: [77091, 198, 7640, 287],
+        meta_info: meta({ completion_tokens: 2, output_token_logprobs: lp }),
+      },
+      prompt,
+    );
+    expect([r.outputIds, r.outputIdsPromptTail]).toEqual([[7640, 287], 2]);
+    // The server's own prompt ids (image pads expanded) are the ones whose tail counts.
+    const served = parseGenerateResponse(
+      {
+        output_ids: [9, 7640, 287],
+        prompt_token_ids: [1, 9],
+        meta_info: meta({ completion_tokens: 2, output_token_logprobs: lp }),
+      },
+      prompt,
+    );
+    expect(served.outputIdsPromptTail).toBe(1);
+    const plain = parseGenerateResponse(
+      { output_ids: [7640, 287], meta_info: meta({ completion_tokens: 2, output_token_logprobs: lp }) },
+      prompt,
+    );
+    expect(plain.outputIdsPromptTail).toBe(0);
+    // Anything else is still a broken contract: ids that are not the prompt's tail, or a changed sample.
+    const bad = (output_ids: number[]) => () =>
+      parseGenerateResponse(
+        { output_ids, meta_info: meta({ completion_tokens: 2, output_token_logprobs: lp }) },
+        prompt,
+      );
+    expect(bad([151644, 7640, 287])).toThrow(/output_ids/);
+    expect(bad([198, 7640, 288])).toThrow(/output_ids/);
+    expect(bad([1, 2, 3, 4, 5, 6, 7640, 287])).toThrow(/output_ids/);
   });
 
   it("maps abort and keeps its message", () => {

@@ -11,6 +11,12 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
+import {
+  maxNewTokensRoom,
+  promptTailPrefix,
+  samplingBound,
+  withinSamplingBound,
+} from "../../../protocol/sglang-contract";
 import type { ChatMessage, ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 
 /**
@@ -101,6 +107,18 @@ function num(body: Body, key: string, check: (v: number) => boolean, rule: strin
 const isInt = (v: number) => Number.isInteger(v);
 
 /**
+ * A sampling field held to SGLang's bound from the shared contract: the engine's
+ * `SamplingParams.verify()` answers anything outside it with a 400, so the harness gets the
+ * refusal first, in its own API's error shape, naming the field.
+ */
+function bounded(body: Body, key: keyof HarnessSampling & string): number | undefined {
+  const bound = samplingBound(key);
+  if (!bound) throw new Error(`no contract bound for ${key}`);
+  const rule = bound.integer ? `${bound.rule} (an integer)` : bound.rule;
+  return num(body, key, (v) => withinSamplingBound(key, v), rule);
+}
+
+/**
  * Reads and checks the sampling fields of an OpenAI chat request body (the Anthropic adapter maps
  * `stop_sequences` → `stop` first). `n` other than 1 is refused: one request is one sampled turn.
  *
@@ -115,39 +133,15 @@ export function samplingFromRequest(body: Body): HarnessSampling {
   const set = <K extends keyof HarnessSampling>(k: K, v: HarnessSampling[K] | undefined) => {
     if (v !== undefined) out[k] = v;
   };
-  set(
-    "temperature",
-    num(body, "temperature", (v) => v >= 0, "a number >= 0"),
-  );
-  set(
-    "top_p",
-    num(body, "top_p", (v) => v > 0 && v <= 1, "a number in (0, 1]"),
-  );
-  set(
-    "top_k",
-    num(body, "top_k", (v) => isInt(v) && (v === -1 || v >= 1), "-1 or an integer >= 1"),
-  );
-  set(
-    "min_p",
-    num(body, "min_p", (v) => v >= 0 && v <= 1, "a number in [0, 1]"),
-  );
+  for (const key of ["temperature", "top_p", "top_k", "min_p"] as const) set(key, bounded(body, key));
   const maxKey = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
   set(
     "max_tokens",
     num(body, maxKey, (v) => isInt(v) && v >= 1, "an integer >= 1"),
   );
-  set(
-    "frequency_penalty",
-    num(body, "frequency_penalty", (v) => v >= -2 && v <= 2, "a number in [-2, 2]"),
-  );
-  set(
-    "presence_penalty",
-    num(body, "presence_penalty", (v) => v >= -2 && v <= 2, "a number in [-2, 2]"),
-  );
-  set(
-    "repetition_penalty",
-    num(body, "repetition_penalty", (v) => v > 0, "a number > 0"),
-  );
+  for (const key of ["frequency_penalty", "presence_penalty", "repetition_penalty"] as const) {
+    set(key, bounded(body, key));
+  }
   set(
     "seed",
     num(body, "seed", (v) => isInt(v), "an integer"),
@@ -180,7 +174,7 @@ export interface GenerateRequestInput {
   /** The bridged prompt. */
   inputIds: readonly number[];
   sampling: HarnessSampling;
-  /** The model's context window (prompt + completion tokens); `max_new_tokens` is clamped to it. */
+  /** The model's context window (prompt + completion tokens); `max_new_tokens` is clamped under it. */
   contextLength: number;
   /** Request id; send it so `/abort_request {rid}` can reach this call. */
   rid: string;
@@ -190,7 +184,8 @@ export interface GenerateRequestInput {
 }
 
 /**
- * Builds the `/generate` body: `input_ids`, every sampling parameter explicit, special tokens
+ * Builds the `/generate` body: `input_ids`, every sampling parameter explicit (`max_new_tokens`
+ * clamped to what SGLang's context rule leaves, `context − prompt − 1`), special tokens
  * kept in the text and stop strings not trimmed (the ids always hold them; the text is only for
  * logs), `return_logprob: true` for the sampled tokens only (`logprob_start_len: -1`), not
  * streaming (the proxy synthesises SSE after the turn).
@@ -206,7 +201,10 @@ export interface GenerateRequestInput {
 export function buildGenerateRequest(input: GenerateRequestInput): Body {
   const d = input.defaults ?? DEFAULT_SAMPLING;
   const s = input.sampling;
-  const room = input.contextLength - input.inputIds.length;
+  // SGLang refuses input + max_new_tokens >= context (0.5 releases; see the shared contract), so
+  // a prompt of n tokens may ask context − n − 1 at most; one that leaves none is the harness's
+  // context overflow, not an engine 400.
+  const room = maxNewTokensRoom(input.inputIds.length, input.contextLength);
   if (room < 1) {
     throw new SamplingParamError(
       "messages",
@@ -275,6 +273,12 @@ export interface GenerateResult {
   completionTokens: number | null;
   /** The prompt ids the server ran, when it returned them (`return_prompt_token_ids`). */
   promptTokenIds: number[] | null;
+  /**
+   * Prompt tokens the engine put in front of the sampled ids in `output_ids` (0 or absent: the plain form).
+   * Builds that filled `output_ids` from the detokenizer's `decode_ids` (sglang issues #10896,
+   * #17240) do so; the ids above come from the logprobs either way.
+   */
+  outputIdsPromptTail?: number;
 }
 
 const isObj = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -342,7 +346,10 @@ const optInt = (v: unknown): number | null =>
 /**
  * Parses a non-streaming `/generate` reply. The sampled ids come from
  * `meta_info.output_token_logprobs` (the TITO source of truth) and must agree with the top-level
- * `output_ids` when both are present; any misalignment fails hard rather than train on a guess.
+ * `output_ids` when both are present. One disagreement is recognised: given the prompt, an
+ * `output_ids` that is the prompt's last 1–5 tokens followed by exactly the logprob ids (builds
+ * that returned the detokenizer's `decode_ids`, sglang #10896/#17240) is accepted and counted in
+ * `outputIdsPromptTail`; any other misalignment fails hard rather than train on a guess.
  *
  * @example
  * ```ts
@@ -351,22 +358,29 @@ const optInt = (v: unknown): number | null =>
  *   meta_info: { id: "r1", finish_reason: { type: "length", length: 2 }, cached_tokens: 0,
  *                output_token_logprobs: [[-0.1, 7640, null], [-0.2, 287, null]], weight_version: "default" },
  * });
- * // { outputIds: [7640, 287], logprobs: [-0.1, -0.2], finish: { type: "length", ... }, weightVersion: "default", ... }
+ * // { outputIds: [7640, 287], logprobs: [-0.1, -0.2], finish: { type: "length", ... }, weightVersion: "default", outputIdsPromptTail: 0, ... }
  * ```
  */
-export function parseGenerateResponse(body: unknown): GenerateResult {
+export function parseGenerateResponse(body: unknown, promptIds: readonly number[] = []): GenerateResult {
   if (Array.isArray(body)) throw new GenerateResponseError("(root)", "is a batch; one result was expected");
   if (!isObj(body)) throw new GenerateResponseError("(root)", "is not a JSON object");
   const meta = body.meta_info;
   if (!isObj(meta)) throw new GenerateResponseError("meta_info", "missing");
   const { ids, logprobs } = readOutputLogprobs(meta);
   const top = body.output_ids ?? body.token_ids;
+  let outputIdsPromptTail = 0;
   if (top !== undefined) {
-    if (!Array.isArray(top) || top.length !== ids.length || top.some((id, i) => id !== ids[i])) {
-      throw new GenerateResponseError(
-        "output_ids",
-        `do not match meta_info.output_token_logprobs (${Array.isArray(top) ? top.length : "?"} vs ${ids.length} ids)`,
-      );
+    const same = Array.isArray(top) && top.length === ids.length && top.every((id, i) => id === ids[i]);
+    if (!same) {
+      // The prompt the server ran when it says (image pads expanded), else the one sent.
+      const ran = Array.isArray(body.prompt_token_ids) ? (body.prompt_token_ids as number[]) : promptIds;
+      outputIdsPromptTail = Array.isArray(top) ? promptTailPrefix(ran, top, ids) : 0;
+      if (outputIdsPromptTail === 0) {
+        throw new GenerateResponseError(
+          "output_ids",
+          `do not match meta_info.output_token_logprobs (${Array.isArray(top) ? top.length : "?"} vs ${ids.length} ids)`,
+        );
+      }
     }
   }
   const completionTokens = optInt(meta.completion_tokens);
@@ -390,6 +404,7 @@ export function parseGenerateResponse(body: unknown): GenerateResult {
     promptTokens: optInt(meta.prompt_tokens),
     completionTokens,
     promptTokenIds: Array.isArray(prompt) && prompt.every(isId) ? (prompt as number[]) : null,
+    outputIdsPromptTail,
   };
 }
 

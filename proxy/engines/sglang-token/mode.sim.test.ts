@@ -210,3 +210,42 @@ describe("the standalone proxy's trajectory route in token mode", () => {
     }
   });
 });
+
+describe("an SGLang build whose output_ids begin with prompt tokens (<= 0.5.4, sglang #10896)", () => {
+  it("serves every turn from the logprob ids and says so once per replica", async () => {
+    const buggy = await startSimEngine({ model: MODEL, outputIds: "sglang-0.5.4-decode-ids" });
+    const warnings: Array<{ message: string; fields: unknown }> = [];
+    const logger = {
+      info() {},
+      error() {},
+      warn: (message: string, fields?: unknown) => warnings.push({ message, fields }),
+    };
+    const p = await startProxy({ engine: "sglang", engineUrl: buggy.url, modelServed: MODEL, logger });
+    try {
+      const { key } = p.openSession("tail-1", { harness: "scripted" });
+      const openai = new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 });
+      const m1: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is 6 * 7?" }];
+      const r1 = await openai.chat.completions.create({ model: "m", messages: m1 });
+      const m2: OpenAI.ChatCompletionMessageParam[] = [
+        ...m1,
+        r1.choices[0]!.message as OpenAI.ChatCompletionMessageParam,
+        { role: "user", content: "And 6 * 8?" },
+      ];
+      await openai.chat.completions.create({ model: "m", messages: m2 });
+      const [a, b] = p.completions("tail-1").map((r) => CompletionRecord.parse(r));
+      // The recorded ids are the sampled ones (the prompt's tail is not in them), logprob for logprob.
+      for (const r of [a!, b!]) {
+        expect(r.response_ids.length).toBe(r.response_logprobs?.length);
+        expect(r.response_ids.at(-1)).toBe(tok.tokenId("<|im_end|>"));
+        expect(r.response_ids.slice(0, 5)).not.toEqual(r.prompt_ids.slice(-5));
+      }
+      expect(startsWith(b!.prompt_ids, [...a!.prompt_ids, ...a!.response_ids])).toBe(true);
+      const notes = warnings.filter((w) => /output_ids begin with prompt tokens/.test(w.message));
+      expect(notes).toHaveLength(1);
+      expect(notes[0]!.fields).toMatchObject({ replica: buggy.url, prompt_tokens_in_output_ids: 5 });
+    } finally {
+      await p.close();
+      await buggy.close();
+    }
+  });
+});

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { JsonObject } from "../../../protocol";
+import type { JsonObject, Logger } from "../../../protocol";
 import {
   type BridgeFlag,
   TokenBridge,
@@ -15,6 +15,7 @@ import {
 } from "../../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../../../tokenizer/parsers";
+import { ContextLengthError, resolveContextLength } from "./context-length";
 import { type DelegatedParserNames, delegatedParserNames, UnmappedParserError } from "./delegate";
 
 /**
@@ -34,7 +35,11 @@ export interface TokenModeOptions {
   toolCallParser?: string;
   /** Reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default `qwen3`. */
   reasoningParser?: string;
-  /** Model context window; `max_new_tokens` is clamped to what is left. Default {@link DEFAULT_CONTEXT_LENGTH}. */
+  /**
+   * Model context window; `max_new_tokens` is clamped to what is left. Read from the engine at
+   * start when it reports one (a different value given here is refused); else this, else
+   * {@link DEFAULT_CONTEXT_LENGTH}.
+   */
   contextLength?: number;
   /** When the template renders history differently from what the model saw; default `bridge`. */
   onTemplateMismatch?: "bridge" | "new_chain";
@@ -92,6 +97,12 @@ export class TokenModeConfigError extends Error {
   }
 }
 
+/** The engine a token mode serves, asked at start (context length) and named in its logs. */
+export interface TokenModeEngine {
+  urls: readonly string[];
+  logger?: Logger;
+}
+
 interface SessionBridge {
   bridge: TokenBridge;
   turns: number;
@@ -130,26 +141,35 @@ export class TokenMode {
   readonly delegateParsing: boolean;
   /** The engine's names for the parsers, when parsing is delegated (checked at start). */
   readonly delegated: DelegatedParserNames | null;
+  private readonly logger: Logger | undefined;
+  private readonly promptTailReplicas = new Set<string>();
 
   private constructor(
     readonly tokenizer: ChatTokenizer,
     readonly model: string,
     private readonly options: TokenModeOptions,
+    engine: { contextLength: number; logger?: Logger },
   ) {
     this.toolCallParser = options.toolCallParser ?? "qwen3";
     this.reasoningParser = options.reasoningParser ?? "qwen3";
-    this.contextLength = options.contextLength ?? DEFAULT_CONTEXT_LENGTH;
+    this.contextLength = engine.contextLength;
     this.delegateParsing = options.delegateParsing ?? false;
     this.delegated = this.delegateParsing
       ? delegatedParserNames(this.toolCallParser, this.reasoningParser)
       : null;
+    this.logger = engine.logger;
   }
 
   /**
-   * Checks the options and loads the tokenizer (cached per folder). Throws
-   * {@link TokenModeConfigError} naming the option, or `TokenizerLoadError` naming the file.
+   * Checks the options and loads the tokenizer (cached per folder); with `engine`, reads the
+   * context length from it. Throws {@link TokenModeConfigError} naming the option, or
+   * `TokenizerLoadError` naming the file.
    */
-  static async create(options: TokenModeOptions, model: string): Promise<TokenMode> {
+  static async create(
+    options: TokenModeOptions,
+    model: string,
+    engine?: TokenModeEngine,
+  ): Promise<TokenMode> {
     try {
       toolCallParser(options.toolCallParser ?? "qwen3");
     } catch (err) {
@@ -177,8 +197,25 @@ export class TokenMode {
     if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {
       throw new TokenModeConfigError("contextLength", `must be an integer >= 2, got ${ctx}`);
     }
+    let contextLength = ctx ?? DEFAULT_CONTEXT_LENGTH;
+    if (engine) {
+      try {
+        contextLength = await resolveContextLength({
+          ...(ctx !== undefined ? { configured: ctx } : {}),
+          fallback: DEFAULT_CONTEXT_LENGTH,
+          urls: engine.urls,
+          ...(engine.logger ? { logger: engine.logger } : {}),
+        });
+      } catch (err) {
+        if (err instanceof ContextLengthError) throw new TokenModeConfigError("contextLength", err.message);
+        throw err;
+      }
+    }
     const tok = await loadChatTokenizer(options.tokenizerPath);
-    const mode = new TokenMode(tok, model, options);
+    const mode = new TokenMode(tok, model, options, {
+      contextLength,
+      ...(engine?.logger ? { logger: engine.logger } : {}),
+    });
     // Fails now (not on the first call) when the template has no recognisable end-of-turn token.
     new TokenBridge(tok, { model });
     return mode;
@@ -205,6 +242,20 @@ export class TokenMode {
       this.sessions.set(session.sessionId, entry);
     }
     return { bridge: entry.bridge, turn: entry.turns++ };
+  }
+
+  /**
+   * Notes a reply whose `output_ids` carried `promptTail` prompt tokens in front of the sampled
+   * ids (builds that returned the detokenizer's `decode_ids`, sglang #10896/#17240): the call is
+   * served from the logprob ids, and the replica's build is named once in the log, not per call.
+   */
+  noteOutputIdsPromptTail(replica: string, promptTail: number): void {
+    if (promptTail === 0 || this.promptTailReplicas.has(replica)) return;
+    this.promptTailReplicas.add(replica);
+    this.logger?.warn(
+      "the engine's /generate output_ids begin with prompt tokens (an SGLang build that returns the detokenizer's decode_ids, sglang issues #10896 and #17240); using meta_info.output_token_logprobs ids, which are right",
+      { replica, prompt_tokens_in_output_ids: promptTail },
+    );
   }
 
   /** Verdict counts of one session, or null when it made no token-mode call (or was forgotten). */

@@ -188,11 +188,12 @@ async function sendTokenTurn(
   if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
   let result: GenerateResult;
   try {
-    result = parseGenerateResponse(raw);
+    result = parseGenerateResponse(raw, prepared.promptIds);
   } catch (err) {
     if (err instanceof GenerateResponseError) throw new EngineContractError(err.field, err.message);
     throw err;
   }
+  mode.noteOutputIdsPromptTail(url, result.outputIdsPromptTail ?? 0);
   deps.replicas.observeWeightVersion(url, result.weightVersion);
   if (a.ticket.aborted) throw new Error("aborted by a weight-update pause; issued again after resume");
   if (result.finish.type === "abort") {

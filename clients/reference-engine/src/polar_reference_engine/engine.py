@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from . import model as model_io
+from .contract import context_violation, max_new_tokens_room
 from .errors import BadRequest, Conflict, WeightLoadError
 from .sampling import SamplingParams, draw, sampling_logprobs
 
@@ -128,17 +129,16 @@ class Engine:
         bad = next((i for i in input_ids if not 0 <= i < self.vocab_size), None)
         if bad is not None:
             raise BadRequest("input_ids", f"token id {bad} is outside the vocabulary (size {self.vocab_size})")
+        # SGLang checks the context limit (``_validate_one_request``) before ``SamplingParams.verify()``.
+        raw_max = sampling.get("max_new_tokens") if isinstance(sampling, dict) else None
+        explicit = raw_max if isinstance(raw_max, int) and not isinstance(raw_max, bool) else None
+        bad = context_violation(len(input_ids), explicit, self.context_length)
+        if bad is not None:
+            raise BadRequest("input_ids" if bad[0] == "input_ids" else "sampling_params.max_new_tokens", bad[1])
         params = SamplingParams.parse(sampling, self.vocab_size)
-        if len(input_ids) >= self.context_length:
-            raise BadRequest(
-                "input_ids", f"the prompt is {len(input_ids)} tokens, the context length is {self.context_length}"
-            )
-        if len(input_ids) + params.max_new_tokens > self.context_length:
-            raise BadRequest(
-                "sampling_params.max_new_tokens",
-                f"{len(input_ids)} prompt tokens + {params.max_new_tokens} new tokens exceed the context length "
-                f"{self.context_length}",
-            )
+        if not params.max_new_tokens_given:
+            # A default budget is cut to what the context leaves, as SGLang's scheduler does.
+            params.max_new_tokens = min(params.max_new_tokens, max_new_tokens_room(len(input_ids), self.context_length))
         if params.stop and self.tokenizer is None:
             raise BadRequest("sampling_params.stop", "stop strings need the model folder's tokenizer.json")
         gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else self.generator

@@ -16,13 +16,15 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from .contract import CONTRACT, sampling_violation
 from .errors import BadRequest
 
 #: SGLang's default when a request gives no ``max_new_tokens``.
-DEFAULT_MAX_NEW_TOKENS = 128
+DEFAULT_MAX_NEW_TOKENS = CONTRACT["defaultMaxNewTokens"]
 
-#: Fields this engine reads from ``sampling_params``; penalties and constrained decoding are
-#: refused rather than silently ignored (they would change the distribution the logprobs describe).
+#: Values SGLang accepts (inside the shared contract's bounds) but this engine does not implement:
+#: penalties and constrained decoding are refused rather than silently ignored (they would change
+#: the distribution the logprobs describe).
 _NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0}
 _UNSUPPORTED = ("regex", "json_schema", "ebnf", "structural_tag", "logit_bias", "custom_params", "stop_regex")
 
@@ -32,6 +34,9 @@ class SamplingParams:
     """The parsed ``sampling_params`` of one request."""
 
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    #: Whether the request set ``max_new_tokens`` (SGLang refuses only an explicit one past the
+    #: context; a default is clamped).
+    max_new_tokens_given: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
@@ -45,7 +50,8 @@ class SamplingParams:
 
     @staticmethod
     def parse(raw: Any, vocab_size: int) -> "SamplingParams":
-        """Checks ``sampling_params``; a bad field is a :class:`BadRequest` naming it.
+        """Checks ``sampling_params``; a bad field is a :class:`BadRequest` naming it. What SGLang's
+        ``SamplingParams.verify()`` refuses is refused first, with its message (the shared contract).
 
         Example::
 
@@ -56,6 +62,9 @@ class SamplingParams:
         if not isinstance(raw, dict):
             raise BadRequest("sampling_params", "must be an object")
         p = SamplingParams()
+        bad = sampling_violation(raw, vocab_size)
+        if bad is not None:
+            raise BadRequest(f"sampling_params.{bad[0]}", bad[1])
 
         def number(key: str, ok, rule: str) -> Optional[float]:
             v = raw.get(key)
@@ -68,6 +77,7 @@ class SamplingParams:
         v = number("max_new_tokens", lambda x: float(x).is_integer() and x >= 0, "an integer >= 0")
         if v is not None:
             p.max_new_tokens = int(v)
+            p.max_new_tokens_given = True
         v = number("temperature", lambda x: x >= 0, "a number >= 0")
         if v is not None:
             p.temperature = float(v)
