@@ -22,7 +22,7 @@ import { type SimEngineHandle, startSimEngine } from "../../sim/server";
 import { describeWith } from "../../test/support/optional-tools";
 import type { CheckRow } from "./report";
 
-const SCRIPT = join(REPO_ROOT, "scripts", "gpu-check.sh");
+const SCRIPT = join(REPO_ROOT, "scripts/gpu-check.sh");
 
 interface JsonReport {
   passed: boolean;
