@@ -63,9 +63,9 @@ describe("scripts/gpu-check.sh against the simulated engine", () => {
   let broken: Server;
   let brokenUrl = "";
   beforeAll(async () => {
-    // Decoding at 400 tokens/s makes the long generation of the abort check last long enough for
-    // the abort to land (the default simulator answers at once).
-    sim = await startSimEngine({ decodeTokensPerSecond: 400, weightVersion: "7" });
+    // Decoding at 100 tokens/s makes the abort check's generation (the scripted policy's story is
+    // about 50 tokens) last long enough for the abort to land; the default simulator answers at once.
+    sim = await startSimEngine({ decodeTokensPerSecond: 100, weightVersion: "7" });
     // An engine that breaks the contract: its `/generate` drops the last logprob entry.
     broken = createServer((req, res) => {
       const chunks: Buffer[] = [];
