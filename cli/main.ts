@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { UsageError } from "./usage-error";
+import { polarVersion } from "./version";
 
 /** Parses a positive integer flag, naming the flag in the error. */
 function positiveInt(name: string) {
@@ -45,6 +46,7 @@ function port(value: string): number {
 const program = new Command()
   .name("polar")
   .description("Polar-TS: rollouts for agentic RL — harnesses as environments, token-exact trajectories.")
+  .version(polarVersion(), "-V, --version", "print the version of polar")
   .showHelpAfterError();
 
 program

@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import { execa } from "execa";
+import { requireControlPlaneToolchain } from "../toolchain";
 import { buildWeb } from "../web-build";
 import { REPO_ROOT } from "../wrangler-dev";
 
@@ -25,6 +26,7 @@ export const FIRST_DEPLOY_STEPS = [
 
 /** Runs wrangler deploy and exits with its status. */
 export async function runDeploy(opts: DeployOptions): Promise<void> {
+  requireControlPlaneToolchain("polar deploy");
   // Always a fresh build: what is deployed is what the sources say, whatever web/dist holds.
   await buildWeb();
   const args = [

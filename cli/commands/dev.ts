@@ -5,6 +5,7 @@
  */
 import { resolve } from "node:path";
 import { DEV_TOKENS, tokensFromEnv } from "../dev-tokens";
+import { requireControlPlaneToolchain } from "../toolchain";
 import { startControlPlaneDev } from "../wrangler-dev";
 
 export interface DevOptions {
@@ -18,6 +19,7 @@ export interface DevOptions {
  * reaper (`cli/child-process.ts`), which watches a pipe from this process.
  */
 export async function runDev(opts: DevOptions): Promise<void> {
+  requireControlPlaneToolchain("polar dev");
   const tokens = tokensFromEnv(process.env);
   const cp = await startControlPlaneDev({
     port: opts.port,
