@@ -16,7 +16,7 @@ import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
 import { checkVllmSampling, vllmOutputBudget } from "./vllm-contract";
-import { sendVllm } from "./vllm-shape";
+import { type SimFlavor, sendVllm } from "./vllm-shape";
 
 /**
  * Which server the sim answers as: SGLang ≥ 0.5.13 (default), SGLang 0.5.10 with Polar's token
@@ -24,7 +24,7 @@ import { sendVllm } from "./vllm-shape";
  * (main as of 2026-11) with `return_token_ids` (also on streams) and `message.reasoning`, or vLLM
  * 0.10.1, which predates `return_token_ids` and ignores it (see `vllm-contract.ts`).
  */
-export type SimFlavor = "sglang" | "sglang-0.5.10-patched" | "vllm" | "vllm-0.10.1";
+export type { SimFlavor };
 
 /**
  * True for the flavors that answer as vLLM.

@@ -14,7 +14,9 @@ import type { ServerResponse } from "node:http";
 import { type ChatRequest, logprobContent } from "./chat-request";
 import type { EngineResult, SimEngineCore } from "./engine";
 import { sendJson } from "./http";
-import type { SimFlavor } from "./openai-chat";
+
+/** The chat response shapes the simulator speaks (declared here, where both chat modules can import it). */
+export type SimFlavor = "sglang" | "sglang-0.5.10-patched" | "vllm" | "vllm-0.10.1";
 
 /** The parts of an answer the chat endpoint already computed. */
 export interface VllmAnswer {

@@ -13,10 +13,14 @@ import type { JsonObject } from "../../../protocol";
 import type { ToolDefinition } from "../../../tokenizer/chat-tokenizer";
 import type { AssistantView } from "../../../tokenizer/parsers";
 import { newToolCallId, pythonJsonDumps, tryParseJson } from "../../../tokenizer/parsers";
-import type { InferenceDeps } from "../../call";
 import { EngineContractError, EngineStatusError } from "../../errors";
 import { isObject, objects } from "../../json";
 import { postJson } from "../../upstream";
+
+/** What delegated parsing needs of the proxy's call context (not the whole of it: `call.ts` imports the token mode, which imports this). */
+interface ParseDeps {
+  timeoutMs: number;
+}
 
 /** Which parse API a replica speaks: an SGLang server's, or the model gateway's (router). */
 export type ParseTarget = "engine" | "router";
@@ -86,12 +90,7 @@ export function delegatedParserNames(toolParser: string, reasoningParser: string
 }
 
 /** The view one parse API gives; the caller assigns tool-call ids. */
-async function postParse(
-  deps: InferenceDeps,
-  base: string,
-  path: string,
-  body: JsonObject,
-): Promise<JsonObject> {
+async function postParse(deps: ParseDeps, base: string, path: string, body: JsonObject): Promise<JsonObject> {
   const r = await postJson(
     `${base}${path}`,
     body,
@@ -140,7 +139,7 @@ export interface DelegatedParse {
  * ```
  */
 export async function delegatedView(
-  deps: InferenceDeps,
+  deps: ParseDeps,
   base: string,
   parse: DelegatedParse,
 ): Promise<AssistantView> {
