@@ -278,7 +278,7 @@ export async function checkAccount(command: DocCommand): Promise<string> {
 /** Vitest projects' include globs, as roots CI's `npm test` runs. */
 const PROJECT_ROOTS = [
   /^control-plane\/.*\.test\.ts$/,
-  /^(protocol|proxy|gateway-agent|sim|tokenizer|cli|examples)\/.*\.test\.ts$/,
+  /^(protocol|proxy|gateway-agent|sim|tokenizer|cli|examples|scripts|clients|web)\/.*\.test\.ts$/, // the node project's include (vitest.config.ts)
   /^test\/.*\.test\.ts$/,
 ];
 
