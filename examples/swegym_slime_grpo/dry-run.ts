@@ -98,7 +98,13 @@ const code = await prepareData([
 ]);
 if (code !== 0) process.exit(code);
 
-const stack = await startLocalStack({ gateways: 0, engine: "sglang" });
+// The simulated engine serves the context slime's SGLang is started with (run.sh's
+// --sglang-context-length, topology.yaml's context_length): the gateway checks the two agree.
+const stack = await startLocalStack({
+  gateways: 0,
+  engine: "sglang",
+  engineArgs: ["--context-length", "65536"],
+});
 let gateway: ReturnType<typeof spawnPolar> | undefined;
 let ok = false;
 try {
