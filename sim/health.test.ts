@@ -47,4 +47,12 @@ describe("/health like SGLang's (a one-token generation through the queue)", () 
     await ahead;
     expect((await fetch(`${sim.url}/health`)).status).toBe(200);
   });
+
+  it("is not stalled by injected faults: an engine whose every request stalls still answers at once", async () => {
+    const sim = await start({ faults: { stallRate: 1, stallMs: 30_000 } });
+    const health = await fetch(`${sim.url}/health`, { signal: AbortSignal.timeout(5_000) });
+    expect(health.status).toBe(200);
+    const stats = (await (await fetch(`${sim.url}/sim/stats`)).json()) as { faults: { stalls: number } };
+    expect(stats.faults.stalls).toBe(0);
+  });
 });

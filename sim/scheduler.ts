@@ -79,6 +79,12 @@ export interface ScheduleJob {
   signal?: AbortSignal;
   /** Called as tokens are decoded (cumulative count), for streaming. */
   onProgress?: (produced: number) => void;
+  /**
+   * A health probe: queued and timed like any job, but never stalled or aborted by injected
+   * faults, and it draws no random number, so the seeded fault sequence of client requests is
+   * the same whether or not anyone polls `/health`.
+   */
+  probe?: boolean;
 }
 
 /** Decode progress is reported about this often (ms) when decoding takes time. */
@@ -176,9 +182,10 @@ export class GpuScheduler {
     const signal = controller.signal;
     let produced = 0;
     let slot = false;
-    const stall = this.faults.stallRate > 0 && this.random() < this.faults.stallRate;
+    const faulty = !job.probe;
+    const stall = faulty && this.faults.stallRate > 0 && this.random() < this.faults.stallRate;
     const abortAt =
-      this.faults.abortRate > 0 && this.random() < this.faults.abortRate
+      faulty && this.faults.abortRate > 0 && this.random() < this.faults.abortRate
         ? Math.floor(job.outputTokens / 2)
         : undefined;
     try {

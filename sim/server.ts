@@ -132,7 +132,12 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     // Through the scheduler's queue like any request, but not counted as one: SGLang sends it
     // with `log_metrics=False` (and input_ids [0]) under a `HEALTH_CHECK_<time>` rid.
     const gen = engine.gpu
-      .run({ rid: `HEALTH_CHECK_${Date.now()}_${++healthChecks}`, uncachedPromptTokens: 1, outputTokens: 1 })
+      .run({
+        rid: `HEALTH_CHECK_${Date.now()}_${++healthChecks}`,
+        uncachedPromptTokens: 1,
+        outputTokens: 1,
+        probe: true,
+      })
       .then(() => 200);
     const limit = new Promise<number>((resolve) => {
       timer = setTimeout(() => resolve(503), opts.healthCheckTimeoutMs ?? SIM_HEALTH_CHECK_TIMEOUT_MS);
