@@ -11,7 +11,7 @@
  */
 // Read at bundle time (wrangler's esbuild for the Worker, the gateway package's build): each side
 // reports the version of the repository it was built from, not a number kept in sync by hand.
-import pkg from "../package.json";
+import { version } from "../package.json";
 import { SUPPORTED_WIRE_VERSIONS } from "./wire";
 
 /**
@@ -22,7 +22,7 @@ import { SUPPORTED_WIRE_VERSIONS } from "./wire";
  * POLAR_VERSION; // "0.1.0"
  * ```
  */
-export const POLAR_VERSION: string = pkg.version;
+export const POLAR_VERSION: string = version;
 
 /** One side of the wire: its Polar release and the wire versions it speaks. */
 export interface WireSide {
