@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { type WebSocket, WebSocketServer } from "ws";
-import { type HelloMessage, type Logger, WIRE_VERSION } from "../protocol";
+import { type HelloMessage, type Logger, POLAR_VERSION, WIRE_VERSION } from "../protocol";
 import { ControlConnection, connectUrl } from "./connection";
 import { GatewayRefusedError } from "./errors";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
@@ -75,7 +75,12 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
       "node_id_mismatch: this token belongs to node 'gpu-a', not 'gpu-r'",
       "--node-id",
     ],
-    [4400, "unsupported_version", "unsupported_version", "same Polar version"],
+    [
+      4400,
+      "unsupported_version",
+      "unsupported_version",
+      "upgrade the control plane first, then the gateways",
+    ],
   ] as const) {
     it(`close ${code}: stops the gateway at once, logs the reason and the fix at error level`, async () => {
       const { lines, logger } = recordingLogger();
@@ -103,6 +108,38 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
       expect(rig.cp.upgrades).toHaveLength(1);
       expect(rig.gateway.stats().connected).toBe(false);
       expect(lines.some((l) => l.msg.includes("closed; reconnecting"))).toBe(false);
+    });
+  }
+
+  // What an older control plane (the last v1 release, verbatim) and a newer one (another wire
+  // version than this code's, so the gateway cannot parse its frame) say before closing 4400.
+  for (const [who, v, message, fix] of [
+    [
+      "an older control plane",
+      1,
+      "protocol version 2 is not supported; this control plane speaks v1",
+      `upgrade the control plane first, to polar ${POLAR_VERSION} or later (it speaks v${WIRE_VERSION})`,
+    ],
+    [
+      "a newer control plane",
+      9,
+      `gateway 'gpu-r' speaks wire v${WIRE_VERSION} (polar ${POLAR_VERSION}); this control plane (polar 9.0.0) speaks v8 and v9: upgrade the gateway to polar 9.0.0`,
+      "upgrade this gateway to polar 9.0.0 (it speaks v8 and v9)",
+    ],
+  ] as const) {
+    it(`close 4400 from ${who}: the refusal names both sides' versions and which to upgrade`, async () => {
+      const { lines, logger } = recordingLogger();
+      rig = await startGatewayRig({ nodeId: "gpu-r", token: TOKEN, gateway: { logger } });
+      rig.cp.send(JSON.stringify({ v, type: "error", code: "unsupported_version", message }));
+      rig.cp.closeWith(4400, "unsupported_version");
+      const refusal = await rig.gateway.refused;
+      expect(refusal).toMatchObject({ closeCode: 4400, exitCode: 78 });
+      expect(refusal.reason).toBe(
+        `close 4400 (it speaks another protocol version): this gateway (polar ${POLAR_VERSION}) speaks wire v${WIRE_VERSION}; the control plane said: unsupported_version: ${message}`,
+      );
+      expect(refusal.fix).toContain(fix);
+      const line = lines.find((l) => l.level === "error" && l.msg.startsWith("control plane refused"));
+      expect(line?.fields).toMatchObject({ reason: refusal.reason, fix: refusal.fix });
     });
   }
 

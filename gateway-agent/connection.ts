@@ -10,7 +10,8 @@
  * (plus timer lateness, milliseconds), never a ping interval later. A dial whose upgrade does not
  * complete within `connectTimeoutMs` (10 s) is abandoned and retried.
  *
- * A refusal that no reconnect can cure — close 4400 (another protocol version), close 4403 (the
+ * A refusal that no reconnect can cure — close 4400 (another protocol version: the refusal names
+ * this gateway's Polar and wire versions beside the control plane's, and which to upgrade), close 4403 (the
  * token belongs to another node), HTTP 401/403 on the upgrade (a token the control plane does not
  * accept) — stops the connection for good: it is logged at error level with the fix and handed to
  * `onRefused`. Any other refused upgrade (404, 5xx, …) is retried like a dropped socket.
@@ -19,7 +20,9 @@
  */
 import WebSocket from "ws";
 import {
+  CLOSE_UNSUPPORTED_VERSION,
   ControlMessage,
+  describeVersionRefusal,
   type ErrorMessage,
   type GatewayMessage,
   type HelloMessage,
@@ -97,7 +100,8 @@ export interface ControlConnectionOptions {
 export const FATAL_CLOSE_CODES: Readonly<Record<number, { what: string; fix: string }>> = {
   4400: {
     what: "it speaks another protocol version",
-    fix: "run the same Polar version on the gateway as on the control plane",
+    // Replaced by `describeVersionRefusal`, which names both sides' versions and the side to upgrade.
+    fix: "run a gateway and a control plane that share a wire version",
   },
   4403: {
     what: "its token belongs to another node",
@@ -154,6 +158,8 @@ export class ControlConnection {
   private livenessMs = DEFAULT_PING_INTERVAL_SECONDS * 1000 * MISSED_PINGS_BEFORE_RECONNECT;
   /** The last `error` message of the control plane (it explains the close that follows). */
   private lastError: string | null = null;
+  /** The `hello` sent on the current socket: its versions explain a version refusal. */
+  private lastHello: HelloMessage | null = null;
   /** Set once refused for good. */
   refusal: GatewayRefusedError | null = null;
   private readonly url: string;
@@ -279,7 +285,8 @@ export class ControlConnection {
     this.connects++;
     this.lastHeard = Date.now();
     this.lastError = null;
-    socket.send(JSON.stringify(this.opts.hello()));
+    this.lastHello = this.opts.hello();
+    socket.send(JSON.stringify(this.lastHello));
     this.startPinging(DEFAULT_PING_INTERVAL_SECONDS);
   }
 
@@ -327,6 +334,13 @@ export class ControlConnection {
       return;
     }
     const parsed = ControlMessage.safeParse(json);
+    // An `error` of a wire version this gateway does not parse (a newer control plane refusing it)
+    // still explains the close that follows: keep its code and message.
+    if (!parsed.success && isAnyError(json)) {
+      this.lastError = `${json.code}: ${json.message}`;
+      this.opts.logger.warn("control plane reported an error", { code: json.code, message: json.message });
+      return;
+    }
     if (!parsed.success) {
       this.opts.logger.warn("invalid control message ignored", {
         issues: parsed.error.issues
@@ -361,7 +375,17 @@ export class ControlConnection {
     this.socket = null;
     if (!this.stopped) this.opts.onDown?.(`closed (${code})`);
     const fatal = FATAL_CLOSE_CODES[code];
-    if (fatal && !this.stopped) {
+    if (fatal && !this.stopped && code === CLOSE_UNSUPPORTED_VERSION) {
+      // Both sides' versions and the side to upgrade, whichever release the control plane is.
+      const hello = this.lastHello;
+      const report = describeVersionRefusal(this.lastError ?? (reason || null), {
+        polar: hello?.agent_version ?? "?",
+        wire: [hello?.v ?? 0],
+      });
+      this.refuse(
+        new GatewayRefusedError(`close ${code} (${fatal.what}): ${report.reason}`, report.fix, code, null),
+      );
+    } else if (fatal && !this.stopped) {
       const said = this.lastError ?? reason;
       this.refuse(
         new GatewayRefusedError(
@@ -422,6 +446,18 @@ export class ControlConnection {
       this.opts.logger.error(`socket ${what} handler failed`, { error: messageOf(err) });
     }
   }
+}
+
+/** A control plane `error` frame of any wire version: `type`, `code` and `message` are all it needs. */
+function isAnyError(json: unknown): json is { code: string; message: string } {
+  const e = json as { type?: unknown; code?: unknown; message?: unknown } | null;
+  return (
+    typeof e === "object" &&
+    e !== null &&
+    e.type === "error" &&
+    typeof e.code === "string" &&
+    typeof e.message === "string"
+  );
 }
 
 /** `: <message>` from a JSON error body (`{error: {code, message}}`), or the text, or nothing. */

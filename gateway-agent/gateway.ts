@@ -12,6 +12,7 @@ import {
   type HelloMessage,
   type Logger,
   once,
+  POLAR_VERSION,
   type RuntimeSpec,
   WIRE_VERSION,
 } from "../protocol";
@@ -35,8 +36,16 @@ import {
 } from "./runtime";
 import { type AdminControls, SessionRunner, type SessionRunnerOptions } from "./session-runner";
 
-/** Version this agent reports in `hello`. */
-export const AGENT_VERSION = "0.1.0";
+/**
+ * Version this agent reports in `hello`: the Polar release it was built from, so a control plane
+ * refusing its wire version names the release to replace.
+ *
+ * @example
+ * ```ts
+ * AGENT_VERSION; // "0.1.0"
+ * ```
+ */
+export const AGENT_VERSION: string = POLAR_VERSION;
 
 /** Options of {@link startGateway}; the token-mode options (`TokenModeOptions`) go to the proxy as they are. */
 export interface GatewayOptions extends TokenModeOptions {

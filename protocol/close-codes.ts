@@ -60,7 +60,8 @@ export const CLOSE_REPLACED = 4409;
 export const FATAL_CLOSE_CODES: Readonly<Record<number, { what: string; fix: string }>> = {
   [CLOSE_UNSUPPORTED_VERSION]: {
     what: "it speaks another protocol version",
-    fix: "run the same Polar version on the gateway as on the control plane",
+    // The gateway's refusal names both sides' versions and the side to upgrade (`describeVersionRefusal`).
+    fix: "run a gateway and a control plane that share a wire version",
   },
   [CLOSE_NODE_MISMATCH]: {
     what: "its token belongs to another node",

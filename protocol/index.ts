@@ -22,3 +22,4 @@ export * from "./stage";
 export * from "./task";
 export * from "./trajectory";
 export * from "./wire";
+export * from "./wire-compat";

@@ -12,6 +12,7 @@ import {
   GatewayMessage,
   LIMITS,
   SUPPORTED_WIRE_VERSIONS,
+  versionRefusal,
   WIRE_VERSION,
 } from "../../protocol";
 
@@ -39,7 +40,7 @@ function frameBytes(frame: string | ArrayBuffer): number {
 
 /**
  * Parses a gateway frame: size limit, JSON, protocol version (a `hello` with another `v` must
- * close the socket), then the `GatewayMessage` schema with every offending field named.
+ * close the socket; its message names both sides' versions, `versionRefusal`), then the `GatewayMessage` schema with every offending field named.
  *
  * @example
  * ```ts
@@ -72,7 +73,8 @@ export function parseGatewayFrame(frame: string | ArrayBuffer): ParsedFrame {
     return {
       ok: false,
       code: "unsupported_version",
-      message: `protocol version ${JSON.stringify((value as { v?: unknown }).v)} is not supported; this control plane speaks ${SUPPORTED_WIRE_VERSIONS.map((n) => `v${n}`).join(" and ")}`,
+      // Both sides' versions and which one to upgrade: the gateway logs this text and exits 78.
+      message: versionRefusal(value as Record<string, unknown>),
       close: CLOSE_UNSUPPORTED_VERSION,
     };
   }

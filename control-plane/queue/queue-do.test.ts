@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { BatchStatusBody, ResultsPage, type SessionAssignment } from "../../protocol";
+import { BatchStatusBody, POLAR_VERSION, ResultsPage, type SessionAssignment } from "../../protocol";
 import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
@@ -155,8 +155,14 @@ describe("gateway WebSocket flow", () => {
 
   it("closes with 4400 on a hello of another protocol version", async () => {
     const gw = await connect(uniqueId("version"));
-    gw.send({ v: 3, type: "hello", node_id: "n" });
-    expect(await gw.expect("error")).toMatchObject({ code: "unsupported_version" });
+    gw.send({ v: 3, type: "hello", node_id: "n", agent_version: "9.0.0" });
+    const refusal = await gw.expect("error");
+    expect(refusal).toMatchObject({ code: "unsupported_version" });
+    // Both sides: the gateway's wire and Polar versions, the control plane's own (package.json's).
+    expect(refusal.message).toBe(
+      `gateway 'n' speaks wire v3 (polar 9.0.0); this control plane (polar ${POLAR_VERSION}) speaks v1 and v2: upgrade the control plane to a release that speaks v3 (a fleet upgrades its control plane first, then its gateways), or run this gateway at polar ${POLAR_VERSION}`,
+    );
+    expect(POLAR_VERSION).toMatch(/^\d+\.\d+\.\d+/);
     await expect.poll(() => gw.closed?.code).toBe(4400);
   });
 
