@@ -182,7 +182,7 @@ describe("installHarnesses with npm", { timeout: 60_000 }, () => {
     process.env.npm_config_cache = join(root, "empty-cache");
     try {
       await expect(runHarnessesInstall(["codex"], { dir })).rejects.toThrow(
-        /^could not install codex \(the npm registry must be reachable/,
+        /^could not install codex \(npm must be on PATH, and the npm registry reachable/,
       );
     } finally {
       if (before === undefined) delete process.env.npm_config_registry;

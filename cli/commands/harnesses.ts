@@ -190,6 +190,9 @@ async function installOne(
       // cwd is the prefix: npm must not pick up a package.json of the folder polar runs in.
       { cwd: prefix, env: opts.env ?? {}, all: true, reject: false },
     );
+    // No exit code: npm itself could not be started (not on PATH).
+    if (run.exitCode === undefined)
+      return { error: `could not run npm (${run.code ?? "no exit status"}): it must be on PATH` };
     if (run.exitCode !== 0) return { error: `npm exit ${run.exitCode}: ${npmError(run.all ?? "")}` };
     writeFileSync(path.join(prefix, STAMP_FILE), `${spec}\n`);
     outcome = "installed";
@@ -315,7 +318,7 @@ export async function runHarnessesInstall(
   if (r.failed.length > 0) {
     for (const f of r.failed) console.error(`polar: harnesses install: ${f.name}: ${f.error}`);
     throw new Error(
-      `could not install ${r.failed.map((f) => f.name).join(", ")} (the npm registry must be reachable for the first install)`,
+      `could not install ${r.failed.map((f) => f.name).join(", ")} (npm must be on PATH, and the npm registry reachable for a first install)`,
     );
   }
   console.log(
