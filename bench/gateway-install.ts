@@ -18,7 +18,7 @@
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { startSupervised } from "../cli/child-process";
 import { startLocalStack } from "../cli/local-stack";
@@ -61,9 +61,11 @@ const root = mkdtempSync(join(tmpdir(), "polar-bench-install-"));
 const outside = join(root, "empty");
 mkdirSync(outside);
 const loadStart = load();
+let packWork: string | undefined;
 try {
   const t0 = performance.now();
   const tgz = await packGateway();
+  packWork = dirname(dirname(tgz));
   const packSeconds = (performance.now() - t0) / 1000;
   mkdirSync(join(root, "p1"));
   const first = await installPacked(tgz, join(root, "p1"));
@@ -149,4 +151,6 @@ try {
   for (const [what, value] of rows) console.log(`  ${what.padEnd(34)}${value}`);
 } finally {
   rmSync(root, { recursive: true, force: true });
+  // packGateway's scratch folder (package copy, dist/, tarball).
+  if (packWork) rmSync(packWork, { recursive: true, force: true });
 }

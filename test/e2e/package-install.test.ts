@@ -11,7 +11,7 @@
  */
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SupervisedProcess, startSupervised } from "../../cli/child-process";
@@ -65,7 +65,12 @@ beforeAll(async () => {
   mkdirSync(prefix);
   // The stack (wrangler dev + sim, from the repository) starts while the package builds and installs.
   const [installed, started] = await Promise.all([
-    packGateway().then((tgz) => installPacked(tgz, prefix)),
+    packGateway().then(async (tgz) => {
+      const r = await installPacked(tgz, prefix);
+      // packGateway's scratch folder (package copy, dist/, tarball): not needed once installed.
+      rmSync(dirname(dirname(tgz)), { recursive: true, force: true });
+      return r;
+    }),
     startLocalStack({ gateways: 0 }),
   ]);
   bin = installed.bin;
