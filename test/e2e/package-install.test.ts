@@ -36,9 +36,21 @@ let stack: LocalStack;
 let gateway: SupervisedProcess;
 let result: SessionResult;
 
-/** The installed `polar ARGS…` from `outside`, with none of the test's POLAR_* settings. */
-function polar(args: string[], env: Record<string, string> = {}) {
-  return execa(bin, args, { cwd: outside, reject: false, all: true, env: { NO_COLOR: "1", ...env } });
+/**
+ * Only what a GPU host's environment holds: PATH without the repository's `node_modules/.bin`
+ * (which npx and vitest put first), HOME. None of the test's POLAR_* settings.
+ */
+function hostEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const path = (process.env.PATH ?? "")
+    .split(":")
+    .filter((p) => !p.includes("node_modules"))
+    .join(":");
+  return { PATH: path, HOME: process.env.HOME ?? root, NO_COLOR: "1", ...extra };
+}
+
+/** The installed `polar ARGS…` from `outside`. */
+function polar(args: string[]) {
+  return execa(bin, args, { cwd: outside, reject: false, all: true, extendEnv: false, env: hostEnv() });
 }
 
 /** Resolves once the control plane lists `nodeId` as connected; throws with the gateway's output if it dies. */
@@ -96,17 +108,7 @@ beforeAll(async () => {
       "--work-root",
       join(root, "work"),
     ],
-    // Only what a GPU host's environment would hold: PATH (node, npm) and HOME.
-    {
-      cwd: hostDir,
-      extendEnv: false,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? root,
-        NO_COLOR: "1",
-        POLAR_GATEWAY_TOKEN: stack.tokens.gateway,
-      },
-    },
+    { cwd: hostDir, extendEnv: false, env: hostEnv({ POLAR_GATEWAY_TOKEN: stack.tokens.gateway }) },
   );
   await waitConnected("pkg-0", 60_000);
   const batch = loadTaskFile(join(REPO_ROOT, "examples", "hello", "task.yaml"));
@@ -148,7 +150,8 @@ describe("the installed gateway package", () => {
   it("polar dev says what to install instead of a stack trace", async () => {
     const r = await polar(["dev"]);
     expect(r.exitCode).toBe(1);
-    expect(r.all).toMatch(/^polar: /m);
+    expect(r.all).toMatch(/^polar: polar dev runs the control plane, whose toolchain this install lacks/m);
+    expect(r.all).toContain("clone of the Polar-TS repository");
     expect(r.all).not.toMatch(/\n\s+at /);
   });
 
