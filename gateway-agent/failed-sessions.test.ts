@@ -59,7 +59,7 @@ describeWith(["bubblewrap"], "a harness the host cannot run", { timeout: 60_000 
     expect(startLine?.level).toBe("warn");
     expect(startLine?.fields.unavailable).toContain(name);
     expect(String((startLine?.fields.why as Record<string, string> | undefined)?.[name])).toContain(
-      `scripts/install-harnesses.sh ${name}`,
+      `polar harnesses install ${name}`,
     );
     const health = (await (await fetch(`${rig.gateway.httpUrl}/health`)).json()) as {
       harnesses: Record<string, { available: boolean; reason: string; fix: string }>;
@@ -88,7 +88,7 @@ describeWith(["bubblewrap"], "a harness the host cannot run", { timeout: 60_000 
       },
     });
     expect(result.error?.message).toContain(
-      `Fix: on the gateway host run scripts/install-harnesses.sh ${name}`,
+      `Fix: on the gateway host run polar harnesses install ${name}`,
     );
     // Failed while queued: it never reached INIT, so no budget was spent and nothing was installed.
     const stages = rig.cp.received

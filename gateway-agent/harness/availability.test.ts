@@ -52,7 +52,7 @@ describe("HarnessAvailability", () => {
       "the 'codex' CLI is not on the sessions' PATH (POLAR_HARNESS_DIR is not set), and its install step cannot run: local sessions run in bubblewrap, where the host filesystem is read-only (and offline sessions have no network)",
     );
     expect(codex.fix).toBe(
-      "on the gateway host run scripts/install-harnesses.sh codex, then restart the gateway with POLAR_HARNESS_DIR=.polar/harnesses",
+      "on the gateway host run polar harnesses install codex --dir .polar/harnesses, then restart the gateway with POLAR_HARNESS_DIR=.polar/harnesses",
     );
     expect(h.check("mini_swe_agent").fix).toContain("install mini-swe-agent==2.4.2");
     expect(Object.keys(h.report())).toEqual([
@@ -172,7 +172,7 @@ describe("HarnessAvailability", () => {
     expect(thrown).toBeInstanceOf(SessionFailure);
     expect((thrown as SessionFailure).kind).toBe("configuration");
     expect((thrown as SessionFailure).message).toMatch(
-      /^agent\.harness: 'codex' is not available on gateway node 'gpu-7': the 'codex' CLI is not on the sessions' PATH .* Fix: on the gateway host run scripts\/install-harnesses\.sh codex, then restart the gateway with POLAR_HARNESS_DIR=/,
+      /^agent\.harness: 'codex' is not available on gateway node 'gpu-7': the 'codex' CLI is not on the sessions' PATH .* Fix: on the gateway host run polar harnesses install codex --dir \.polar\/harnesses, then restart the gateway with POLAR_HARNESS_DIR=/,
     );
     // Containers bring their own CLI; shell and custom harnesses need none.
     expect(() =>

@@ -86,7 +86,7 @@ const harnessFolderHint = (env: NodeJS.ProcessEnv) => harnessDir(env) ?? ".polar
  * @example
  * ```ts
  * const harnesses = new HarnessAvailability({ sandboxed: true, workRoot });
- * harnesses.check("codex"); // { available: false, reason: "…", fix: "scripts/install-harnesses.sh codex …" }
+ * harnesses.check("codex"); // { available: false, reason: "…", fix: "polar harnesses install codex …" }
  * harnesses.require(session.agent, spec, "gpu-0"); // throws a configuration SessionFailure when unavailable
  * ```
  */
@@ -141,7 +141,7 @@ export class HarnessAvailability {
       reason: `${missing}, and its install step cannot run: ${blocked}`,
       fix:
         pkg.via === "npm"
-          ? `on the gateway host run scripts/install-harnesses.sh ${name}, then restart the gateway with ${HARNESS_DIR_ENV}=${harnessFolderHint(this.env)}`
+          ? `on the gateway host run polar harnesses install ${name} --dir ${harnessFolderHint(this.env)}, then restart the gateway with ${HARNESS_DIR_ENV}=${harnessFolderHint(this.env)}`
           : `install ${pkg.pkg}==${pkg.version} on the gateway host so '${pkg.bin}' is on the gateway's PATH, then restart the gateway`,
     };
   }
