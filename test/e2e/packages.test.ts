@@ -11,18 +11,19 @@
  *   is served), and the client installed from its tarball into an empty project talks to it from
  *   plain Node (ESM); its declarations type-check a consumer and reject an unknown route.
  * - `pip wheel` of polar-trainer and polar-reference-engine with no index and no build isolation;
- *   polar-trainer's wheel installed into a fresh venv imports from there, stdlib only.
+ *   both wheels installed into a fresh venv (no dependencies): polar_trainer imports from there
+ *   (standard library only; it has no command line), `python -m polar_reference_engine --help` runs.
  *
  * One pack and one install per package for the file (a `beforeAll`), one `dev` session.
  */
 import { execFile, spawn } from "node:child_process";
 import {
   cpSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   rmSync,
-  statSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
@@ -39,7 +40,7 @@ import {
   CONTROL_PLANE_PACKAGE_DIR,
 } from "../../scripts/build-control-plane-package";
 import { packGateway } from "../support/gateway-package";
-import { describeWith, pythonModule } from "../support/optional-tools";
+import { describeWith, probe, pythonModule } from "../support/optional-tools";
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), "polar-packages-"));
@@ -106,9 +107,9 @@ async function packClient(): Promise<string> {
   return pack(dir, join(work, "tgz"));
 }
 
-/** Bytes under `path`, symlinks not followed. */
+/** Bytes under `path`, symlinks not followed (node_modules/.bin links to the binaries it counts). */
 function du(path: string): number {
-  const st = statSync(path, { throwIfNoEntry: false });
+  const st = lstatSync(path, { throwIfNoEntry: false });
   if (!st?.isDirectory()) return st?.size ?? 0;
   return readdirSync(path).reduce((sum, name) => sum + du(join(path, name)), 0);
 }
@@ -120,10 +121,84 @@ const npmInstall = (args: string[], cwd: string) =>
     maxBuffer: 16 * 1024 * 1024,
   });
 
+/** `pip wheel --no-build-isolation` builds with the setuptools installed (Debian's python3-pip brings it). */
+const SETUPTOOLS = pythonModule(
+  "setuptools",
+  "setuptools",
+  "apt-get install python3-pip (it depends on python3-setuptools)",
+);
+/** Python with the machine's configuration but no user site-packages (what a fresh venv sees). */
+const PY_ENV = {
+  PATH,
+  HOME: process.env.HOME ?? "",
+  PIP_DISABLE_PIP_VERSION_CHECK: "1",
+  PYTHONNOUSERSITE: "1",
+};
+
+/**
+ * Both wheels built with no index (one pip run), the engine's listing, then both installed with no
+ * dependencies into a fresh venv and run from there: polar_trainer needs only the standard library
+ * (and has no command line); the engine's `--help` needs no torch.
+ */
+async function pythonPackages() {
+  const out = join(work, "wheels");
+  const srcs = ["python", "reference-engine"].map((name) => {
+    // A copy: setuptools writes build/ and *.egg-info beside the sources.
+    const src = join(work, `py-${name}`);
+    cpSync(join(REPO_ROOT, "clients", name), src, {
+      recursive: true,
+      filter: (s) => !/(__pycache__|\.egg-info|[/\\]build|[/\\]tests)$/.test(s),
+    });
+    return src;
+  });
+  const opts = { cwd: work, env: PY_ENV };
+  await run(
+    "python3",
+    ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", out, ...srcs],
+    opts,
+  );
+  const wheels = readdirSync(out).sort();
+  const venv = join(work, "venv");
+  const py = join(venv, "bin", "python");
+  const [listing] = await Promise.all([
+    run("python3", ["-m", "zipfile", "-l", join(out, wheels[0] ?? "none")], opts),
+    run("python3", ["-m", "venv", "--without-pip", venv], opts),
+  ]);
+  await run(
+    "python3",
+    [
+      "-m",
+      "pip",
+      "--python",
+      py,
+      "install",
+      "-q",
+      "--no-deps",
+      "--no-index",
+      ...wheels.map((w) => join(out, w)),
+    ],
+    opts,
+  );
+  const probe =
+    "import polar_trainer, polar_trainer.scheduler, polar_trainer.slime.rollout; print(polar_trainer.__file__); print(polar_trainer.__version__)";
+  const [imported, help] = await Promise.all([
+    run(py, ["-I", "-c", probe], { cwd: user, env: PY_ENV }),
+    run(py, ["-I", "-m", "polar_reference_engine", "--help"], { cwd: user, env: PY_ENV }),
+  ]);
+  const [file = "", version = ""] = imported.stdout.trim().split("\n");
+  return { wheels, engineFiles: listing.stdout, file, version, help: help.stdout };
+}
+/** Started with the npm work (it needs no network); awaited by the Python test. */
+let python: Promise<Awaited<ReturnType<typeof pythonPackages>>> | undefined;
+
 const tarballs = { gateway: "", controlPlane: "", client: "" };
 
 beforeAll(async () => {
   for (const d of [prefix, project, user]) mkdirSync(d);
+  if ((["python3", "pip", SETUPTOOLS] as const).every((t) => probe(t) === null)) {
+    python = pythonPackages();
+    python.catch(() => {}); // reported by the Python test, which awaits it
+  }
   const t0 = performance.now();
   [tarballs.gateway, tarballs.controlPlane, tarballs.client] = await Promise.all([
     packGateway(),
@@ -279,7 +354,15 @@ describe("polar-control-plane dev and the client package", () => {
       ].join("\n"),
     );
     const tsc = join(REPO_ROOT, "node_modules", "typescript", "bin", "tsc");
-    const args = ["--noEmit", "--strict", "--module", "nodenext", "--moduleResolution", "nodenext"];
+    const args = [
+      "--noEmit",
+      "--skipLibCheck",
+      "--strict",
+      "--module",
+      "nodenext",
+      "--moduleResolution",
+      "nodenext",
+    ];
     const r = await run(
       process.execPath,
       [tsc, ...args, "--target", "es2022", "--lib", "es2023,dom", "check.ts"],
@@ -291,66 +374,17 @@ describe("polar-control-plane dev and the client package", () => {
   });
 });
 
-/** `pip wheel --no-build-isolation` builds with the setuptools installed (Debian's python3-pip brings it). */
-const SETUPTOOLS = pythonModule(
-  "setuptools",
-  "setuptools",
-  "apt-get install python3-pip (it depends on python3-setuptools)",
-);
-
 describeWith(["python3", "pip", SETUPTOOLS], "the Python wheels", () => {
-  const out = join(work, "wheels");
-  const venv = join(work, "venv");
-  /** Python with the machine's configuration but no user site-packages (what a fresh venv sees). */
-  const PY_ENV = {
-    PATH,
-    HOME: process.env.HOME ?? "",
-    PIP_DISABLE_PIP_VERSION_CHECK: "1",
-    PYTHONNOUSERSITE: "1",
-  };
-
-  it("pip wheel builds polar-trainer and polar-reference-engine with no index; polar-trainer's imports from a fresh venv", async () => {
-    for (const name of ["python", "reference-engine"]) {
-      // A copy per build: setuptools writes build/ and *.egg-info beside the sources.
-      const src = join(work, `py-${name}`);
-      cpSync(join(REPO_ROOT, "clients", name), src, {
-        recursive: true,
-        filter: (s) => !/(__pycache__|\.egg-info|[/\\]build|[/\\]tests)$/.test(s),
-      });
-      await run(
-        "python3",
-        ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", out, src],
-        {
-          cwd: work,
-          env: PY_ENV,
-        },
-      );
-    }
-    const wheels = readdirSync(out).sort();
-    expect(wheels).toEqual([
+  it("pip wheel builds polar-trainer and polar-reference-engine with no index; both install into a fresh venv and run from there", async () => {
+    const r = await python!;
+    expect(r.wheels).toEqual([
       "polar_reference_engine-0.1.0-py3-none-any.whl",
       "polar_trainer-0.1.0-py3-none-any.whl",
     ]);
     // The engine's wheel carries the generated /generate contract it loads at run time.
-    const listing = await run("python3", ["-m", "zipfile", "-l", join(out, wheels[0]!)], { env: PY_ENV });
-    expect(listing.stdout).toContain("polar_reference_engine/sglang_contract.json");
-
-    await run("python3", ["-m", "venv", "--without-pip", venv], { env: PY_ENV });
-    const py = join(venv, "bin", "python");
-    await run(
-      "python3",
-      ["-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", join(out, wheels[1]!)],
-      {
-        cwd: work,
-        env: PY_ENV,
-      },
-    );
-    const probe =
-      "import polar_trainer, polar_trainer.scheduler, polar_trainer.slime.rollout as r; " +
-      "print(polar_trainer.__file__); print(polar_trainer.__version__)";
-    const { stdout } = await run(py, ["-I", "-c", probe], { cwd: user, env: PY_ENV });
-    const [file, version] = stdout.trim().split("\n");
-    expect(file!.startsWith(join(venv, "lib"))).toBe(true);
-    expect(version).toBe("0.1.0");
+    expect(r.engineFiles).toContain("polar_reference_engine/sglang_contract.json");
+    expect(r.file.startsWith(join(work, "venv", "lib"))).toBe(true);
+    expect(r.version).toBe("0.1.0");
+    expect(r.help).toMatch(/\{serve,init\}/);
   });
 });
