@@ -353,6 +353,20 @@ describe("polar-control-plane dev and the client package", () => {
         "",
       ].join("\n"),
     );
+    // The README's example, as a user pastes it (its `task` and Node's `process` declared).
+    const readme = await readFile(join(CLIENT_DIR, "README.md"), "utf8");
+    const example = /## Use\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(example).toContain('from "@polar-ts/client"');
+    writeFileSync(
+      join(project, "readme-example.ts"),
+      [
+        'import type { RequestOf } from "@polar-ts/client";',
+        'declare const task: RequestOf<"createBatch">["tasks"][number];',
+        "declare const process: { env: Record<string, string | undefined> };",
+        example,
+        "export {};",
+      ].join("\n"),
+    );
     const tsc = join(REPO_ROOT, "node_modules", "typescript", "bin", "tsc");
     const args = [
       "--noEmit",
@@ -365,7 +379,7 @@ describe("polar-control-plane dev and the client package", () => {
     ];
     const r = await run(
       process.execPath,
-      [tsc, ...args, "--target", "es2022", "--lib", "es2023,dom", "check.ts"],
+      [tsc, ...args, "--target", "es2022", "--lib", "es2023,dom", "check.ts", "readme-example.ts"],
       {
         cwd: project,
       },
