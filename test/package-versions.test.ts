@@ -37,6 +37,8 @@ const CHANGELOGS = [
   "packages/polar-gateway/CHANGELOG.md",
   "packages/polar-control-plane/CHANGELOG.md",
   "clients/typescript/CHANGELOG.md",
+  "clients/python/CHANGELOG.md",
+  "clients/reference-engine/CHANGELOG.md",
 ];
 
 describe("package versions", () => {
@@ -50,7 +52,9 @@ describe("package versions", () => {
 
   it("each changelog's newest entry is that version", () => {
     const present = CHANGELOGS.filter((f) => existsSync(join(REPO_ROOT, f)));
-    expect(present.length).toBeGreaterThanOrEqual(2);
-    for (const file of present) expect(/^## (\S+)/m.exec(read(file))?.[1], file).toBe(version);
+    expect(present.length).toBeGreaterThanOrEqual(4);
+    // `## 0.1.0` or keep-a-changelog's `## [0.1.0] - 2026-12-03`; an "Unreleased" heading may sit above.
+    for (const file of present)
+      expect(/^## \[?(\d+\.\d+\.\d+[^\]\s]*)/m.exec(read(file))?.[1], file).toBe(version);
   });
 });
