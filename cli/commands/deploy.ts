@@ -4,11 +4,14 @@
  * and checks), then prints the remaining one-time steps (R2 bucket,
  * secrets). Deploying needs a Cloudflare login (`npx wrangler login` or `CLOUDFLARE_API_TOKEN`).
  *
+ * From an installed gateway package (no clone, no wrangler) it runs `polar-control-plane deploy`
+ * of the control-plane package installed beside it, which deploys the same Worker prebuilt.
+ *
  * @module
  */
 import { join } from "node:path";
 import { execa } from "execa";
-import { requireControlPlaneToolchain } from "../toolchain";
+import { findControlPlanePackage, missingToolchain, requireControlPlaneToolchain } from "../toolchain";
 import { buildWeb } from "../web-build";
 import { REPO_ROOT } from "../wrangler-dev";
 
@@ -26,6 +29,16 @@ export const FIRST_DEPLOY_STEPS = [
 
 /** Runs wrangler deploy and exits with its status. */
 export async function runDeploy(opts: DeployOptions): Promise<void> {
+  const packaged = missingToolchain().length ? findControlPlanePackage() : null;
+  if (packaged) {
+    // The package prints its own next steps (named after its commands) and exits with wrangler's status.
+    const child = await execa(process.execPath, [packaged, "deploy", ...(opts.dryRun ? ["--dry-run"] : [])], {
+      stdio: "inherit",
+      reject: false,
+    });
+    process.exitCode = child.exitCode ?? 1;
+    return;
+  }
   requireControlPlaneToolchain("polar deploy");
   // Always a fresh build: what is deployed is what the sources say, whatever web/dist holds.
   await buildWeb();
