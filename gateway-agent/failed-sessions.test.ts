@@ -87,9 +87,7 @@ describeWith(["bubblewrap"], "a harness the host cannot run", { timeout: 60_000 
         ),
       },
     });
-    expect(result.error?.message).toContain(
-      `Fix: on the gateway host run polar harnesses install ${name}`,
-    );
+    expect(result.error?.message).toContain(`Fix: on the gateway host run polar harnesses install ${name}`);
     // Failed while queued: it never reached INIT, so no budget was spent and nothing was installed.
     const stages = rig.cp.received
       .map((r) => r.message)

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sglangToolDumps } from "../tokenizer/chat-tokenizer";
 import { ChatRequest, logprobContent } from "./chat-request";
-import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
+import { type EngineResult, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { checkImages, checkSamplingParams, routingKeyOf, stopList } from "./generate-api";
 import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
