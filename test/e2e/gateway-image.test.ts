@@ -31,10 +31,9 @@ import { ensureNodeBaseImage } from "../../scripts/build-node-base-image";
 import { packGateway } from "../support/gateway-package";
 import { describeWith, type OptionalTool, runs } from "../support/optional-tools";
 
-const DEPLOY = join(REPO_ROOT, "deploy", "gateway");
-const CONTAINERFILE = join(DEPLOY, "Containerfile");
-const UNIT_FILE = join(DEPLOY, "polar-gateway.service");
-const APPTAINER_DEF = join(DEPLOY, "polar-gateway.def");
+const CONTAINERFILE = join(REPO_ROOT, "deploy/gateway/Containerfile");
+const UNIT_FILE = join(REPO_ROOT, "deploy/gateway/polar-gateway.service");
+const APPTAINER_DEF = join(REPO_ROOT, "deploy/gateway/polar-gateway.def");
 const IMAGE = "localhost/polar-gateway:e2e";
 const NODE_ID = "image-gw";
 const PACKAGE_VERSION = (
@@ -116,7 +115,7 @@ describeWith([SYSTEMD_ANALYZE], "systemd-analyze verify", () => {
   });
 });
 
-describeWith(["podman"], "the gateway image (podman)", () => {
+describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
   let stack: LocalStack;
   let gateway: SupervisedProcess | undefined;
   let scratch: string;
@@ -179,7 +178,7 @@ describeWith(["podman"], "the gateway image (podman)", () => {
     expect((await run(["--entrypoint", "id", IMAGE, "-un"])).stdout.trim()).toBe("polar");
   });
 
-  it("the unit's ExecStart, User, WorkingDirectory and EnvironmentFile run a hello session to COMPLETED", async () => {
+  it("the unit's ExecStart, User, WorkingDirectory and EnvironmentFile run a hello session to COMPLETED, in bubblewrap", async () => {
     const unit = unitService(readFileSync(UNIT_FILE, "utf8"));
     const [bin, ...args] = unit.ExecStart!.replaceAll("%H", NODE_ID).split(/\s+/);
     const topologyPath = args[args.indexOf("-c") + 1]!;
@@ -193,6 +192,10 @@ describeWith(["podman"], "the gateway image (podman)", () => {
         // The control plane from the EnvironmentFile, as an operator writes it.
         `  control_plane_url: \${POLAR_URL}`,
         `  work_root: ${workDir}/work`,
+        // A session that cannot start its bubblewrap sandbox fails instead of running bare.
+        "  runtimes:",
+        "    local:",
+        "      sandbox: always",
         "  nodes:",
         `    - id: ${NODE_ID}`,
         `      model_served: ${stack.model}`,
@@ -210,6 +213,10 @@ describeWith(["podman"], "the gateway image (podman)", () => {
     );
     gateway = startSupervised("gateway container", "podman", [
       ...podman(["run", "--rm", "--name", container, ...ULIMITS, "--network", "host"]),
+      // bwrap mounts a fresh /proc for each sandbox, which podman's masked /proc paths forbid.
+      "--security-opt",
+      "systempaths=unconfined",
+      ...(await bwrapMounts()),
       "--user",
       unit.User!,
       "--workdir",
@@ -245,6 +252,32 @@ describeWith(["podman"], "the gateway image (podman)", () => {
     expect(gateway.output()).toContain(`"node_id":"${NODE_ID}"`);
   });
 });
+
+/**
+ * `-v` flags that show this host's bubblewrap (Debian 12's, what `apt-get install bubblewrap`
+ * puts into the default Debian-based image) in the gateway image: the binary and each library
+ * it links that the image lacks. The base built here has no apt to install it with.
+ */
+async function bwrapMounts(): Promise<string[]> {
+  const bwrap = (await execa("bash", ["-c", "command -v bwrap"])).stdout.trim();
+  const libs = [...(await execa("ldd", [bwrap])).stdout.matchAll(/=> (\/\S+) \(0x/g)].map((m) => m[1]!);
+  const missing = await execa(
+    "podman",
+    podman([
+      "run",
+      "--rm",
+      ...ULIMITS,
+      "--entrypoint",
+      "sh",
+      IMAGE,
+      "-c",
+      'for f; do [ -e "$f" ] || echo "$f"; done',
+      "-",
+      ...libs,
+    ]),
+  );
+  return [bwrap, ...missing.stdout.split("\n").filter(Boolean)].flatMap((f) => ["-v", `${f}:${f}:ro`]);
+}
 
 /** Waits until the control plane lists the container's gateway as connected. */
 async function waitForGateway(stack: LocalStack, gateway: SupervisedProcess): Promise<void> {
