@@ -120,6 +120,7 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
   let gateway: SupervisedProcess | undefined;
   let scratch: string;
   let buildSeconds = 0;
+  let connectSeconds = 0;
   const container = `polar-gateway-e2e-${process.pid}`;
 
   beforeAll(async () => {
@@ -138,6 +139,10 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
               "NODE_EXTRA_CA_CERTS=/run/polar-build-ca.pem",
             ]
           : [];
+      // The previous build of this tag, removed once replaced (each rebuild would leave one behind).
+      const previous = await execa("podman", ["image", "inspect", "--format", "{{.Id}}", IMAGE], {
+        reject: false,
+      });
       const t0 = performance.now();
       await execa(
         "podman",
@@ -158,6 +163,9 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
         throw new Error(`podman build failed:\n${err.all?.slice(-4000)}`);
       });
       buildSeconds = (performance.now() - t0) / 1000;
+      const now = (await execa("podman", ["image", "inspect", "--format", "{{.Id}}", IMAGE])).stdout.trim();
+      const old = previous.exitCode === 0 ? String(previous.stdout).trim() : "";
+      if (old && old !== now) await execa("podman", ["rmi", old], { reject: false });
     })();
     [stack] = await Promise.all([startLocalStack({ gateways: 0 }), build]);
   }, 600_000);
@@ -167,7 +175,9 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
     await execa("podman", ["rm", "-f", "-t", "5", container], { reject: false });
     await stack?.stop();
     if (scratch) rmSync(scratch, { recursive: true, force: true });
-    console.log(`gateway image: podman build ${buildSeconds.toFixed(1)} s`);
+    console.log(
+      `gateway image: podman build ${buildSeconds.toFixed(1)} s, container start to connected ${connectSeconds.toFixed(1)} s`,
+    );
   });
 
   const run = (args: string[]) =>
@@ -211,6 +221,7 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
       `POLAR_URL=${stack.controlPlane.url}\nPOLAR_GATEWAY_TOKEN=${stack.tokens.gateway}\n`,
       { mode: 0o600 },
     );
+    const t0 = performance.now();
     gateway = startSupervised("gateway container", "podman", [
       ...podman(["run", "--rm", "--name", container, ...ULIMITS, "--network", "host"]),
       // bwrap mounts a fresh /proc for each sandbox, which podman's masked /proc paths forbid.
@@ -234,6 +245,7 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
       ...args,
     ]);
     await waitForGateway(stack, gateway);
+    connectSeconds = (performance.now() - t0) / 1000;
 
     const batch = loadTaskFile(join(REPO_ROOT, "examples/hello/task.yaml"));
     batch.tasks = batch.tasks.map((t) => ({ ...t, num_samples: 1 }));
