@@ -57,6 +57,13 @@ const podman = (args: string[]) => [...PODMAN_SETTINGS.globalArgs, ...args];
 /** The ulimits this kernel needs on every container (RUN steps of a build included). */
 const ULIMITS = PODMAN_SETTINGS.createArgs;
 
+/**
+ * The flags of the `podman run` in docs/gateway.md that matter to the gateway, which this test
+ * runs the image with: the host's network (engine and control plane on loopback) and, because
+ * bwrap mounts a fresh /proc for each sandbox and podman masks /proc paths, unmasked system paths.
+ */
+const DOCUMENTED_RUN_FLAGS = ["--network host", "--security-opt systempaths=unconfined"];
+
 const SYSTEMD_ANALYZE: OptionalTool = {
   name: "systemd-analyze",
   install: "apt-get install systemd",
@@ -70,6 +77,12 @@ describe("deploy/gateway: one recipe, one unit", () => {
     const doc = readFileSync(join(REPO_ROOT, "docs", "gateway.md"), "utf8");
     const blocks = [...doc.matchAll(/```ini\n([\s\S]*?)```/g)].map((m) => m[1]);
     expect(blocks.filter((b) => b?.includes("polar-gateway.service"))).toEqual([unitText]);
+  });
+
+  it("docs/gateway.md runs the image with the flags tested here", () => {
+    const doc = readFileSync(join(REPO_ROOT, "docs", "gateway.md"), "utf8");
+    const run = doc.split("\n").find((l) => l.startsWith("podman run ") && l.includes(" polar-gateway:"));
+    for (const f of DOCUMENTED_RUN_FLAGS) expect(run).toContain(` ${f} `);
   });
 
   it("the Apptainer definition starts from the same Node image and installs and runs the same way", () => {
@@ -223,10 +236,8 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
     );
     const t0 = performance.now();
     gateway = startSupervised("gateway container", "podman", [
-      ...podman(["run", "--rm", "--name", container, ...ULIMITS, "--network", "host"]),
-      // bwrap mounts a fresh /proc for each sandbox, which podman's masked /proc paths forbid.
-      "--security-opt",
-      "systempaths=unconfined",
+      ...podman(["run", "--rm", "--name", container, ...ULIMITS]),
+      ...DOCUMENTED_RUN_FLAGS.flatMap((f) => f.split(" ")),
       ...(await bwrapMounts()),
       "--user",
       unit.User!,
