@@ -176,6 +176,8 @@ describeWith(["podman", "bubblewrap"], "the gateway image (podman)", () => {
         throw new Error(`podman build failed:\n${err.all?.slice(-4000)}`);
       });
       buildSeconds = (performance.now() - t0) / 1000;
+      // packGateway's scratch folder (the package copy, its build and the tarball): built in now.
+      rmSync(dirname(dirname(tgz)), { recursive: true, force: true });
       const now = (await execa("podman", ["image", "inspect", "--format", "{{.Id}}", IMAGE])).stdout.trim();
       const old = previous.exitCode === 0 ? String(previous.stdout).trim() : "";
       if (old && old !== now) await execa("podman", ["rmi", old], { reject: false });
