@@ -13,7 +13,8 @@
  *   wrangler (`--help` exits 0), `r2 bucket create NAME` must name the bucket of `wrangler.toml`,
  *   `polar deploy` really bundles with `--dry-run`. Limit: nothing is deployed or logged in.
  * - `covered FILE`: run by FILE, a test of a vitest project CI runs, which must use the script the
- *   command runs. Limit: the command line itself is not executed here.
+ *   command runs (or the deploy/ file, or the gateway package it names). Limit: the command line
+ *   itself is not executed here.
  * - `syntax REASON`: `bash -n` only, for commands that need what no test machine has (REASON
  *   says what: a GPU host, hundreds of GB of images, …).
  *
@@ -283,7 +284,21 @@ const PROJECT_ROOTS = [
 ];
 
 /**
- * `covered FILE`: FILE is a test CI runs and it uses the script the command runs.
+ * What a covered command runs, and what its covering test must then contain: a script under
+ * scripts/ or examples/ (its path without the extension), a deployment file under deploy/ (its
+ * path), or the gateway package by its npm name (`packGateway`, which builds and packs
+ * packages/polar-gateway: the test installs that tarball, the registry's copy of which the
+ * command names).
+ */
+const COVERED_ARTEFACTS: Array<{ word: RegExp; uses: (w: string) => string }> = [
+  { word: /^(scripts|examples)\/[\w./-]+\.(sh|ts|mjs|py)$/, uses: (w) => w.replace(/\.(sh|ts|mjs|py)$/, "") },
+  { word: /^deploy\/[\w./-]+$/, uses: (w) => w },
+  { word: /^@polar-ts\/gateway(@[\w.-]+)?$/, uses: () => "packGateway" },
+];
+
+/**
+ * `covered FILE`: FILE is a test CI runs and it uses the script (or deployment file, or
+ * package) the command runs.
  *
  * @example
  * ```ts
@@ -295,11 +310,17 @@ export function checkCovered(command: DocCommand): string {
   if (!PROJECT_ROOTS.some((r) => r.test(file))) throw new Error(`${file} is in no vitest project CI runs`);
   const text = readFileSync(join(REPO_ROOT, file), "utf8");
   if (!ciRuns("npm test")) throw new Error(".ci/run does not run npm test");
-  const script = words(command.text).find((w) => /^(scripts|examples)\/[\w./-]+\.(sh|ts|mjs|py)$/.test(w));
-  if (!script) throw new Error("`covered` needs a command that runs a script under scripts/ or examples/");
-  const stem = script.replace(/\.(sh|ts|mjs|py)$/, "");
-  if (!text.includes(stem)) throw new Error(`${file} does not use ${script}`);
-  return `not run here: ${file} (CI) runs ${stem}`;
+  const ws = words(command.text);
+  const found = COVERED_ARTEFACTS.flatMap(({ word, uses }) => {
+    const w = ws.find((x) => word.test(x));
+    return w ? [{ w, stem: uses(w) }] : [];
+  })[0];
+  if (!found)
+    throw new Error(
+      "`covered` needs a command that runs a script under scripts/ or examples/, a file under deploy/, or @polar-ts/gateway",
+    );
+  if (!text.includes(found.stem)) throw new Error(`${file} does not use ${found.w}`);
+  return `not run here: ${file} (CI) runs ${found.stem}`;
 }
 
 /**
