@@ -149,6 +149,16 @@ function lockedVersions(names: Iterable<string>): Record<string, string | undefi
 }
 
 /**
+ * The repository folder of the gateway's deployment files, copied to the package's `deploy/`.
+ *
+ * @example
+ * ```ts
+ * join(GATEWAY_PACKAGE_DIR, "deploy", "polar-gateway.service"); // after a build
+ * ```
+ */
+export const DEPLOY_FILES = "deploy/gateway";
+
+/**
  * Builds `dist/` of the gateway package and checks its dependencies; throws listing every
  * problem. Returns the packages the bundle imports.
  *
@@ -193,6 +203,10 @@ export async function buildGatewayPackage(
   const tokenizer = tokenizerAsset();
   cpSync(tokenizer.models, join(dist, tokenizer.to), { recursive: true });
   cpSync(tokenizer.license, join(dist, tokenizer.to, "LICENSE"));
+  // The host's deployment files (Containerfile, Apptainer definition, systemd unit) ship in the
+  // package, so an operator who installed it needs no clone to build the image or add the unit.
+  rmSync(join(dir, "deploy"), { recursive: true, force: true });
+  cpSync(join(REPO, DEPLOY_FILES), join(dir, "deploy"), { recursive: true });
   const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
     dependencies?: Record<string, string>;
   };

