@@ -58,6 +58,7 @@ const NO_STACK = [
   "test_slime_bridge.py",
   "test_tasks.py",
   "test_templates.py",
+  "test_trainer_api.py",
 ];
 const RESULTS_ONLY = ["test_client_stack.py", "test_eval_stack.py"];
 const FREE_QUEUE_RUNS = ["test_scheduler_runs_stack.py"];

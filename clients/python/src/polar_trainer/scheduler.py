@@ -638,8 +638,10 @@ class GroupScheduler:
         trainer that crashed mid-step gets its step back).
 
         Raises:
-            Exhausted: no more groups will come; SchedulerError: a worker failed;
-            TimeoutError: ``timeout`` seconds passed.
+            Exhausted: no more groups will come (``max_groups`` reached or the task source ended);
+            SchedulerError: a worker failed, or ``max_unusable_groups`` groups in a row had no
+            trainable session; TimeoutError (the built-in): ``timeout`` seconds passed with fewer
+            groups ready (nothing is leased; call again to keep waiting).
 
         Example::
 
@@ -734,6 +736,19 @@ class GroupScheduler:
         """The fence around the trainer's own update on this run's queue: pause → ``update(v)`` →
         resume with ``v`` (default: current + 1), then the scheduler's version becomes ``v``.
 
+        ``version`` is an int or a decimal string; ``update`` is called with the decimal string
+        (``"4"``), and must leave every engine reporting it (:mod:`polar_trainer.engines`).
+
+        Returns:
+            The resume's :class:`~polar_trainer.fence.FenceResult`: ``fence`` (the stored state,
+            ``policy_version == "4"``), ``ok``, ``nodes`` (each gateway's ack) and ``raw`` (the
+            route's JSON answer as received).
+
+        Raises:
+            FenceError: ``not_drained``, ``update_failed`` or ``resume_failed`` (``still_paused``
+                says whether the queue is still paused); the scheduler's version is then unchanged.
+            PolarError: the pause itself was refused.
+
         Example::
 
             sched.update_weights(lambda v: engine.update_weights_from_disk(path, weight_version=v))
@@ -744,9 +759,16 @@ class GroupScheduler:
         return result
 
     def counters(self) -> Dict[str, Any]:
-        """A snapshot for logs and benchmarks: admitted/accepted/consumed, rejected and dropped by
-        reason, sessions by kind:reason, the staleness histogram of trained groups, and what is
-        in flight, queued and leased now.
+        """A snapshot for logs and benchmarks (a new dict each call). Its keys, always all present:
+
+        * ints: ``submitted`` (groups POSTed and created), ``replayed`` (POSTed again after a
+          restart: ``created: false``), ``accepted``, ``consumed`` (committed), ``early_stops``,
+          ``policy_version``, ``step`` (the last step leased), ``committed_step``, ``next_index``
+          (the next group's index), ``in_flight``, ``queued`` (accepted, not yet leased),
+          ``leased``;
+        * dicts: ``rejected`` and ``dropped`` (reason → groups), ``sessions`` (``kind:reason`` →
+          sessions), ``staleness`` (str(staleness) → trained groups), ``tally`` (accepted groups by
+          class: ``mixed``, ``all_correct``, ``all_wrong``).
 
         Example::
 
