@@ -7,10 +7,11 @@ export's ``group_version`` / ``policy_version``. **On the wire it is a decimal s
 the fence stores and returns strings (``FenceState.policy_version``, ``NodeAck.policy_version``),
 an update function is called with one (``update("3")``), and engines report one
 (``engines.weight_versions`` → ``{"url": "3"}``, or ``"default"`` before any update). The task field
-``min_policy_version`` is an integer (the control plane's schema). Wherever a user passes a
-version (``GroupScheduler(policy_version=…)``, ``set_policy_version``, ``update_weights(version=…)``,
-``PolarClient.resume`` / ``set_policy_version`` / ``weight_update``, ``engines.*``) an int and a
-decimal string are both accepted (:func:`as_version`).
+``min_policy_version`` is an integer (the control plane's schema). Where a user passes a version
+to the scheduler or the engines (``GroupScheduler(policy_version=…)``, ``set_policy_version``,
+``update_weights(version=…)``, ``engines.*``) an int and a decimal string are both accepted
+(:func:`as_version`); ``PolarClient``'s fence calls send ``str(v)`` as given (the fence stores any
+label; groups are versioned only by decimal ones).
 
 Every completion record and conversation turn carries ``policy_version`` (the fence's version when the
 call was admitted) plus the engine's ``weight_version_start`` / ``weight_version``; a token's
