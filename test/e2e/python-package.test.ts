@@ -15,12 +15,14 @@ import { execa } from "execa";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
-import { describeWith, probe } from "../support/optional-tools";
+import { describeWith, probe, pythonModule } from "../support/optional-tools";
 
 const PACKAGE = join(REPO_ROOT, "clients/python");
 /** The queue of the second gateway: `stack.free_queue` of the suites. */
 const FREE_QUEUE = "free";
-const ready = probe("python3") === null && probe("pytest") === null;
+/** PyYAML: the package's `yaml` extra, which test_tasks.py reads the project's YAML task file with. */
+const PYYAML = pythonModule("yaml", "pyyaml");
+const ready = probe("python3") === null && probe("pytest") === null && probe(PYYAML) === null;
 
 let stack: LocalStack | undefined;
 
@@ -54,7 +56,9 @@ const NO_STACK = [
   "test_install.py",
   "test_samples.py",
   "test_slime_bridge.py",
+  "test_tasks.py",
   "test_templates.py",
+  "test_trainer_api.py",
 ];
 const RESULTS_ONLY = ["test_client_stack.py", "test_eval_stack.py"];
 const FREE_QUEUE_RUNS = ["test_scheduler_runs_stack.py"];
@@ -69,7 +73,7 @@ function lanes(): string[][] {
   return [NO_STACK, RESULTS_ONLY, FREE_QUEUE_RUNS, all.filter((f) => !named.has(f))];
 }
 
-describeWith(["python3", "pytest"], "the polar_trainer package's pytest suites", () => {
+describeWith(["python3", "pytest", PYYAML], "the polar_trainer package's pytest suites", () => {
   it("every pytest suite passes against the real local stack", { timeout: 900_000 }, async () => {
     const s = stack!;
     const info = {

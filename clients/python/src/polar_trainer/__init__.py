@@ -3,8 +3,9 @@ advantages, JSONL export, eval mode and a slime bridge. Standard library only.
 
 Example::
 
-    from polar_trainer import PolarClient
+    from polar_trainer import PolarClient, load_task_file
     client = PolarClient("http://127.0.0.1:8787", token)
+    tasks = load_task_file("examples/hello/task.yaml")
 """
 
 from .client import PolarClient
@@ -29,6 +30,7 @@ from .errors import (
     error_from_response,
 )
 from .fence import FenceResult, FenceState, NodeAck, weight_update
+from .tasks import TaskFileError, load_task_file
 
 __version__ = "0.1.0"
 
@@ -52,8 +54,10 @@ __all__ = [
     "ServerError",
     "ServerUnavailable",
     "StateError",
+    "TaskFileError",
     "Unauthorized",
     "Unreachable",
     "error_from_response",
+    "load_task_file",
     "weight_update",
 ]

@@ -51,11 +51,18 @@ def _reset(group: Group) -> None:
 
 
 def grpo(group: Group, normalize_std: bool = True, eps: float = EPS) -> Dict[str, float]:
-    """GRPO advantages with one shared group std; returns ``{mean, std}`` of the trajectory rewards.
+    """GRPO advantages with one shared group std, written IN PLACE: every sample of ``group`` gets
+    ``sample.advantage`` (0.0 for removed samples and failed or excluded sessions).
+
+    Returns:
+        The group's statistics, for logging: ``{"mean": m, "std": s}`` over the trajectory rewards
+        (``std`` 0.0 when they are all equal; both 0.0 with no trainable trajectory). The
+        per-sample advantages are not in it: read them from ``group.samples()``.
 
     Example::
 
         stats = grpo(group)   # {"mean": 0.5, "std": 0.577...}
+        [s.advantage for s in group.samples()]   # [0.866..., -0.866..., 0.866..., -0.866...]
     """
     _reset(group)
     trajs = _trajectories(group)
@@ -73,7 +80,8 @@ def grpo(group: Group, normalize_std: bool = True, eps: float = EPS) -> Dict[str
 
 
 def leave_one_out(group: Group, normalize_std: bool = False, eps: float = EPS) -> Dict[str, float]:
-    """Leave-one-trajectory-out baselines as upstream's slime bridge; returns ``{mean, std}``.
+    """Leave-one-trajectory-out baselines as upstream's slime bridge, written in place on
+    ``sample.advantage`` like :func:`grpo`; returns the same ``{mean, std}`` statistics.
 
     Example::
 
@@ -102,7 +110,8 @@ ESTIMATORS = {"grpo": grpo, "loo": leave_one_out}
 
 
 def apply(group: Group, estimator: str, normalize_std: bool = True) -> Dict[str, float]:
-    """Runs the estimator named ``grpo`` or ``loo`` (``none`` leaves advantages at 0).
+    """Runs the estimator named ``grpo`` or ``loo`` (``none`` leaves advantages at 0 and returns
+    ``{}``); the advantages land on the samples, the statistics are returned.
 
     Example::
 

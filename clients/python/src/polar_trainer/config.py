@@ -36,9 +36,19 @@ class SchedulerConfig:
         queue: the control plane queue (None: the server's default queue, ``default``).
         advantage: ``grpo``, ``loo`` (leave-one-trajectory-out) or ``none``.
         normalize_std: divide by the shared group std.
-        min_complete_fraction, early_stop_grace_sessions, drop_all_wrong_groups,
-        drop_all_equal_groups, balance_all_correct_groups, correct_threshold,
-        max_trajectory_tokens: group acceptance and selection (:mod:`polar_trainer.groups`).
+        min_complete_fraction: a group needs ``ceil(group_size × f)`` trainable sessions (at least
+            1); default 0 (one is enough, and no early stop).
+        early_stop_grace_sessions: with f > 0, the stragglers are cancelled once
+            ``min(n, ceil(n·f) + grace)`` sessions are usable; default 2.
+        drop_all_wrong_groups: drop a group whose every trajectory is below
+            ``correct_threshold``; default False.
+        drop_all_equal_groups: drop a group whose trajectories all have one reward (all
+            advantages 0); default False.
+        balance_all_correct_groups: drop an all-correct group while the run has accepted as many
+            all-correct groups as mixed ones; default False.
+        correct_threshold: the reward from which a trajectory is correct; default 1.0.
+        max_trajectory_tokens: cut longer traces to a causal prefix of this many tokens; default
+            None (no cut). These are the rules of :mod:`polar_trainer.groups`.
         stamp_min_policy_version: set the task field ``min_policy_version`` to the group's version;
             None = when the server's schema has the field.
         sync_fence_version: at start, set the queue's fence version to the scheduler's when they

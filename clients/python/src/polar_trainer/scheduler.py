@@ -51,6 +51,7 @@ from .fence import FenceResult
 from .groups import Group, SelectionTally, judge
 from .samples import Sample, classify, trajectory_index_of
 from .state import StateStore
+from .versions import as_version
 
 log = logging.getLogger("polar_trainer.scheduler")
 
@@ -86,6 +87,31 @@ class TrainingBatch:
         return [g.group_id for g in self.groups]
 
 
+def _task_problem(task: Any, group_size: int) -> Optional[str]:
+    """What is wrong with a task spec for a group of ``group_size``, naming the field; None if fine."""
+    if not isinstance(task, dict):
+        return f"a task spec must be a dict, got {type(task).__name__}"
+    for key in ("instruction", "agent"):
+        if key not in task:
+            return f"a task spec needs {key!r}"
+    n = task.get("num_samples", group_size)
+    if n != group_size:
+        # Never silently resized: a group is one task of group_size sessions (the GRPO group).
+        return f"num_samples is {n!r} but group_size is {group_size}: a group is one task of group_size sessions; set num_samples to {group_size} or leave it out"
+    tid = task.get("task_id")
+    if tid is not None and not isinstance(tid, str):
+        return f"task_id must be a string, got {tid!r}"
+    return None
+
+
+def _task_id_of(rec: Dict[str, Any], gid: str) -> str:
+    """The task id a stored group was submitted with (its body's), else the group id."""
+    try:
+        return str(rec["body"]["tasks"][0]["task_id"])
+    except (KeyError, IndexError, TypeError):
+        return gid
+
+
 def _bump(counter: Dict[str, int], key: str, n: int = 1) -> None:
     counter[key] = counter.get(key, 0) + n
 
@@ -97,14 +123,20 @@ class GroupScheduler:
         client: a :class:`PolarClient` with the trainer token.
         config: the :class:`SchedulerConfig`.
         tasks: a sequence of task specs (group ``i`` gets ``tasks[i % len(tasks)]``) or a callable
-            ``index -> task spec``; a spec needs ``instruction`` and ``agent`` (``task_id``,
-            ``num_samples`` and the stamps are set here). Each task is stored before it is
+            ``index -> task spec`` (e.g. :func:`polar_trainer.load_task_file`'s list); a spec needs
+            ``instruction`` and ``agent``. Its ``task_id`` is kept (it names the prompt in the
+            results and the export; the group is named by its batch id, which is also the task id
+            of a spec without one). ``num_samples`` must be left out or equal ``group_size``:
+            anything else is refused with an error naming the field, never resized (a sequence
+            is checked here, a callable's task when its group is admitted). The stamps in
+            ``metadata`` and ``min_policy_version`` are set here. Each task is stored before it is
             submitted, so a restart resubmits exactly the same body.
         state_dir: the folder of the durable state (:mod:`polar_trainer.state`).
         resume_step: the last step the trainer's own checkpoint holds; leases of later steps are
             offered again. None: keep the saved leases (``next_batch()`` offers an uncommitted step
             again).
-        policy_version: the current version (None: the saved one, else 0).
+        policy_version: the current version, an int or a decimal string (None: the saved one,
+            else 0).
         on_event: called with each audit event (a dict), from scheduler threads.
 
     Example::
@@ -126,8 +158,15 @@ class GroupScheduler:
         self.cfg = config
         self._gcfg = config.groups
         self._tasks = tasks
-        if isinstance(tasks, Sequence) and len(tasks) == 0:
-            raise ValueError("tasks is empty")
+        if isinstance(tasks, Sequence):
+            if len(tasks) == 0:
+                raise ValueError("tasks is empty")
+            # Checked here, not when group i is admitted: a wrong task fails the constructor, not a
+            # background thread minutes into a run.
+            for i, task in enumerate(tasks):
+                problem = _task_problem(task, config.group_size)
+                if problem:
+                    raise ValueError(f"tasks[{i}]: {problem}")
         self.store = StateStore(state_dir)
         self._on_event = on_event
         self.events: Deque[Dict[str, Any]] = deque(maxlen=10000)
@@ -186,9 +225,9 @@ class GroupScheduler:
         self._state = state
         self._tally = SelectionTally.from_dict(state["tally"])
         if policy_version is not None:
-            state["policy_version"] = int(policy_version)
+            state["policy_version"] = as_version(policy_version, "policy_version")
         for gid, rec in list(state["groups"].items()):
-            g = Group(group_id=gid, index=rec["index"], stamp=rec["stamp"], task_id=rec.get("task_id", gid))
+            g = Group(group_id=gid, index=rec["index"], stamp=rec["stamp"], task_id=_task_id_of(rec, gid))
             g.staleness, g.step = rec.get("staleness"), rec.get("step")
             spooled = self.store.spool_read(gid)
             self._groups[gid] = g
@@ -337,17 +376,17 @@ class GroupScheduler:
             task = src[index % len(src)] if isinstance(src, Sequence) else src(index)
         except (IndexError, StopIteration):
             return None
-        if not isinstance(task, dict) or "instruction" not in task or "agent" not in task:
-            raise SchedulerError(f"task {index}: a task spec needs 'instruction' and 'agent', got {type(task).__name__}")
-        return task
+        return task  # checked by _body (_task_problem), which names the field
 
     def _body(self, gid: str, index: int, task: Dict[str, Any]) -> Dict[str, Any]:
         st = self._state
-        n = task.get("num_samples", self.cfg.group_size)
-        if n != self.cfg.group_size:
-            raise SchedulerError(f"task {index}: num_samples {n} differs from group_size {self.cfg.group_size}")
+        problem = _task_problem(task, self.cfg.group_size)
+        if problem:
+            raise SchedulerError(f"task {index}: {problem}")
         spec = dict(task)
-        spec["task_id"] = gid
+        # The trainer's own task_id names the prompt in results and the export; the group is named
+        # by the batch id. Without one, the task is named like its group.
+        spec.setdefault("task_id", gid)
         spec["num_samples"] = self.cfg.group_size
         stamp = st["policy_version"]
         spec["metadata"] = {**(task.get("metadata") or {}), "run_id": self.cfg.run_id, "group_id": gid, "group_index": index, "policy_version": stamp, "rollout_step": st["last_step"]}
@@ -384,7 +423,7 @@ class GroupScheduler:
                 # Written ahead: a crash after the POST resubmits this very body (an idempotent replay).
                 st["groups"][gid] = {"index": index, "stamp": st["policy_version"], "state": "inflight", "body": body, "cancelled": False}
                 st["next_index"] = index + 1
-                self._groups[gid] = Group(group_id=gid, index=index, stamp=st["policy_version"], task_id=gid)
+                self._groups[gid] = Group(group_id=gid, index=index, stamp=st["policy_version"], task_id=body["tasks"][0]["task_id"])
                 self._results[gid] = {}
                 self._save()
             self._launch(gid, replay=False)
@@ -500,7 +539,7 @@ class GroupScheduler:
     def _early_stop(self, gid: str) -> None:
         # Enough usable sessions: the stragglers are cancelled and arrive as CANCELLED (excluded).
         try:
-            self.client.cancel_task(gid, gid)
+            self.client.cancel_task(gid, self._groups[gid].task_id if gid in self._groups else gid)
         except PolarError as e:
             log.warning("early stop of %s: cancel failed: %s", gid, e)
 
@@ -562,16 +601,15 @@ class GroupScheduler:
         """The current policy version (an int; the fence stores it as a decimal string)."""
         return int(self._state["policy_version"])
 
-    def set_policy_version(self, version: int) -> None:
-        """Sets the current version: new groups are stamped with it, and queued groups now too
-        stale are dropped.
+    def set_policy_version(self, version: Union[int, str]) -> None:
+        """Sets the current version (an int or a decimal string): new groups are stamped with it,
+        and queued groups now too stale are dropped. The fence's version is not touched.
 
         Example::
 
             sched.set_policy_version(ckpt["version"])
         """
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"policy version must be an integer >= 0, got {version!r}")
+        version = as_version(version, "version")
         with self._cond:
             self._state["policy_version"] = version
             self._drop_stale()
@@ -600,8 +638,10 @@ class GroupScheduler:
         trainer that crashed mid-step gets its step back).
 
         Raises:
-            Exhausted: no more groups will come; SchedulerError: a worker failed;
-            TimeoutError: ``timeout`` seconds passed.
+            Exhausted: no more groups will come (``max_groups`` reached or the task source ended);
+            SchedulerError: a worker failed, or ``max_unusable_groups`` groups in a row had no
+            trainable session; TimeoutError (the built-in): ``timeout`` seconds passed with fewer
+            groups ready (nothing is leased; call again to keep waiting).
 
         Example::
 
@@ -696,19 +736,39 @@ class GroupScheduler:
         """The fence around the trainer's own update on this run's queue: pause → ``update(v)`` →
         resume with ``v`` (default: current + 1), then the scheduler's version becomes ``v``.
 
+        ``version`` is an int or a decimal string; ``update`` is called with the decimal string
+        (``"4"``), and must leave every engine reporting it (:mod:`polar_trainer.engines`).
+
+        Returns:
+            The resume's :class:`~polar_trainer.fence.FenceResult`: ``fence`` (the stored state,
+            ``policy_version == "4"``), ``ok``, ``nodes`` (each gateway's ack) and ``raw`` (the
+            route's JSON answer as received).
+
+        Raises:
+            FenceError: ``not_drained``, ``update_failed`` or ``resume_failed`` (``still_paused``
+                says whether the queue is still paused); the scheduler's version is then unchanged.
+            PolarError: the pause itself was refused.
+
         Example::
 
             sched.update_weights(lambda v: engine.update_weights_from_disk(path, weight_version=v))
         """
-        new = self.policy_version + 1 if version is None else int(version)
+        new = self.policy_version + 1 if version is None else as_version(version, "version")
         result = self.client.weight_update(self.cfg.queue or "default", new, update, mode, timeout_seconds, allow_not_drained)
         self.set_policy_version(new)
         return result
 
     def counters(self) -> Dict[str, Any]:
-        """A snapshot for logs and benchmarks: admitted/accepted/consumed, rejected and dropped by
-        reason, sessions by kind:reason, the staleness histogram of trained groups, and what is
-        in flight, queued and leased now.
+        """A snapshot for logs and benchmarks (a new dict each call). Its keys, always all present:
+
+        * ints: ``submitted`` (groups POSTed and created), ``replayed`` (POSTed again after a
+          restart: ``created: false``), ``accepted``, ``consumed`` (committed), ``early_stops``,
+          ``policy_version``, ``step`` (the last step leased), ``committed_step``, ``next_index``
+          (the next group's index), ``in_flight``, ``queued`` (accepted, not yet leased),
+          ``leased``;
+        * dicts: ``rejected`` and ``dropped`` (reason → groups), ``sessions`` (``kind:reason`` →
+          sessions), ``staleness`` (str(staleness) → trained groups), ``tally`` (accepted groups by
+          class: ``mixed``, ``all_correct``, ``all_wrong``).
 
         Example::
 

@@ -1,7 +1,19 @@
-"""Policy versions: decimal-integer strings, and which version each sampled token was drawn under.
+"""Policy versions: which type appears where, and which version each sampled token was drawn under.
 
-The trainer package numbers policy versions ``"0"``, ``"1"``, … (the fence stores strings). Every
-completion record and conversation turn carries ``policy_version`` (the fence's version when the
+A policy version is a non-negative integer. **In this package it is an ``int``** wherever it is
+read back: ``GroupScheduler.policy_version``, ``TrainingBatch.policy_version``, ``Group.stamp`` /
+``version`` / ``staleness``, ``Sample.token_versions``, ``counters()["policy_version"]``, the
+export's ``group_version`` / ``policy_version``. **On the wire it is a decimal string** (``"3"``):
+the fence stores and returns strings (``FenceState.policy_version``, ``NodeAck.policy_version``),
+an update function is called with one (``update("3")``), and engines report one
+(``engines.weight_versions`` → ``{"url": "3"}``, or ``"default"`` before any update). The task field
+``min_policy_version`` is an integer (the control plane's schema). Where a user passes a version
+to the scheduler or the engines (``GroupScheduler(policy_version=…)``, ``set_policy_version``,
+``update_weights(version=…)``, ``engines.*``) an int and a decimal string are both accepted
+(:func:`as_version`); ``PolarClient``'s fence calls send ``str(v)`` as given (the fence stores any
+label; groups are versioned only by decimal ones).
+
+Every completion record and conversation turn carries ``policy_version`` (the fence's version when the
 call was admitted) plus the engine's ``weight_version_start`` / ``weight_version``; a token's
 version is the first of these that is a decimal integer (the fence's label is authoritative; an
 engine that reports ``"default"`` tells nothing). A group's version is the OLDEST version of any
@@ -34,6 +46,22 @@ def parse_version(value: Any) -> Optional[int]:
     if isinstance(value, str) and _DECIMAL.match(value):
         return int(value)
     return None
+
+
+def as_version(value: Any, name: str = "policy_version") -> int:
+    """A version a user passes, as the package's int: an int >= 0 or a decimal string (``"3"``).
+
+    Raises:
+        ValueError: naming ``name``, for anything else (``"default"``, ``-1``, ``"v3"``, ``True``).
+
+    Example::
+
+        assert as_version("3") == as_version(3) == 3
+    """
+    v = parse_version(value)
+    if v is None:
+        raise ValueError(f"{name} must be an integer >= 0 or a decimal string like \"3\", got {value!r}")
+    return v
 
 
 def version_of(meta: Dict[str, Any]) -> Optional[int]:
