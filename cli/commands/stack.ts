@@ -184,13 +184,10 @@ export async function runStack(opts: StackOptions): Promise<void> {
       `\nPolar-TS local stack is up. For a trainer:\n\n${stackLines(info).join("\n")}\n\nCtrl-C stops it.`,
     );
   // Stay up while the parts run: a part that dies takes the stack down with a message.
-  const dead = await Promise.race([
-    stack.controlPlane.exited.then(() => stack.controlPlane.name),
-    stack.engine.exited.then(() => stack.engine.name),
-    ...stack.gateways.map((g) => g.exited.then(() => g.name)),
-  ]);
+  const parts = [stack.controlPlane, stack.engine, ...stack.gateways];
+  const dead = await Promise.race(parts.map((p) => p.exited.then(() => p)));
   if (stopping) return;
-  console.error(`polar stack: ${dead} exited; stopping the rest`);
+  console.error(`polar stack: ${dead.name} exited; stopping the rest\n${dead.output().slice(-3000)}`);
   stopping = true;
   await stack.stop();
   process.exit(1);
