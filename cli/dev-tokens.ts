@@ -1,7 +1,8 @@
 /**
- * Tokens for local development. These fixed values are used only by `polar dev` (and the demo) when
- * the environment does not set its own; a deployed Worker has no defaults and refuses every request
- * until real secrets are set with `wrangler secret put`.
+ * Tokens for local development. These fixed values are used only by `polar dev` and `polar stack`
+ * (and the doc test's stack) when the environment does not set its own — so the tokens the docs
+ * print are the ones a local stack takes. The demo and the tests draw random ones. A deployed Worker
+ * has no defaults and refuses every request until real secrets are set with `wrangler secret put`.
  *
  * @module
  */
@@ -17,7 +18,7 @@ export interface RoleTokens {
   viewer?: string;
 }
 
-/** The documented local-development tokens. Never valid anywhere but a local `polar dev`. */
+/** The documented local-development tokens. Never valid anywhere but a local `polar dev` or `polar stack`. */
 export const DEV_TOKENS: RoleTokens = {
   trainer: "polar-dev-trainer-token",
   gateway: "polar-dev-gateway-token",

@@ -5,13 +5,14 @@
  * @module
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneClient } from "./client";
 import type { RoleTokens } from "./dev-tokens";
 import { freePort } from "./ports";
 import { type PolarProcess, spawnPolar, waitForProcessHttp } from "./processes";
+import { initTinyModel, referenceEngineProcess, type TinyModelOptions } from "./reference-engine";
 import { type ControlPlaneDev, startControlPlaneDev } from "./wrangler-dev";
 
 export interface LocalStackOptions {
@@ -34,6 +35,16 @@ export interface LocalStackOptions {
   engine?: "sglang" | "sglang-openai" | "vllm";
   /** Keep the temporary folder (state, workspaces) after stop. */
   keepState?: boolean;
+  /**
+   * The stack's folder (control-plane state under `state/`, gateway workspaces and result journals
+   * under `work/`) instead of a fresh temporary one; it is kept after stop, so a restarted stack
+   * finds its batches again.
+   */
+  root?: string;
+  /** The control plane's port (a free one when omitted). */
+  controlPlanePort?: number;
+  /** The engine's port (a free one when omitted). */
+  enginePort?: number;
   /** Role tokens; fresh random ones when omitted (a missing `viewer` gets a fresh one too). */
   tokens?: RoleTokens;
   /** Extra Worker variables of the control plane (`startControlPlaneDev`'s `vars`). */
@@ -43,9 +54,10 @@ export interface LocalStackOptions {
   /**
    * Starts the engine on `port` instead of the simulated one (e.g. `referenceEngineProcess` of
    * `cli/reference-engine.ts`); it must answer `GET /health` there. It may be asynchronous (work
-   * before the process starts runs while the control plane starts).
+   * before the process starts runs while the control plane starts). `root` is the stack's folder,
+   * for what the engine writes (a checkpoint).
    */
-  startEngine?: (port: number) => PolarProcess | Promise<PolarProcess>;
+  startEngine?: (port: number, root: string) => PolarProcess | Promise<PolarProcess>;
 }
 
 export interface LocalStack {
@@ -58,6 +70,54 @@ export interface LocalStack {
   client: ControlPlaneClient;
   model: string;
   stop(): Promise<void>;
+}
+
+/** Options of {@link tinyReferenceEngine}. */
+export interface TinyReferenceEngineOptions {
+  /** The Python with torch and transformers (`ensureTorch`). */
+  python: string;
+  /** Where the initial checkpoint (weight version `0`) is written; the engine serves it. */
+  modelDir: string;
+  /** The checkpoint's shape and initial policy (`initTinyModel`). */
+  init?: TinyModelOptions;
+  /** The engine's `--max-batch`. */
+  maxBatch?: number;
+  /** Called with what the checkpoint's `polar_init.json` records, before the engine starts. */
+  onInit?: (info: Record<string, unknown>) => void;
+}
+
+/**
+ * A `startEngine` for {@link startLocalStack} that runs the reference engine on a fresh tiny
+ * checkpoint. The checkpoint is written inside `startEngine`, so it is made while `wrangler dev`
+ * starts rather than before.
+ *
+ * @example
+ * ```ts
+ * const stack = await startLocalStack({
+ *   engine: "sglang",
+ *   model: "polar-reference-tiny",
+ *   startEngine: tinyReferenceEngine({ python: ensureTorch(console.log), modelDir: ".polar/tiny/v0" }),
+ * });
+ * ```
+ */
+export function tinyReferenceEngine(
+  opts: TinyReferenceEngineOptions,
+): (port: number) => Promise<PolarProcess> {
+  return async (port) => {
+    const info = await initTinyModel(opts.python, opts.modelDir, opts.init ?? {});
+    opts.onInit?.(info);
+    return referenceEngineProcess(
+      {
+        python: opts.python,
+        modelPath: opts.modelDir,
+        weightVersion: "0",
+        ...(opts.init?.contextLength !== undefined ? { contextLength: opts.init.contextLength } : {}),
+        ...(opts.init?.seed !== undefined ? { seed: opts.init.seed } : {}),
+        ...(opts.maxBatch !== undefined ? { maxBatch: opts.maxBatch } : {}),
+      },
+      port,
+    );
+  };
 }
 
 /** How long a started gateway may take to connect before the stack gives up. */
@@ -108,7 +168,8 @@ async function waitForGateways(url: string, token: string, gateways: PolarProces
  * ```
  */
 export async function startLocalStack(opts: LocalStackOptions = {}): Promise<LocalStack> {
-  const root = mkdtempSync(join(tmpdir(), "polar-stack-"));
+  const root = opts.root ?? mkdtempSync(join(tmpdir(), "polar-stack-"));
+  if (opts.root) mkdirSync(opts.root, { recursive: true });
   const tokens: Required<RoleTokens> = {
     viewer: `viewer-${randomBytes(16).toString("hex")}`,
     ...(opts.tokens ?? {
@@ -121,15 +182,15 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
   const started: Array<{ stop(): Promise<void> }> = [];
   const stopAll = async () => {
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
-    if (!opts.keepState) rmSync(root, { recursive: true, force: true });
+    if (!opts.keepState && !opts.root) rmSync(root, { recursive: true, force: true });
   };
   try {
-    const enginePort = await freePort();
+    const enginePort = opts.enginePort || (await freePort());
     // The engine (which may first have to prepare, e.g. write a checkpoint) and the control plane
     // start together; each is pushed to `started` as soon as it exists, so a failure stops both.
     const engineReady = (async () => {
       const engine = await (opts.startEngine
-        ? opts.startEngine(enginePort)
+        ? opts.startEngine(enginePort, root)
         : spawnPolar("sim-engine", [
             "sim-engine",
             "--port",
@@ -145,6 +206,7 @@ export async function startLocalStack(opts: LocalStackOptions = {}): Promise<Loc
     const controlPlaneReady = startControlPlaneDev({
       persistTo: join(root, "state"),
       tokens,
+      ...(opts.controlPlanePort ? { port: opts.controlPlanePort } : {}),
       ...(opts.controlPlaneVars ? { vars: opts.controlPlaneVars } : {}),
       ...(opts.devMode === undefined ? {} : { devMode: opts.devMode }),
     }).then((cp) => {

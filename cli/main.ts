@@ -59,6 +59,24 @@ program
   .action(async (opts) => (await import("./commands/dev")).runDev(opts));
 
 program
+  .command("stack")
+  .description(
+    "Run a trainer's local stack: control plane, engine and one token-mode gateway; print the export lines",
+  )
+  .addOption(
+    new Option("--engine <name>", "sim (the simulated SGLang engine) | reference (the CPU reference engine)")
+      .choices(["sim", "reference"])
+      .default("sim"),
+  )
+  .option("--port <n>", "control plane port (0 = any free one)", port, 8787)
+  .option("--engine-port <n>", "engine port (0 = any free one)", port, 0)
+  .option("--gateway-port <n>", "the gateway's /health and /metrics port (0 = any free one)", port, 0)
+  .option("--state <dir>", "keep the control plane's state and the gateway's work here (default: temporary)")
+  .option("--max-run <n>", "the gateway's RUN workers (serve_gateway --max-run)", positiveInt("--max-run"))
+  .option("--json", "print what the export lines say as one JSON line", false)
+  .action(async (opts) => (await import("./commands/stack")).runStack(opts));
+
+program
   .command("serve_gateway")
   .alias("serve-gateway")
   .description("Run a gateway agent: dial out to the control plane, run sessions, proxy model calls")

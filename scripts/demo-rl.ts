@@ -22,13 +22,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { startSupervised } from "../cli/child-process";
-import { startLocalStack } from "../cli/local-stack";
-import {
-  ensureTorch,
-  initTinyModel,
-  referenceEngineEnv,
-  referenceEngineProcess,
-} from "../cli/reference-engine";
+import { startLocalStack, tinyReferenceEngine } from "../cli/local-stack";
+import { ensureTorch, referenceEngineEnv } from "../cli/reference-engine";
 import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
 
@@ -95,22 +90,17 @@ const stack = await startLocalStack({
   engine: "sglang",
   model: "polar-reference-tiny",
   // The checkpoint is written while wrangler dev starts; the engine serves it once it exists.
-  startEngine: async (port) => {
-    const init = await initTinyModel(python, v0, {
-      favor: [...evaluator.config.words, "<|im_end|>"],
-      hidden,
-      contextLength: CONTEXT,
-      seed,
-    });
-    say(
-      `model: Qwen3 architecture, ${init.parameters} parameters (hidden ${hidden}, 2 layers, tied embeddings, Qwen3 vocabulary); ` +
-        `initial policy favours ${(init.favor as string[]).join(" ")} (${(100 * Number(init.favored_mass)).toFixed(0)}% of the mass)`,
-    );
-    return referenceEngineProcess(
-      { python, modelPath: v0, weightVersion: "0", contextLength: CONTEXT, seed, maxBatch: 64 },
-      port,
-    );
-  },
+  startEngine: tinyReferenceEngine({
+    python,
+    modelDir: v0,
+    init: { favor: [...evaluator.config.words, "<|im_end|>"], hidden, contextLength: CONTEXT, seed },
+    maxBatch: 64,
+    onInit: (init) =>
+      say(
+        `model: Qwen3 architecture, ${init.parameters} parameters (hidden ${hidden}, 2 layers, tied embeddings, Qwen3 vocabulary); ` +
+          `initial policy favours ${(init.favor as string[]).join(" ")} (${(100 * Number(init.favored_mass)).toFixed(0)}% of the mass)`,
+      ),
+  }),
   gatewayArgs: ["--context-length", String(CONTEXT), "--max-run=8", "--max-init=8", "--max-postrun=8"],
 });
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {

@@ -6,7 +6,7 @@
  * `npx polar sim-engine`). The environment has no `POLAR_*` variable: a command gets only what the
  * docs give it (`VAR=… cmd`, `export VAR=…` lines, which carry to the block's next commands).
  *
- * Servers (`polar dev`, `serve_gateway`, `sim-engine`, `proxy`, or any line ending in `&`) start in
+ * Servers (`polar dev`, `polar stack`, `serve_gateway`, `sim-engine`, `proxy`, or any line ending in `&`) start in
  * the background, under the reaper; the block goes on once each is ready (its `/health` answers;
  * a gateway: the control plane counts one more connected gateway) and they are stopped when the
  * block ends. Any other command must exit 0 within its time limit.
@@ -104,6 +104,14 @@ export const PLACEHOLDERS: Placeholder[] = [
     },
   },
   {
+    docs: "polar stack without --port (8787)",
+    runs: "--port of the block's own control plane (a free one)",
+    apply: (s, t) =>
+      /\bpolar stack\b/.test(s) && !/--port\b/.test(s)
+        ? s.replace(/\bpolar stack\b/, `polar stack --port ${t.cpPort}`)
+        : s,
+  },
+  {
     docs: "polar proxy --port 4000",
     runs: "a free port",
     apply: (s, t) => (/\bpolar proxy\b/.test(s) ? s.replace(/--port 4000\b/, `--port ${t.proxyPort}`) : s),
@@ -166,7 +174,7 @@ export function polarSubcommand(text: string): string | null {
   return i < 0 ? null : (rest[i] ?? null);
 }
 
-const SERVERS = new Set(["dev", "serve_gateway", "serve-gateway", "sim-engine", "proxy"]);
+const SERVERS = new Set(["dev", "stack", "serve_gateway", "serve-gateway", "sim-engine", "proxy"]);
 
 /** The value of `--flag` in a command, or null. */
 function flag(text: string, name: string): string | null {
@@ -214,6 +222,15 @@ async function waitReady(
     }
     return;
   }
+  if (sub === "stack") {
+    // Ready once its gateway is connected to its control plane (what the stack waits for too).
+    while ((await connectedGateways(t)) < 1) {
+      if (!proc.alive()) throw fail("polar stack exited before its gateway connected");
+      if (Date.now() > deadline) throw fail("polar stack's gateway did not connect within 120 s");
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    return;
+  }
   const defaults: Record<string, string> = { dev: "8787", "sim-engine": "30000", proxy: "4000" };
   const port = flag(text, "--port") ?? (sub ? defaults[sub] : undefined);
   if (!port) return; // a plain `cmd &`: started, nothing to wait for
@@ -247,7 +264,8 @@ export interface RunReport {
  */
 export async function runBlock(commands: DocCommand[], shared: SharedStack): Promise<RunReport[]> {
   const tmp = mkdtempSync(join(tmpdir(), "polar-doc-"));
-  const ownCp = commands.some((c) => polarSubcommand(c.text) === "dev");
+  // `polar stack` starts a control plane of its own too (and an engine and a gateway).
+  const ownCp = commands.some((c) => ["dev", "stack"].includes(polarSubcommand(c.text) ?? ""));
   const ownEngine = commands.some((c) => polarSubcommand(c.text) === "sim-engine");
   const t: RunTarget = {
     ...shared,
