@@ -36,8 +36,15 @@ describe("/health like SGLang's (a one-token generation through the queue)", () 
     expect(Date.now() - t0).toBeGreaterThan(500);
     await ahead;
     // Not counted as a request, as SGLang sends it with log_metrics=False.
-    const stats = (await (await fetch(`${sim.url}/sim/stats`)).json()) as { requests_total: number };
+    const stats = (await (await fetch(`${sim.url}/sim/stats`)).json()) as {
+      requests_total: number;
+      finished_total: number;
+      generation_tokens_total: number;
+    };
     expect(stats.requests_total).toBe(1);
+    // Nor as a finished call: a client waiting for finished_total to move waits for its own call.
+    expect(stats.finished_total).toBe(1);
+    expect(stats.generation_tokens_total).toBe(40);
   });
 
   it("answers 503 when its generation does not finish within the health-check timeout", async () => {

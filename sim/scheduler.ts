@@ -80,8 +80,8 @@ export interface ScheduleJob {
   /** Called as tokens are decoded (cumulative count), for streaming. */
   onProgress?: (produced: number) => void;
   /**
-   * A health probe: queued and timed like any job, but never stalled or aborted by injected
-   * faults, and it draws no random number, so the seeded fault sequence of client requests is
+   * A health probe: queued and timed like any job (it takes a slot and busy time), but in no
+   * counter, never stalled or aborted by injected faults, and it draws no random number, so the seeded fault sequence of client requests is
    * the same whether or not anyone polls `/health`.
    */
   probe?: boolean;
@@ -183,6 +183,9 @@ export class GpuScheduler {
     let produced = 0;
     let slot = false;
     const faulty = !job.probe;
+    // A probe is in no counter (SGLang sends its health generation with `log_metrics=False`): a
+    // client watching `finished_total` for its own call to end must not see a health check end.
+    const counters = job.probe ? { ...this.counters } : this.counters;
     const stall = faulty && this.faults.stallRate > 0 && this.random() < this.faults.stallRate;
     const abortAt =
       faulty && this.faults.abortRate > 0 && this.random() < this.faults.abortRate
@@ -192,7 +195,7 @@ export class GpuScheduler {
       const queuedAt = performance.now();
       await this.acquire(signal);
       slot = true;
-      this.counters.queue_seconds_total += (performance.now() - queuedAt) / 1000;
+      counters.queue_seconds_total += (performance.now() - queuedAt) / 1000;
       if (stall) {
         this.faultCounts.stalls++;
         await sleep(this.faults.stallMs, undefined, { signal });
@@ -214,17 +217,17 @@ export class GpuScheduler {
       }
       if (abortAt !== undefined) {
         this.faultCounts.aborts++;
-        this.counters.aborted_total++;
+        counters.aborted_total++;
         return { produced, abortMessage: "simulated fault: aborted by the engine (abort_rate)" };
       }
-      this.counters.finished_total++;
+      counters.finished_total++;
       return { produced };
     } catch (error) {
       if (!signal.aborted) throw error;
-      this.counters.aborted_total++;
+      counters.aborted_total++;
       return { produced, abortMessage: (signal.reason as Error).message };
     } finally {
-      this.counters.generation_tokens_total += produced;
+      counters.generation_tokens_total += produced;
       this.active.delete(job.rid);
       job.signal?.removeEventListener("abort", onClientAbort);
       if (slot) this.release();
