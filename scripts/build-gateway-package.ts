@@ -17,7 +17,7 @@ import { cpSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { builtinModules, createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { build } from "esbuild";
+import { type BuildOptions, build } from "esbuild";
 import { BUNDLED_TOKENIZER_FOLDER } from "../tokenizer/chat-tokenizer";
 
 const REPO = resolve(import.meta.dirname, "..");
@@ -159,21 +159,17 @@ function lockedVersions(names: Iterable<string>): Record<string, string | undefi
 export const DEPLOY_FILES = "deploy/gateway";
 
 /**
- * Builds `dist/` of the gateway package and checks its dependencies; throws listing every
- * problem. Returns the packages the bundle imports.
+ * esbuild's options for the gateway bundle of the tree at `root` into `dist`: ES modules, one
+ * entry `main.js` and a chunk per lazily imported subcommand, third-party packages external.
  *
  * @example
  * ```ts
- * const { imported } = await buildGatewayPackage();
+ * await build(gatewayBundleOptions(REPO, join(GATEWAY_PACKAGE_DIR, "dist")));
  * ```
  */
-export async function buildGatewayPackage(
-  dir: string = GATEWAY_PACKAGE_DIR,
-): Promise<{ imported: string[] }> {
-  const dist = join(dir, "dist");
-  rmSync(dist, { recursive: true, force: true });
-  const result = await build({
-    absWorkingDir: REPO,
+export function gatewayBundleOptions(root: string, dist: string) {
+  return {
+    absWorkingDir: root,
     entryPoints: { main: "cli/main.ts" },
     bundle: true,
     splitting: true,
@@ -188,7 +184,24 @@ export async function buildGatewayPackage(
     packages: "external",
     metafile: true,
     logLevel: "warning",
-  });
+  } satisfies BuildOptions;
+}
+
+/**
+ * Builds `dist/` of the gateway package and checks its dependencies; throws listing every
+ * problem. Returns the packages the bundle imports.
+ *
+ * @example
+ * ```ts
+ * const { imported } = await buildGatewayPackage();
+ * ```
+ */
+export async function buildGatewayPackage(
+  dir: string = GATEWAY_PACKAGE_DIR,
+): Promise<{ imported: string[] }> {
+  const dist = join(dir, "dist");
+  rmSync(dist, { recursive: true, force: true });
+  const result = await build(gatewayBundleOptions(REPO, dist));
   const imported = new Set<string>();
   for (const out of Object.values(result.metafile.outputs))
     for (const imp of out.imports) {

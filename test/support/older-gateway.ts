@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { build } from "esbuild";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
-import { packageOf } from "../../scripts/build-gateway-package";
+import { gatewayBundleOptions, packageOf } from "../../scripts/build-gateway-package";
 import { type OptionalTool, runs } from "./optional-tools";
 
 const run = promisify(execFile);
@@ -115,20 +115,7 @@ export async function packOlderGateway(rev: string): Promise<OlderGateway> {
   const pkgDir = join(work, "package");
   const dist = join(pkgDir, "dist");
   // Third-party packages stay external, so esbuild needs no node_modules in the old tree.
-  const result = await build({
-    absWorkingDir: tree,
-    entryPoints: { main: "cli/main.ts" },
-    bundle: true,
-    splitting: true,
-    format: "esm",
-    platform: "node",
-    target: "node20.18",
-    outdir: dist,
-    chunkNames: "[name]-[hash]",
-    packages: "external",
-    metafile: true,
-    logLevel: "warning",
-  });
+  const result = await build(gatewayBundleOptions(tree, dist));
   const imported = new Set<string>(RUNTIME_RESOLVED);
   for (const out of Object.values(result.metafile.outputs))
     for (const imp of out.imports) {
