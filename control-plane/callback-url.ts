@@ -5,35 +5,56 @@
  * them (`POLAR_ALLOW_PRIVATE_CALLBACKS=1`: a control plane that runs inside the trainers' network,
  * e.g. `wrangler dev` or workerd next to the cluster, where upstream's bridge listens on the
  * trainer host). Only literal addresses and well-known names can be checked: Workers have no DNS
- * lookup API, and a deployed Worker's own `fetch` cannot reach private ranges anyway.
+ * lookup API (a public name that resolves to a private address is not caught here), and a
+ * deployed Worker's own `fetch` cannot reach private ranges anyway. Redirects are never followed
+ * (`batch/callbacks.ts`), so a public host cannot bounce a callback to a private one.
  *
  * @module
  */
+import * as ipaddr from "ipaddr.js";
 
-const PRIVATE_V4 = [
-  [0x00000000, 8], // 0.0.0.0/8
-  [0x0a000000, 8], // 10/8
-  [0x64400000, 10], // 100.64/10 (carrier-grade NAT)
-  [0x7f000000, 8], // 127/8
-  [0xa9fe0000, 16], // 169.254/16
-  [0xac100000, 12], // 172.16/12
-  [0xc0a80000, 16], // 192.168/16
-] as const;
+/**
+ * Host names that name the local machine or a private network by convention: `localhost`
+ * (RFC 6761), mDNS `.local` (RFC 6762), `.internal` (cloud metadata, e.g.
+ * `metadata.google.internal`), `.home.arpa` (RFC 8375) and `.localdomain`.
+ */
+const PRIVATE_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa", ".localdomain"];
 
-function ipv4(host: string): number | null {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
-  if (!m) return null;
-  const parts = m.slice(1).map(Number);
-  if (parts.some((p) => p > 255)) return null;
-  return ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
+/**
+ * Why the literal address `host` may not be called, or null for a public unicast one. An IPv6
+ * address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, SIIT `::ffff:0:a.b.c.d`, NAT64
+ * `64:ff9b::/96`, the deprecated IPv4-compatible `::a.b.c.d`) is judged by the IPv4 address it
+ * reaches. 6to4 and Teredo addresses, which tunnel to an IPv4 host, are refused outright, as is
+ * every range ipaddr.js does not class as `unicast` (loopback, private, link-local, unique-local,
+ * carrier-grade NAT, multicast, benchmarking, documentation, reserved).
+ */
+function addressProblem(host: string): "private" | "tunnel" | null {
+  if (!ipaddr.isValid(host)) return null;
+  let addr = ipaddr.parse(host);
+  if (addr.kind() === "ipv6") {
+    const v6 = addr as ipaddr.IPv6;
+    const range = v6.range();
+    if (range === "6to4" || range === "teredo") return "tunnel";
+    const compat =
+      v6.parts.slice(0, 6).every((p) => p === 0) && range !== "unspecified" && range !== "loopback";
+    if (range === "ipv4Mapped" || range === "rfc6145" || range === "rfc6052" || compat) {
+      const [hi, lo] = [v6.parts[6]!, v6.parts[7]!];
+      addr = new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+    }
+  }
+  return addr.range() === "unicast" ? null : "private";
 }
 
 /**
- * Why `url` may not be used as a callback target, or null when it may.
+ * Why `url` may not be used as a callback target, or null when it may. The host is read as the
+ * WHATWG URL parser leaves it, which already turns every IPv4 spelling (`2130706433`, `0x7f.1`,
+ * `017700000001`, `127.1`) into dotted decimal and compresses IPv6, so those forms cannot slip
+ * past; trailing dots of a name (`localhost.`) are dropped before it is judged.
  *
  * @example
  * ```ts
  * callbackUrlProblem("http://127.0.0.1:9/cb", false); // "host 127.0.0.1 is loopback or private…"
+ * callbackUrlProblem("http://[::ffff:10.0.0.1]/cb", false); // refused: it reaches 10.0.0.1
  * callbackUrlProblem("http://127.0.0.1:9/cb", true); // null (local dev)
  * ```
  */
@@ -46,30 +67,16 @@ export function callbackUrlProblem(url: string, allowPrivate: boolean): string |
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return "must be http or https";
   if (allowPrivate) return null;
-  const host = parsed.hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  const host = parsed.hostname
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.+$/, "");
   const refuse = `host ${host} is loopback, private or internal; callbacks there are allowed only under polar dev or with POLAR_ALLOW_PRIVATE_CALLBACKS=1`;
-  if (
-    host === "localhost" ||
-    host.endsWith(".localhost") ||
-    host.endsWith(".local") ||
-    host.endsWith(".internal")
-  )
-    return refuse;
-  const v4 = ipv4(host);
-  if (v4 !== null) {
-    for (const [base, bits] of PRIVATE_V4) {
-      const mask = (~0 << (32 - bits)) >>> 0;
-      if ((v4 & mask) >>> 0 === base) return refuse;
-    }
-    return null;
-  }
-  if (host.includes(":")) {
-    if (host === "::" || host === "::1") return refuse;
-    if (/^f[cd]/.test(host) || /^fe[89ab]/.test(host)) return refuse; // fc00::/7, fe80::/10
-    const mapped = /^::ffff:(.+)$/.exec(host);
-    if (mapped) return callbackUrlProblem(`http://${mapped[1]}/`, false) ? refuse : null;
-  }
-  return null;
+  if (host === "" || host === "localhost" || PRIVATE_SUFFIXES.some((s) => host.endsWith(s))) return refuse;
+  const problem = addressProblem(host);
+  if (problem === "tunnel")
+    return `host ${host} is a 6to4 or Teredo address (it tunnels to an IPv4 host that cannot be checked); use the host's own address`;
+  return problem ? refuse : null;
 }
 
 /**

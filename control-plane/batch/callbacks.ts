@@ -163,8 +163,14 @@ export async function postCallback(
       headers: { "Content-Type": "application/json", "Idempotency-Key": idempotencyKey },
       body,
       signal: AbortSignal.timeout(CALLBACK_TIMEOUT_MS),
+      // Never follow a redirect: its target was never checked, so a public host could bounce the
+      // POST to a private one. With "manual", fetch hands back the 3xx itself (Fetch standard;
+      // workerd implements it), and the callback counts as failed and is retried with backoff.
+      redirect: "manual",
     });
     await res.body?.cancel().catch(() => {});
+    if (res.status >= 300 && res.status < 400)
+      return `HTTP ${res.status}: redirects are not followed (callback_url must be the final address${res.headers.get("location") ? `; Location: ${res.headers.get("location")}` : ""})`;
     return res.ok ? null : `HTTP ${res.status}`;
   } catch (error) {
     return error instanceof Error ? error.message : String(error);
