@@ -4,6 +4,7 @@
  * @module
  */
 import { Hono } from "hono";
+import { authThrottle } from "./auth-throttle";
 import { ApiError, errorBody } from "./errors";
 import { metricsRoutes } from "./metrics";
 import { openApiDocument } from "./openapi";
@@ -27,6 +28,8 @@ import { PATH_PREFIX, requirePathCredential } from "./upstream/credentials";
  */
 export const app = new Hono<{ Bindings: Env }>();
 
+// Before every route, so a source that keeps failing authentication is refused anywhere.
+app.use("*", authThrottle);
 app.route("/v1/batches", batchRoutes);
 app.route("/v1/gateways", gatewayRoutes);
 app.route("/v1/sessions", sessionRoutes);

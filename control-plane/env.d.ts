@@ -11,6 +11,8 @@ declare namespace Cloudflare {
     EVENTS: DurableObjectNamespace<import("./events/events-do").EventsDO>;
     /** Uploaded trajectories and completion records. */
     TRAJECTORIES: R2Bucket;
+    /** Failed authentications per source address (auth-throttle.ts); absent: nothing is throttled. */
+    AUTH_FAILURES?: RateLimit;
     /** "1" under `polar dev` only: allows callbacks to loopback/private hosts. */
     POLAR_DEV_MODE?: string;
     /** "1": the operator allows callbacks to loopback/private hosts (see callback-url.ts). */
