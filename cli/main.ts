@@ -134,6 +134,11 @@ program
     "longest wait between reconnect attempts (default 10; keep it under the lease grace)",
     positiveNumber("--reconnect-max-seconds"),
   )
+  .option(
+    "--policy-version-wait <s>",
+    "fail a model call held S seconds because no engine reports its task's min_policy_version (default 120, 0 = at once)",
+    seconds("--policy-version-wait"),
+  )
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program

@@ -3,7 +3,9 @@
  * calls (a harness's call waits, it does not fail), `policy_version` is stamped on every later
  * completion, `resume` releases the waiting call; each action is answered with `admin_ack`. The v2
  * `fence` action carries the whole state (drain or abort), and the fence in `welcome` pauses a
- * gateway that (re)connects during a pause before any session of that connection runs.
+ * gateway that (re)connects during a pause before any session of that connection runs. A task's
+ * `min_policy_version` no engine reaches ends its session, within the proxy's bound, as an ERROR
+ * that names the gap.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -27,7 +29,11 @@ beforeEach(async () => {
   rig = await startGatewayRig({
     nodeId: "gpu-admin",
     token: "test-gateway-token",
-    gateway: { runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } } },
+    gateway: {
+      runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+      // Short, so a held call fails within the test; no other test here sets min_policy_version.
+      policyVersionWaitMs: 800,
+    },
   });
   ({ engine, cp } = rig);
 });
@@ -138,5 +144,22 @@ describe("the v2 fence on a gateway", { timeout: 40_000 }, () => {
     await admin("f6", "fence", { fence: fence(6, false, { policy_version: "8" }) });
     const result = (await cp.waitFor(isResultOf(a.lease_id))) as ResultMessage;
     expect(result.result.trajectory.traces[0]?.metadata).toMatchObject({ policy_version: "8" });
+  });
+});
+
+describe("min_policy_version on a gateway", { timeout: 40_000 }, () => {
+  it("no engine at the version within the bound: the session ends at once as a configuration ERROR naming the gap", async () => {
+    // The harness gets the proxy's 400, then would sit for 30 s: the gateway does not wait for it.
+    const a = makeAssign({ command: `${ASK}; sleep 30`, prefix: "gap" });
+    a.session.min_policy_version = 5;
+    const started = Date.now();
+    cp.send(a);
+    const result = (await cp.waitFor(isResultOf(a.lease_id), 20_000)) as ResultMessage;
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(result.result).toMatchObject({ status: "ERROR", reward: null, error: { kind: "configuration" } });
+    expect(result.result.error?.message).toMatch(
+      /^min_policy_version: needs policy version 5; replicas report 0 \(http:\/\/127\.0\.0\.1:\d+: "default"\); held /,
+    );
+    expect(engine.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(0);
   });
 });

@@ -103,6 +103,12 @@ export interface GatewayOptions extends TokenModeOptions {
   keepFailedSessions?: number;
   /** Engine request timeout of the proxy (ms); default 900 s. */
   requestTimeoutMs?: number;
+  /**
+   * Longest the proxy holds a call because every replica is behind its task's
+   * `min_policy_version` (ms; time at a paused fence not counted); then the session ends as a
+   * configuration ERROR naming the gap. Default 120 s (`DEFAULT_POLICY_VERSION_WAIT_MS`); 0 = at once.
+   */
+  policyVersionWaitMs?: number;
   /** Reconnect backoff; default 0.5 s doubling to 10 s, jittered. */
   reconnect?: ReconnectPolicy;
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
@@ -265,6 +271,7 @@ async function startGatewayProxy(
     ...(opts.engineUrls?.length ? { engineUrls: opts.engineUrls } : {}),
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
+    ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
     ...pickTokenModeOptions(opts),
     metrics,
     logger,

@@ -5,7 +5,8 @@ import {
   type SessionResult,
   type Trajectory,
 } from "../protocol";
-import { getBuilder, loadBuilder, type TrajectoryBuilder } from "../proxy";
+import type { PolicyVersionGap } from "../proxy";
+import { getBuilder, loadBuilder, policyVersionGapMessage, type TrajectoryBuilder } from "../proxy";
 import { messageOf, SessionFailure, SessionInterrupt } from "./errors";
 import { resolveEvaluator } from "./evaluator";
 import { type AgentRunResult, type PlanContext, resolveHarness, runHarnessPlan } from "./harness";
@@ -166,23 +167,33 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
   const { a, deps, signal, spec } = st;
   const runGranted = now();
   enter(st, "setup");
-  const { key } = deps.proxy.openSession(a.session_id, {
-    task_id: a.task_id,
-    batch_id: a.batch_id,
-    // The proxy tallies bridge verdicts per harness × model by it.
-    harness: harnessName(a),
-    // The proxy holds each model call until a replica serves at least this policy version.
-    ...(a.min_policy_version === undefined ? {} : { min_policy_version: a.min_policy_version }),
-    // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
-    ...(a.agent.sampling === undefined ? {} : { sampling: a.agent.sampling }),
-  });
+  const agentAbort = new AbortController();
+  // No replica reached the task's min_policy_version within the proxy's bound: the session is
+  // over (a configuration error naming the gap, never retried nor graded); stop the harness now
+  // rather than wait for it to give up on the error it got.
+  const versionGap = (gap: PolicyVersionGap) =>
+    new SessionFailure("configuration", policyVersionGapMessage(gap));
+  const onPolicyVersionGap = (gap: PolicyVersionGap) => agentAbort.abort(versionGap(gap));
+  const { key } = deps.proxy.openSession(
+    a.session_id,
+    {
+      task_id: a.task_id,
+      batch_id: a.batch_id,
+      // The proxy tallies bridge verdicts per harness × model by it.
+      harness: harnessName(a),
+      // The proxy holds each model call until a replica serves at least this policy version.
+      ...(a.min_policy_version === undefined ? {} : { min_policy_version: a.min_policy_version }),
+      // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
+      ...(a.agent.sampling === undefined ? {} : { sampling: a.agent.sampling }),
+    },
+    { onPolicyVersionGap },
+  );
   st.sessionOpen = true;
   if (a.evaluator?.refresh_runtime) {
     st.evalRuntime = prewarmEvalRuntime(spec, runtimeContext(st, `${a.session_id}-eval`), signal);
     // Awaited in POST_RUN; until then a failure must not count as an unhandled rejection.
     st.evalRuntime.catch(() => {});
   }
-  const agentAbort = new AbortController();
   const { agentMs } = resolved;
   const agentTimer =
     agentMs === null
@@ -225,6 +236,9 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
     clearTimeout(agentTimer);
     st.timing.run_ms = now() - runGranted;
   }
+  // Whatever the harness made of the refused call (it may even exit 0), the gap decides.
+  const gap = deps.proxy.policyVersionGap?.(a.session_id) ?? null;
+  if (gap) throw versionGap(gap);
   if (agentResult.status === "interrupted") throw agentSignal.reason;
   if (agentResult.status === "failed") {
     const how = agentResult.limitHit

@@ -23,7 +23,7 @@ import {
   type TimeoutInfo,
   type TokenTextUpload,
 } from "../protocol";
-import type { TrajectoryBuilder } from "../proxy";
+import type { PolicyVersionGap, TrajectoryBuilder } from "../proxy";
 import { chooseBuilder } from "./builder-choice";
 import { messageOf, SessionFailure, SessionInterrupt } from "./errors";
 import type { Evaluator } from "./evaluator";
@@ -47,8 +47,14 @@ export interface PipelineDeps {
   defaultRuntime: RuntimeSpec | null;
   proxy: {
     url: string;
-    openSession(id: string, meta?: Record<string, unknown>): { key: string };
+    openSession(
+      id: string,
+      meta?: Record<string, unknown>,
+      opts?: { onPolicyVersionGap?: (gap: PolicyVersionGap) => void },
+    ): { key: string };
     completions(id: string): CompletionRecord[];
+    /** The version gap that ended the session at the proxy, or null; read before close. */
+    policyVersionGap?(id: string): PolicyVersionGap | null;
     closeSession(id: string): void;
     /** Token mode: the session's turn verdict counts (null for chat engines); read before close. */
     bridgeVerdicts?(sessionId: string): Record<string, number> | null;

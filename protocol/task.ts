@@ -232,8 +232,10 @@ export const TaskSpec = z
     max_attempts: z.number().int().min(1).max(10).default(3),
     queue: Identifier.optional(),
     /**
-     * Hold (never fail) each model call until the engine replica serving it reports a weight
-     * version of at least this policy version (decimal integers; SGLang's `"default"` counts as 0).
+     * Hold each model call until the engine replica serving it reports a weight version of at
+     * least this policy version (decimal integers; SGLang's `"default"` counts as 0), for at most
+     * the gateway's `--policy-version-wait`; then the session ends as a `configuration` ERROR
+     * naming the gap (docs/training.md, "A version no engine reaches").
      */
     min_policy_version: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   })

@@ -1,14 +1,15 @@
 /**
  * Admission of one harness call to the engine: through the fence (waiting while paused), to a
  * replica whose weights are recent enough for the session's `min_policy_version` (holding the
- * call, outside the fence, until one is), and again after resume when a pause in `abort` mode
- * aborted it before anything reached the harness.
+ * call, outside the fence, until one is or until `policyVersionWaitMs` of holding has passed), and
+ * again after resume when a pause in `abort` mode aborted it before anything reached the harness.
  *
  * @module
  */
 import type http from "node:http";
 import type { JsonObject, Logger } from "../protocol";
 import { ROUTING_KEY_HEADER } from "./engines/sglang-openai";
+import { PolicyVersionGapError } from "./errors";
 import type { FenceTicket, InferenceFence } from "./fence";
 import type { ReplicaSet } from "./replicas";
 import { postJson } from "./upstream";
@@ -31,6 +32,20 @@ export const ABORT_REQUEST_TIMEOUT_MS = 5_000;
  * ```
  */
 export const HOLD_RECHECK_MS = 1_000;
+/**
+ * Default bound on how long a call is held because every replica is behind its session's
+ * `min_policy_version` (ms); time at a paused fence is not counted. 120 s: past the 1 s re-check
+ * and the time one replica takes to load a checkpoint in a rolling update made outside the fence
+ * (tens of seconds for SGLang's `update_weights_from_disk`), yet a fifth of a session's default
+ * 600 s budget, so a trainer whose update left the engines' label behind hears of it in minutes,
+ * with the gap named, not after a whole budget per session.
+ *
+ * @example
+ * ```ts
+ * startProxy({ engine: "sglang", engineUrl, modelServed, policyVersionWaitMs: DEFAULT_POLICY_VERSION_WAIT_MS });
+ * ```
+ */
+export const DEFAULT_POLICY_VERSION_WAIT_MS = 120_000;
 
 /** One admission: the fence ticket, the signal the engine call must obey, the replicas to skip. */
 export interface Admission {
@@ -47,6 +62,8 @@ export interface Admission {
 export interface AdmissionDeps {
   fence: InferenceFence;
   replicas: ReplicaSet;
+  /** Longest hold for `min_policy_version` (ms); default {@link DEFAULT_POLICY_VERSION_WAIT_MS}. */
+  policyVersionWaitMs?: number;
   logger?: Logger;
 }
 
@@ -84,9 +101,11 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * Runs `serve` admitted: enters the fence; with a `min_policy_version`, finds the replicas still
  * behind it (re-asking their `/model_info`) and, when none is left to serve, leaves the fence and
- * holds the call for {@link HOLD_RECHECK_MS} before trying again — never failing it, so only the
- * harness hanging up (or the session's budget killing it) ends the wait. A call aborted by the
- * fence before any byte went to the harness is admitted again (after resume) and served anew.
+ * holds the call for {@link HOLD_RECHECK_MS} before trying again. Once it has been held
+ * `policyVersionWaitMs` in all (time the fence was paused not counted: waiting out a weight update
+ * is expected), it throws {@link PolicyVersionGapError} naming the version and what each replica
+ * reports; 0 fails it at the first look. A call aborted by the fence before any byte went to the
+ * harness is admitted again (after resume) and served anew.
  *
  * @example
  * ```ts
@@ -101,7 +120,11 @@ export async function admitted<T>(
   serve: (admission: Admission) => Promise<T>,
 ): Promise<T> {
   const min = minPolicyVersion(meta);
+  const waitMs = deps.policyVersionWaitMs ?? DEFAULT_POLICY_VERSION_WAIT_MS;
   let holding = false;
+  // Held time so far, and where the current hold began (wall clock and the fence's paused clock).
+  let heldMs = 0;
+  let holdStart: { at: number; paused: number } | null = null;
   for (;;) {
     const ticket = await deps.fence.enter(clientGone);
     let held = false;
@@ -129,11 +152,28 @@ export async function admitted<T>(
     } finally {
       deps.fence.leave(ticket);
     }
-    if (held) {
+    if (held && min !== null) {
+      // Since the last look: wall time less the time the fence was paused meanwhile.
+      const now = Date.now();
+      const paused = deps.fence.pausedMs();
+      if (holdStart) heldMs += Math.max(0, now - holdStart.at - (paused - holdStart.paused));
+      holdStart = { at: now, paused };
+      if (heldMs >= waitMs) {
+        const err = new PolicyVersionGapError({
+          needed: min,
+          reported: deps.replicas.status().map((r) => ({ url: r.url, weight_version: r.weight_version })),
+          held_ms: heldMs,
+          wait_ms: waitMs,
+        });
+        deps.logger?.warn("held call failed: no replica reached its min_policy_version in time", {
+          error: err.message,
+        });
+        throw err;
+      }
       if (!holding)
         deps.logger?.info("holding a call: every replica is behind its min_policy_version", { min });
       holding = true;
-      await sleep(HOLD_RECHECK_MS, clientGone);
+      await sleep(Math.min(HOLD_RECHECK_MS, waitMs - heldMs), clientGone);
     }
   }
 }

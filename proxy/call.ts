@@ -49,6 +49,8 @@ export interface CallContext {
   replicas: ReplicaSet;
   modelServed: string;
   timeoutMs: number;
+  /** Longest hold for `min_policy_version` (ms); default `DEFAULT_POLICY_VERSION_WAIT_MS`. */
+  policyVersionWaitMs?: number;
   /** Where the call's measurements go (`NO_PROXY_METRICS` when nobody counts). */
   metrics: ProxyMetricsSink;
   logger?: Logger;

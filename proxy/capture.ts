@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { appendFile, mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { CompletionRecord, JsonObject } from "../protocol";
-import { ProxyHttpError, SessionStateError } from "./errors";
+import { type PolicyVersionGap, ProxyHttpError, SessionStateError } from "./errors";
 
 /** Most completion records kept for one session; a call past it is refused with 429. */
 export const MAX_RECORDS_PER_SESSION = 10_000;
@@ -32,12 +32,20 @@ interface SessionEntry {
   dir: string | null;
   /** Pending writes, in order. */
   writes: Promise<void>;
+  /** Set once a call found no replica at its `min_policy_version` in time: the session is over. */
+  versionGap: PolicyVersionGap | null;
+  onPolicyVersionGap: ((gap: PolicyVersionGap) => void) | null;
 }
 
 /** Where a session's records go besides memory. */
 export interface SessionOptions {
   /** Session folder: records are appended to `<dir>/completions.jsonl` as they complete. */
   dir?: string;
+  /**
+   * Called once, when a call of the session is refused because no replica reached its
+   * `min_policy_version` within the proxy's bound (the gateway ends the session on it).
+   */
+  onPolicyVersionGap?: (gap: PolicyVersionGap) => void;
 }
 
 /** A session as seen by a request handler. */
@@ -106,6 +114,8 @@ export class CaptureStore {
       bytes: 0,
       dir,
       writes: dir ? mkdir(dir, { recursive: true }).then(() => undefined) : Promise.resolve(),
+      versionGap: null,
+      onPolicyVersionGap: opts.onPolicyVersionGap ?? null,
     };
     entry.writes = entry.writes.catch((err: Error) => this.onWriteError(sessionId, err));
     this.bySession.set(sessionId, entry);
@@ -173,6 +183,22 @@ export class CaptureStore {
   /** A copy of the session's records in completion order (empty for an unknown session). */
   records(sessionId: string): CompletionRecord[] {
     return [...(this.bySession.get(sessionId)?.records ?? [])];
+  }
+
+  /**
+   * Ends the session for a version gap: the first gap is kept (later calls are refused with it)
+   * and the session's `onPolicyVersionGap` is told once.
+   */
+  endForVersionGap(sessionId: string, gap: PolicyVersionGap): void {
+    const entry = this.bySession.get(sessionId);
+    if (!entry || entry.versionGap) return;
+    entry.versionGap = gap;
+    entry.onPolicyVersionGap?.(gap);
+  }
+
+  /** The version gap that ended the session, or null. */
+  versionGap(sessionId: string): PolicyVersionGap | null {
+    return this.bySession.get(sessionId)?.versionGap ?? null;
   }
 
   /** True while the session is open. */

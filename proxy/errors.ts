@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { versionNumber } from "../protocol";
 
 /** OpenAI's error body. `code` and `message` also satisfy the project's `{error:{code,message}}`. */
 export interface OpenAiErrorBody {
@@ -102,6 +103,56 @@ export class EngineTimeoutError extends Error {
   ) {
     super(`engine at ${engineUrl} did not answer within ${timeoutMs} ms`);
     this.name = "EngineTimeoutError";
+  }
+}
+
+/** Why a session's call was not served: every replica stayed behind its `min_policy_version`. */
+export interface PolicyVersionGap {
+  /** The session's `min_policy_version`. */
+  needed: number;
+  /** Each replica's weight version as it last reported it (null: it could not say). */
+  reported: Array<{ url: string; weight_version: string | null }>;
+  /** How long the call was held, time at a paused fence not counted (ms). */
+  held_ms: number;
+  /** The bound it was held against (`policyVersionWaitMs`). */
+  wait_ms: number;
+}
+
+/**
+ * The words of a {@link PolicyVersionGap}, led by the task field it is about (as the gateway's
+ * other configuration errors are): `min_policy_version: needs policy version 3; replicas report 2
+ * (http://127.0.0.1:30000: "2"); held 120 s (bound 120 s)`. "replicas report" is the newest
+ * version any replica reports, or `no version` when none reports a decimal one.
+ *
+ * @example
+ * ```ts
+ * policyVersionGapMessage({ needed: 3, reported: [{ url: "http://e:1", weight_version: "2" }], held_ms: 0, wait_ms: 0 });
+ * ```
+ */
+export function policyVersionGapMessage(gap: PolicyVersionGap): string {
+  const numbers = gap.reported
+    .map((r) => versionNumber(r.weight_version))
+    .filter((n): n is number => n !== null);
+  const newest = numbers.length > 0 ? String(Math.max(...numbers)) : "no version";
+  const each = gap.reported.map((r) => `${r.url}: ${JSON.stringify(r.weight_version)}`).join(", ");
+  const secs = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+  return `min_policy_version: needs policy version ${gap.needed}; replicas report ${newest} (${each}); held ${secs(gap.held_ms)} (bound ${secs(gap.wait_ms)})`;
+}
+
+/**
+ * Every replica stayed behind the session's `min_policy_version` for longer than the proxy's
+ * `policyVersionWaitMs` → 400 `policy_version_unavailable`. A 4xx, so SDKs do not retry it (they
+ * retry 408, 409, 429 and 5xx); the session is over, and its later calls get the same answer.
+ *
+ * @example
+ * ```ts
+ * throw new PolicyVersionGapError({ needed: 3, reported: [], held_ms: 120_000, wait_ms: 120_000 });
+ * ```
+ */
+export class PolicyVersionGapError extends Error {
+  constructor(readonly gap: PolicyVersionGap) {
+    super(policyVersionGapMessage(gap));
+    this.name = "PolicyVersionGapError";
   }
 }
 
@@ -241,6 +292,14 @@ export function classifyError(err: unknown): ClassifiedError {
     return make(502, "api_error", "engine_contract_violation", err.message, err.field);
   if (err instanceof EngineUnreachableError) return make(502, "api_error", "engine_unreachable", err.message);
   if (err instanceof EngineTimeoutError) return make(504, "timeout_error", "engine_timeout", err.message);
+  if (err instanceof PolicyVersionGapError)
+    return make(
+      400,
+      "invalid_request_error",
+      "policy_version_unavailable",
+      err.message,
+      "min_policy_version",
+    );
   const message = err instanceof Error ? err.message : String(err);
   return make(500, "api_error", "internal_error", `internal proxy error: ${message}`);
 }

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CompletionRecord } from "../protocol";
 import { type SimEngineHandle, type SimEngineOptions, startSimEngine } from "../sim/server";
 import { getBuilder } from "./builders";
+import type { SessionOptions } from "./capture";
 import type { EngineName } from "./engines";
 import { type RecordingProxy, startProxy } from "./server";
 import { startGenerateDouble } from "./testing/generate-double";
@@ -29,22 +30,27 @@ async function sim(opts: SimEngineOptions): Promise<SimEngineHandle> {
   return s;
 }
 
-async function proxyFor(engine: EngineName, urls: string[]): Promise<RecordingProxy> {
+async function proxyFor(
+  engine: EngineName,
+  urls: string[],
+  extra: { policyVersionWaitMs?: number } = {},
+): Promise<RecordingProxy> {
   const p = await startProxy({
     engine,
     engineUrls: urls,
     modelServed: MODEL,
     logger: quiet,
     healthIntervalMs: 0,
+    ...extra,
   });
   cleanups.push(() => p.close());
   return p;
 }
 
 let n = 0;
-function session(p: RecordingProxy, meta: Record<string, unknown> = {}) {
+function session(p: RecordingProxy, meta: Record<string, unknown> = {}, opts: SessionOptions = {}) {
   const id = `fence-${++n}`;
-  const { key } = p.openSession(id, meta);
+  const { key } = p.openSession(id, meta, opts);
   return { id, key, openai: new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 }) };
 }
 
@@ -278,9 +284,9 @@ describe("min_policy_version: replicas updated one at a time", { timeout: 40_000
     }
   });
 
-  it("a held turn is never failed: it waits through several re-checks, outside the fence", async () => {
+  it("a held turn waits through several re-checks, outside the fence, and a replica reaching the version within the bound releases it", async () => {
     const a = await sim({});
-    const p = await proxyFor("sglang-openai", [a.url]);
+    const p = await proxyFor("sglang-openai", [a.url], { policyVersionWaitMs: 5_000 });
     const s = session(p, { min_policy_version: 3 });
     const call = s.openai.chat.completions.create({ model: "m", messages: ask });
     await new Promise((r) => setTimeout(r, 2500));
@@ -294,5 +300,74 @@ describe("min_policy_version: replicas updated one at a time", { timeout: 40_000
     p.resume();
     await call;
     expect(records(p, s.id)[0]).toMatchObject({ weight_version_start: "3", weight_version: "3" });
+    expect(p.policyVersionGap(s.id)).toBeNull();
+  });
+
+  it("past policyVersionWaitMs the held turn fails with 400 policy_version_unavailable naming the gap, and the session is over", async () => {
+    const a = await sim({});
+    const p = await proxyFor("sglang-openai", [a.url], { policyVersionWaitMs: 1500 });
+    const told: unknown[] = [];
+    const s = session(p, { min_policy_version: 3 }, { onPolicyVersionGap: (gap) => told.push(gap) });
+    const started = Date.now();
+    const err = await s.openai.chat.completions.create({ model: "m", messages: ask }).catch((e) => e);
+    const took = Date.now() - started;
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err).toMatchObject({
+      status: 400,
+      code: "policy_version_unavailable",
+      param: "min_policy_version",
+    });
+    expect(err.message).toContain(
+      `min_policy_version: needs policy version 3; replicas report 0 (${a.url}: "default"); held `,
+    );
+    expect(err.message).toMatch(/; held \d+(\.\d)? s \(bound 1\.5 s\)$/);
+    expect(took).toBeGreaterThanOrEqual(1400);
+    expect(took).toBeLessThan(4000);
+    expect(told).toEqual([
+      {
+        needed: 3,
+        reported: [{ url: a.url, weight_version: "default" }],
+        held_ms: expect.any(Number),
+        wait_ms: 1500,
+      },
+    ]);
+    expect(p.policyVersionGap(s.id)).toMatchObject({ needed: 3 });
+    // Its later calls, in any family, get the same answer at once (in that family's error shape).
+    const again = Date.now();
+    const res = await fetch(`${p.url}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": s.key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({ model: "m", max_tokens: 16, messages: ask }),
+    });
+    expect(Date.now() - again).toBeLessThan(1000);
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+    expect(body).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    expect(body.error.message).toContain("needs policy version 3");
+    expect(told).toHaveLength(1);
+    expect((await stats(a)).requests_total).toBe(0);
+  });
+
+  it("time at a paused fence does not count against the bound", async () => {
+    const a = await sim({});
+    const p = await proxyFor("sglang-openai", [a.url], { policyVersionWaitMs: 1500 });
+    const s = session(p, { min_policy_version: 3 });
+    let failedAt = 0;
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask }).catch((e) => {
+      failedAt = Date.now();
+      return e;
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    await p.pause({ timeoutMs: 1000 });
+    // Paused for longer than the whole bound: the held turn is still waiting.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(failedAt).toBe(0);
+    const resumedAt = Date.now();
+    p.resume();
+    const err = await call;
+    expect(err).toMatchObject({ status: 400, code: "policy_version_unavailable" });
+    // About 0.5 s was held before the pause: the rest of the bound (~1 s) runs after resume.
+    expect(failedAt - resumedAt).toBeGreaterThanOrEqual(800);
+    expect(p.policyVersionGap(s.id)?.held_ms).toBeGreaterThanOrEqual(1500);
   });
 });

@@ -126,6 +126,10 @@ export class InferenceFence {
   private readonly pauseListeners: Array<(mode: FenceMode) => Promise<void> | void> = [];
   private abortedCalls = 0;
   private reissuedCalls = 0;
+  /** Paused time of the pauses that ended (ms); {@link pausedMs} adds the current one. */
+  private pausedTotalMs = 0;
+  /** When the current pause began (epoch ms); null while not paused. */
+  private pausedSince: number | null = null;
 
   /** Admits one call (waiting while paused); its ticket carries the policy version in effect. */
   async enter(signal?: AbortSignal): Promise<FenceTicket> {
@@ -164,6 +168,7 @@ export class InferenceFence {
    */
   async pause(opts: { timeoutMs: number; mode?: FenceMode }): Promise<PauseResult> {
     this.paused = true;
+    this.pausedSince ??= Date.now();
     this.mode = opts.mode ?? "drain";
     if (this.mode === "abort") {
       for (const ticket of this.tickets) {
@@ -199,6 +204,8 @@ export class InferenceFence {
 
   /** Admits calls again, the waiting ones first. */
   resume(): void {
+    if (this.pausedSince !== null) this.pausedTotalMs += Date.now() - this.pausedSince;
+    this.pausedSince = null;
     this.paused = false;
     this.mode = null;
     for (const listener of this.resumeListeners) listener();
@@ -216,6 +223,20 @@ export class InferenceFence {
   /** Called on every resume, before the waiting calls are released (weights may have changed). */
   onResume(listener: () => void): void {
     this.resumeListeners.push(listener);
+  }
+
+  /**
+   * Total time the fence has been paused since it was made (ms), the current pause included: a
+   * call held for its `min_policy_version` subtracts it, so waiting out a weight update (an
+   * expected wait) never counts against its bound.
+   *
+   * @example
+   * ```ts
+   * const p0 = fence.pausedMs(); await sleep(1000); const unpausedMs = 1000 - (fence.pausedMs() - p0);
+   * ```
+   */
+  pausedMs(): number {
+    return this.pausedTotalMs + (this.pausedSince === null ? 0 : Date.now() - this.pausedSince);
   }
 
   /** Sets the policy version stamped on records of calls admitted from now on. */

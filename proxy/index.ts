@@ -6,7 +6,7 @@
  * @module
  */
 
-export { ABORT_REQUEST_TIMEOUT_MS, HOLD_RECHECK_MS } from "./admission";
+export { ABORT_REQUEST_TIMEOUT_MS, DEFAULT_POLICY_VERSION_WAIT_MS, HOLD_RECHECK_MS } from "./admission";
 export * from "./builders";
 export {
   CaptureStore,

@@ -14,7 +14,13 @@ import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
 import { validateChatRequest } from "./engines/sglang-openai";
 import { newRid } from "./engines/sglang-token/generate";
 import { serveTokenTurn } from "./engines/sglang-token/serve";
-import { classifyError, EngineContractError, EngineStatusError, ProxyHttpError } from "./errors";
+import {
+  classifyError,
+  EngineContractError,
+  EngineStatusError,
+  PolicyVersionGapError,
+  ProxyHttpError,
+} from "./errors";
 import { openAiChat } from "./families";
 import type { Family } from "./families/types";
 import { isObject, randomId } from "./json";
@@ -63,6 +69,9 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   // builds its sampling parameters from this body; the chat engines get it as is).
   const sampling = applySamplingPolicy(call.parsed.chat, sessionSamplingPolicy(call.session.meta));
   validateChatRequest(call.parsed.chat);
+  // A session a version gap ended gets the same answer at once: it is over, not held again.
+  const gap = deps.store.versionGap(call.session.sessionId);
+  if (gap) throw new PolicyVersionGapError(gap);
   const clientGone = new AbortController();
   const onClose = () => {
     if (!call.res.writableFinished) clientGone.abort();
@@ -80,7 +89,13 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
             call.parsed.stream && engine.streamsWithIds
               ? streamReal(deps, engine, call, a)
               : serveWhole(deps, engine, call, a);
-    const record = await admitted(deps, call.session.meta, call.res, clientGone.signal, serve);
+    const record = await admitted(deps, call.session.meta, call.res, clientGone.signal, serve).catch(
+      (err: unknown) => {
+        if (err instanceof PolicyVersionGapError)
+          deps.store.endForVersionGap(call.session.sessionId, err.gap);
+        throw err;
+      },
+    );
     if (record) {
       record.metadata.sampling = sampling;
       deps.store.commit(call.session.sessionId, record);

@@ -22,7 +22,7 @@ import {
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
 import { VllmEnginePause } from "./engines/vllm-control";
-import { classifyError, openAiError, ProxyHttpError } from "./errors";
+import { classifyError, openAiError, type PolicyVersionGap, ProxyHttpError } from "./errors";
 import {
   anthropicToChat,
   detectFamily,
@@ -84,6 +84,12 @@ export interface ProxyOptions extends TokenModeOptions {
   modelServed: string;
   /** Engine request timeout (ms); default {@link DEFAULT_REQUEST_TIMEOUT_MS}. A timeout answers 504. */
   requestTimeoutMs?: number;
+  /**
+   * Longest a call is held because every replica is behind its session's `min_policy_version`
+   * (ms; time at a paused fence not counted); then it fails with 400 `policy_version_unavailable`
+   * and the session ends. Default `DEFAULT_POLICY_VERSION_WAIT_MS` (120 s); 0 = fail at once.
+   */
+  policyVersionWaitMs?: number;
   /** Cap on recorded completions per session; default {@link MAX_RECORDS_PER_SESSION}. */
   maxRecordsPerSession?: number;
   /** Cap on recorded bytes per session; default {@link MAX_SESSION_CAPTURE_BYTES}. */
@@ -118,6 +124,11 @@ export interface RecordingProxy {
   openSession(sessionId: string, meta?: JsonObject, opts?: SessionOptions): { key: string };
   /** The session's records, in completion order. */
   completions(sessionId: string): CompletionRecord[];
+  /**
+   * Why the proxy ended the session, if it did: a call found no replica at the session's
+   * `min_policy_version` within `policyVersionWaitMs`. Null otherwise. Read it before `closeSession`.
+   */
+  policyVersionGap(sessionId: string): PolicyVersionGap | null;
   /** Resolves once the session's records are persisted. */
   flush(sessionId: string): Promise<void>;
   /** Forgets the session; its key stops working. Resolves once its records are persisted. */
@@ -214,6 +225,7 @@ export class ProxyServer {
       replicas: this.replicas,
       modelServed: opts.modelServed,
       timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
       metrics: opts.metrics ?? NO_PROXY_METRICS,
       logger: log,
     };
@@ -410,9 +422,10 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     url: `http://${urlHost}:${port}`,
     openSession: (sessionId, meta, sessionOpts) => {
       const dir = sessionOpts?.dir ?? sessionDir(sessionId);
-      return server.store.open(sessionId, meta ?? {}, dir ? { dir } : {});
+      return server.store.open(sessionId, meta ?? {}, { ...sessionOpts, ...(dir ? { dir } : {}) });
     },
     completions: (sessionId) => server.store.records(sessionId),
+    policyVersionGap: (sessionId) => server.store.versionGap(sessionId),
     flush: (sessionId) => server.store.flush(sessionId),
     closeSession: (sessionId) => {
       server.replicas.forget(sessionId);

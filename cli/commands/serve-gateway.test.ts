@@ -93,6 +93,15 @@ gateway:
       initialDelayMs: 500,
       maxDelayMs: 4000,
     });
+    // The min_policy_version bound: seconds, 0 = fail at once; unset leaves the proxy's default.
+    expect(resolveServeGatewayOptions({ ...base, policyVersionWait: 2.5 }, TOKEN).policyVersionWaitMs).toBe(
+      2500,
+    );
+    expect(resolveServeGatewayOptions({ ...base, policyVersionWait: 0 }, TOKEN).policyVersionWaitMs).toBe(0);
+    expect(resolveServeGatewayOptions(base, TOKEN)).not.toHaveProperty("policyVersionWaitMs");
+    expect(() => resolveServeGatewayOptions({ ...base, policyVersionWait: -1 }, TOKEN)).toThrow(
+      /^--policy-version-wait: must be a number of seconds >= 0/,
+    );
     for (const [key, flag] of [
       ["journalMaxMb", "--journal-max-mb"],
       ["connectTimeoutSeconds", "--connect-timeout-seconds"],

@@ -57,6 +57,8 @@ export interface ServeGatewayOptions {
   connectTimeoutSeconds?: number;
   /** Longest wait between reconnect attempts (seconds). */
   reconnectMaxSeconds?: number;
+  /** Longest hold of a call for its task's `min_policy_version` (seconds; 0 = fail at once). */
+  policyVersionWait?: number;
 }
 
 /** The link flags (`--journal-max-mb`, `--connect-timeout-seconds`, `--reconnect-max-seconds`), checked. */
@@ -145,6 +147,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.workRoot !== undefined ? { workRoot: opts.workRoot } : {}),
     ...(opts.keepWorkspaces ? { keepWorkspaces: true } : {}),
     ...(opts.keepFailedSessions !== undefined ? { keepFailedSessions: opts.keepFailedSessions } : {}),
+    ...policyVersionWaitFlag(opts),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),
@@ -258,4 +261,13 @@ export async function startServeGateway(
     process.once("SIGTERM", stop);
   }
   return gateway;
+}
+
+/** `--policy-version-wait` (seconds, 0 allowed: fail at once) as the proxy's bound in ms. */
+function policyVersionWaitFlag(opts: ServeGatewayOptions): Partial<GatewayOptions> {
+  const s = opts.policyVersionWait;
+  if (s === undefined) return {};
+  if (typeof s !== "number" || !Number.isFinite(s) || s < 0)
+    throw new UsageError("--policy-version-wait: must be a number of seconds >= 0");
+  return { policyVersionWaitMs: s * 1000 };
 }

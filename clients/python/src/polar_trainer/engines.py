@@ -4,7 +4,8 @@ The fence labels every turn with the policy version, but a task's ``min_policy_v
 checked against what each ENGINE reports (``GET /model_info`` → ``weight_version``): a gateway
 holds a turn until its replica reports at least that version. So an update function must leave
 every engine reporting the new decimal version, or the sessions of the groups stamped with it are
-held until their run budget (the task's ``timeout_seconds``) ends them (docs/training.md, Versions).
+held, then ended by the gateway's bound (``--policy-version-wait``, default 120 s) as errors naming
+the gap, and ``next_batch()`` raises ``SchedulerError`` (docs/training.md, "A version no engine reaches").
 SGLang starts at ``"default"`` (counted as 0 by the proxy); these calls set ``"1"``, ``"2"``, ….
 
 * :func:`update_weights_from_disk` — SGLang loads a checkpoint and takes ``weight_version``;

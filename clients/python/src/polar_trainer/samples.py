@@ -11,7 +11,9 @@ Per session (``classify``):
 * an agent ``ERROR`` (the harness failed) → **failed**: its samples are kept with ``removed`` True
   and a zero mask (the trainer learns nothing from them; they are not in any baseline).
 * infra, configuration, cancelled, early-stop-cancelled, queue / no-gateway / evaluator timeouts →
-  **excluded**: never scored 0, never trained on.
+  **excluded**: never scored 0, never trained on. A configuration error whose message starts with
+  ``min_policy_version:`` (no engine reported the group's version within the gateway's bound) is
+  excluded with reason ``policy_version``.
 * a reward that is None, NaN, infinite or not a number → **refused** (counted; not trained on).
 
 Per trace (``trace_sample``): ``tokens = prompt_ids + response_ids``; ``loss_mask``,
@@ -228,6 +230,26 @@ def _timeout_is_agent_budget(result: Dict[str, Any]) -> bool:
     return meta.get("timeout_source") in _AGENT_BUDGETS and meta.get("timeout_stage") not in _NOT_AGENT_STAGES
 
 
+#: How a gateway's error for a version gap begins (the task field it is about, as its other
+#: configuration errors name theirs): "min_policy_version: needs policy version 3; replicas report 2 (…)".
+POLICY_VERSION_GAP_PREFIX = "min_policy_version:"
+
+
+def policy_version_gap(result: Dict[str, Any]) -> Optional[str]:
+    """The error message of a session the gateway ended because no engine reported its
+    ``min_policy_version`` in time (a ``configuration`` ERROR led by ``min_policy_version:``), or None.
+
+    Example::
+
+        policy_version_gap({"status": "ERROR", "error": {"kind": "configuration", "message": "min_policy_version: needs policy version 3; replicas report 2 (…)"}})
+    """
+    err = result.get("error") or {}
+    message = str(err.get("message") or "")
+    if result.get("status") == "ERROR" and err.get("kind") == "configuration" and message.startswith(POLICY_VERSION_GAP_PREFIX):
+        return message
+    return None
+
+
 def _excluded_reason(result: Dict[str, Any]) -> str:
     status = result.get("status")
     err = result.get("error") or {}
@@ -237,6 +259,8 @@ def _excluded_reason(result: Dict[str, Any]) -> str:
     if status == "CANCELLED":
         return "cancelled"
     kind = err.get("kind")
+    if policy_version_gap(result):
+        return "policy_version"
     if kind == "cancelled":
         early = meta.get("early_stop_cancelled") or (result.get("metadata") or {}).get("early_stop_cancelled")
         return "early_stop" if early or "early stop" in str(err.get("message", "")) else "cancelled"

@@ -49,7 +49,7 @@ from .config import SchedulerConfig
 from .errors import Conflict, NotFound, PolarError, RateLimited, SchedulerError, StateError
 from .fence import FenceResult
 from .groups import Group, SelectionTally, judge
-from .samples import Sample, classify, trajectory_index_of
+from .samples import Sample, classify, policy_version_gap, trajectory_index_of
 from .state import StateStore
 from .versions import as_version
 
@@ -505,6 +505,7 @@ class GroupScheduler:
                     self.store.spool_append(gid, seq, result)
                     with self._cond:
                         self._add(gid, seq, result)
+                        self._check_version_gap(gid, result)
                         cancel = self._early_stop_due(gid)
                     if cancel:
                         self._early_stop(gid)
@@ -564,6 +565,20 @@ class GroupScheduler:
             self._forget(gid)
             self._audit({"rejected": "reject", "dropped": "drop"}[verdict.outcome], group_id=gid, index=rec["index"], reason=verdict.reason, counts=g.counts())
         self._save()
+        self._cond.notify_all()
+
+    def _check_version_gap(self, gid: str, result: Dict[str, Any]) -> None:
+        # No engine reached the group's version: every later group would wait and fail the same
+        # way, so the trainer hears of it at once (from a live result, not a spooled one replayed
+        # at restart, when the engines may have been fixed).
+        gap = policy_version_gap(result)
+        if gap is None or self._fatal is not None:
+            return
+        g = self._groups[gid]
+        self._fatal = SchedulerError(
+            f"group {gid} (policy version {g.stamp}): session {result.get('session_id')} found no engine at its version in time: {gap}"
+            " (the update must leave every engine reporting the version: engines.update_weights_from_disk or set_weight_version)"
+        )
         self._cond.notify_all()
 
     def _check_unusable(self, g: Group) -> None:
@@ -639,8 +654,9 @@ class GroupScheduler:
 
         Raises:
             Exhausted: no more groups will come (``max_groups`` reached or the task source ended);
-            SchedulerError: a worker failed, or ``max_unusable_groups`` groups in a row had no
-            trainable session; TimeoutError (the built-in): ``timeout`` seconds passed with fewer
+            SchedulerError: a worker failed, ``max_unusable_groups`` groups in a row had no
+            trainable session, or (at once) a session ended because no engine reported its
+            group's ``min_policy_version`` in time, naming the group and both versions; TimeoutError (the built-in): ``timeout`` seconds passed with fewer
             groups ready (nothing is leased; call again to keep waiting).
 
         Example::
