@@ -118,15 +118,6 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
     const request = new Request(input, init);
     const deadlineMs = await deadlineFor(request, opts);
     const { method, url } = request;
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, deadlineMs);
-    const callerAbort = () => controller.abort(request.signal.reason);
-    if (request.signal.aborted) callerAbort();
-    else request.signal.addEventListener("abort", callerAbort, { once: true });
     const fail = (code: PolarRequestErrorCode, message: string, cause?: unknown) =>
       new PolarRequestError(code, method, url, deadlineMs, message, { cause });
     const late = (cause: unknown) =>
@@ -135,13 +126,34 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
         `no complete answer within ${deadlineMs} ms (the request's deadline: timeoutMs, plus holdMarginMs over a wait)`,
         cause,
       );
+    const controller = new AbortController();
+    const outgoing = new Request(request, { signal: controller.signal });
+    let timedOut = false;
+    // The deadline is a race as well as an abort: undici follows a Request's signal through weak
+    // references, so once `outgoing` is collected mid-request an abort can be lost and the fetch
+    // wait on (seen: a CLI command hanging past its deadline). The rejection below fires anyway,
+    // and the closure keeps `outgoing` (and the abort that frees the socket) alive until then.
+    let expire: (err: unknown) => void = () => {};
+    const expired = new Promise<never>((_, reject) => {
+      expire = reject;
+    });
+    expired.catch(() => {});
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+      void outgoing.signal.aborted;
+      expire(late(controller.signal.reason));
+    }, deadlineMs);
+    const callerAbort = () => controller.abort(request.signal.reason);
+    if (request.signal.aborted) callerAbort();
+    else request.signal.addEventListener("abort", callerAbort, { once: true });
     let streaming = false;
     try {
       let res: Response;
       try {
-        res = await fetchImpl(new Request(request, { signal: controller.signal }));
+        res = await Promise.race([fetchImpl(outgoing), expired]);
       } catch (err) {
-        if (timedOut) throw late(err);
+        if (timedOut) throw err instanceof PolarRequestError ? err : late(err);
         if (request.signal.aborted) throw err;
         throw fail("connection_failed", `no answer: ${causeText(err)}`, err);
       }
@@ -151,9 +163,9 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
       }
       let bytes: ArrayBuffer;
       try {
-        bytes = await res.arrayBuffer();
+        bytes = await Promise.race([res.arrayBuffer(), expired]);
       } catch (err) {
-        if (timedOut) throw late(err);
+        if (timedOut) throw err instanceof PolarRequestError ? err : late(err);
         if (request.signal.aborted) throw err;
         throw fail("truncated_body", `the ${res.status} answer broke off: ${causeText(err)}`, err);
       }
