@@ -9,6 +9,7 @@
  */
 import {
   createPolarClient,
+  type DeadlineOptions,
   PolarApiError,
   type PolarClient,
   type RequestOf,
@@ -30,6 +31,8 @@ import {
   SessionTokens,
 } from "../protocol";
 
+/** No usable answer: past the request's deadline, no connection, or an empty or short 2xx body. */
+export { PolarRequestError } from "../clients/typescript/src/index";
 /**
  * A non-2xx answer from the control plane, with its `{error:{code,message}}` body: the client
  * package's exception, under the name the CLI has always used.
@@ -54,6 +57,10 @@ export type DrainAnswer = ResponseOf<"drainGateway">;
  * const { batch_id } = await cp.submit({ tasks: [task] });
  * for await (const r of cp.streamResults(batch_id)) console.log(r.result.status);
  * ```
+ *
+ * Every request has a deadline (`deadlines.timeoutMs`, default 30 s; a long-poll its `wait` plus
+ * `holdMarginMs`): past it the call rejects with `PolarRequestError` naming the URL and the
+ * deadline, instead of waiting for undici's 300 s.
  */
 export class ControlPlaneClient {
   private readonly client: PolarClient;
@@ -61,8 +68,9 @@ export class ControlPlaneClient {
   constructor(
     readonly baseUrl: string,
     token: string,
+    deadlines: DeadlineOptions = {},
   ) {
-    this.client = createPolarClient({ baseUrl, token });
+    this.client = createPolarClient({ baseUrl, token, ...deadlines });
   }
 
   private get api() {

@@ -135,6 +135,8 @@ async function waitForGateways(url: string, token: string, gateways: PolarProces
     try {
       const res = await fetch(new URL("/v1/gateways", url), {
         headers: { authorization: `Bearer ${token}` },
+        // A listing that hangs is retried like one that failed, not waited on past the deadline.
+        signal: AbortSignal.timeout(5_000),
       });
       if (res.ok) {
         const body = (await res.json()) as { gateways?: Array<{ node_id: string; connected: boolean }> };

@@ -182,9 +182,17 @@ function seconds(name: string) {
   };
 }
 
+/** `--request-timeout-seconds`: read by `requestTimeoutMs` (cli/commands/connection.ts). */
+function requestTimeoutOption(): Option {
+  return new Option(
+    "--request-timeout-seconds <s>",
+    "give up a request without a complete answer after S seconds (or POLAR_REQUEST_TIMEOUT_SECONDS; default 30; a long-poll gets its wait + 30)",
+  ).argParser(positiveNumber("--request-timeout-seconds"));
+}
+
 /**
  * Adds the flags of a command that talks to the control plane: its URL (`--control-plane`, or
- * `--url` as the first commands named it, or `POLAR_URL`) and `--json`.
+ * `--url` as the first commands named it, or `POLAR_URL`), each request's deadline and `--json`.
  */
 function controlPlaneCommand(name: string, description: string): Command {
   return program
@@ -196,6 +204,7 @@ function controlPlaneCommand(name: string, description: string): Command {
       process.env.POLAR_URL ?? "http://127.0.0.1:8787",
     )
     .option("--url <url>", "same as --control-plane")
+    .addOption(requestTimeoutOption())
     .option("--json", "print JSON", false);
 }
 
@@ -284,6 +293,7 @@ program
     process.env.POLAR_URL ?? "http://127.0.0.1:8787",
   )
   .option("--url <url>", "same as --control-plane")
+  .addOption(requestTimeoutOption())
   .option(
     "--stream <name>",
     "print only this stream (prepare, harness.stdout, harness.stderr, evaluator, other)",
@@ -430,7 +440,12 @@ export async function runCli(argv: string[]): Promise<void> {
     }
     // Errors that carry their own exit status (a gateway refused by the control plane: 78).
     const code = (err as { exitCode?: unknown }).exitCode;
-    console.error(`polar: ${(err as Error).message}`);
+    const timedOut = (err as { name?: unknown; code?: unknown }).name === "PolarRequestError";
+    const hint =
+      timedOut && (err as { code?: unknown }).code === "timeout"
+        ? " — raise it with --request-timeout-seconds or POLAR_REQUEST_TIMEOUT_SECONDS"
+        : "";
+    console.error(`polar: ${(err as Error).message}${hint}`);
     process.exit(typeof code === "number" && Number.isInteger(code) && code > 0 ? code : 1);
   }
 }

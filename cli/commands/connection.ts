@@ -1,6 +1,7 @@
 /**
  * What every operator command shares: the control plane's URL (`--control-plane`, `--url`,
- * `POLAR_URL`), the bearer token of the role a route needs (from `POLAR_*_TOKEN`), and one client
+ * `POLAR_URL`), the bearer token of the role a route needs (from `POLAR_*_TOKEN`), the deadline of
+ * each request (`--request-timeout-seconds`, `POLAR_REQUEST_TIMEOUT_SECONDS`), and one client
  * made from them. A missing token is a usage error that names the variable to set.
  *
  * @module
@@ -14,6 +15,33 @@ export interface ConnectionOptions {
   /** Same as `controlPlane` (the older commands' flag name); wins when given. */
   url?: string;
   json: boolean;
+  /** `--request-timeout-seconds`: a request's deadline; `POLAR_REQUEST_TIMEOUT_SECONDS` otherwise. */
+  requestTimeoutSeconds?: number;
+}
+
+/** A request's deadline when neither the flag nor the variable gives one (s). */
+export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
+
+/**
+ * A request's deadline in ms: `--request-timeout-seconds`, else `POLAR_REQUEST_TIMEOUT_SECONDS`,
+ * else 30 s. A bad value of the variable is a usage error naming it.
+ *
+ * @example
+ * ```ts
+ * requestTimeoutMs({}, { POLAR_REQUEST_TIMEOUT_SECONDS: "5" }); // 5000
+ * ```
+ */
+export function requestTimeoutMs(
+  opts: Pick<ConnectionOptions, "requestTimeoutSeconds">,
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  if (opts.requestTimeoutSeconds !== undefined) return Math.ceil(opts.requestTimeoutSeconds * 1000);
+  const raw = env.POLAR_REQUEST_TIMEOUT_SECONDS;
+  if (raw === undefined || raw === "") return DEFAULT_REQUEST_TIMEOUT_SECONDS * 1000;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UsageError(`POLAR_REQUEST_TIMEOUT_SECONDS must be a number of seconds > 0, got '${raw}'`);
+  return Math.ceil(n * 1000);
 }
 
 /**
@@ -61,7 +89,7 @@ export function connect(opts: ConnectionOptions, access: Access): ControlPlaneCl
   } catch {
     throw new UsageError(`--control-plane: '${url}' is not a URL`);
   }
-  return new ControlPlaneClient(url, tokenFor(access));
+  return new ControlPlaneClient(url, tokenFor(access), { timeoutMs: requestTimeoutMs(opts) });
 }
 
 /** Prints `value` as one line of JSON. */

@@ -9,6 +9,7 @@
 import type { LogStream, SessionLogs } from "../../protocol";
 import { ControlPlaneClient, ControlPlaneError } from "../client";
 import { UsageError } from "../usage-error";
+import { requestTimeoutMs } from "./connection";
 
 /** Options of {@link runLogs}. */
 export interface LogsOptions {
@@ -17,6 +18,8 @@ export interface LogsOptions {
   url?: string;
   stream?: string;
   json: boolean;
+  /** `--request-timeout-seconds` (else `POLAR_REQUEST_TIMEOUT_SECONDS`, else 30 s). */
+  requestTimeoutSeconds?: number;
 }
 
 /**
@@ -85,7 +88,12 @@ export function formatLogs(logs: SessionLogs, stream?: string): string {
  * ```
  */
 export async function runLogs(sessionId: string, opts: LogsOptions): Promise<void> {
-  const logs = await fetchLogs(opts.url ?? opts.controlPlane, readerToken(), sessionId);
+  const logs = await fetchLogs(
+    opts.url ?? opts.controlPlane,
+    readerToken(),
+    sessionId,
+    requestTimeoutMs(opts),
+  );
   if (opts.json) {
     if (opts.stream !== undefined) formatLogs(logs, opts.stream); // an unknown stream: the error
     const streams =
@@ -101,9 +109,14 @@ export async function runLogs(sessionId: string, opts: LogsOptions): Promise<voi
  * plane's message names the session and why (no such session, not finished yet, finished
  * without logs); a malformed id is a mistake in the argument.
  */
-async function fetchLogs(baseUrl: string, token: string, sessionId: string): Promise<SessionLogs> {
+async function fetchLogs(
+  baseUrl: string,
+  token: string,
+  sessionId: string,
+  timeoutMs: number,
+): Promise<SessionLogs> {
   try {
-    return await new ControlPlaneClient(baseUrl, token).sessionLogs(sessionId);
+    return await new ControlPlaneClient(baseUrl, token, { timeoutMs }).sessionLogs(sessionId);
   } catch (err) {
     if (!(err instanceof ControlPlaneError)) throw err;
     if (err.status === 400) throw new UsageError(`SESSION_ID: ${err.reason}`);

@@ -18,6 +18,7 @@
  * @module
  */
 import { createHash, randomBytes } from "node:crypto";
+import { withDeadline } from "../../clients/typescript/src/index";
 import { Identifier } from "../../protocol";
 import { UsageError } from "../usage-error";
 
@@ -136,7 +137,8 @@ async function register(created: CreatedToken, url: string, admin: string): Prom
         { name: created.path.name, sha256: created.sha256, queue: created.path.queue },
       ]
     : ["/v1/admin/gateway_tokens", { node_id: created.nodeId, sha256: created.sha256 }];
-  const res = await fetch(new URL(route, url), {
+  // With a deadline: the global fetch alone would wait 300 s on a control plane that never answers.
+  const res = await withDeadline(fetch)(new URL(route, url), {
     method: "POST",
     headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
     body: JSON.stringify(body),

@@ -7,8 +7,19 @@
  * @module
  */
 import createClient, { type Client } from "openapi-fetch";
+import { type DeadlineOptions, withDeadline } from "./deadline.js";
 import type { operations, paths } from "./schema.js";
 
+export {
+  DEFAULT_HOLD_MARGIN_MS,
+  DEFAULT_TIMEOUT_MS,
+  type DeadlineOptions,
+  deadlineFor,
+  PAUSE_DEFAULT_TIMEOUT_SECONDS,
+  PolarRequestError,
+  type PolarRequestErrorCode,
+  withDeadline,
+} from "./deadline.js";
 export type { components, operations, paths } from "./schema.js";
 
 /** A non-2xx answer of the control plane, with the code and message of its error body. */
@@ -85,13 +96,18 @@ export async function unwrap<D>(pending: Promise<Answer<D>>): Promise<D> {
   throw new PolarApiError(response.status, "http_error", text.slice(0, 500) || response.statusText);
 }
 
-/** Where the control plane is and the bearer token of the role the calls need. */
-export interface PolarClientOptions {
+/**
+ * Where the control plane is, the bearer token of the role the calls need, and how long a request
+ * may take (`timeoutMs`, default 30 s; a long-poll's `wait=` or a pause's `timeout_seconds` plus
+ * `holdMarginMs`, default 30 s). A request past its deadline, without a connection, or whose 2xx
+ * body is empty or short rejects with {@link PolarRequestError}.
+ */
+export interface PolarClientOptions extends DeadlineOptions {
   /** The control plane's URL, e.g. `http://127.0.0.1:8787` (`polar dev`). */
   baseUrl: string;
   /** A trainer, admin (or, where the route allows it, viewer) token. */
   token: string;
-  /** A fetch of your own (tests, proxies); the global one otherwise. */
+  /** A fetch of your own (tests, proxies); the global one otherwise. The deadline wraps it too. */
   fetch?: typeof fetch;
 }
 
@@ -106,16 +122,23 @@ export interface PolarClient {
  *
  * @example
  * ```ts
- * const polar = createPolarClient({ baseUrl: "http://127.0.0.1:8787", token: process.env.POLAR_TRAINER_TOKEN! });
+ * const polar = createPolarClient({ baseUrl: "http://127.0.0.1:8787", token: process.env.POLAR_TRAINER_TOKEN!, timeoutMs: 10_000 });
  * const { batches } = await unwrap(polar.api.GET("/v1/batches", { params: { query: { limit: "20" } } }));
  * ```
  */
 export function createPolarClient(opts: PolarClientOptions): PolarClient {
   const baseUrl = opts.baseUrl.replace(/\/+$/, "");
+  for (const name of ["timeoutMs", "holdMarginMs"] as const) {
+    const v = opts[name];
+    if (v !== undefined && !(Number.isFinite(v) && v > 0))
+      throw new RangeError(`${name} must be a number of milliseconds > 0, got ${v}`);
+  }
+  // Looked up at call time, so a fetch replaced after the client was made (tests) is used.
+  const inner: typeof fetch = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
   const api = createClient<paths>({
     baseUrl,
     headers: { authorization: `Bearer ${opts.token}` },
-    ...(opts.fetch ? { fetch: opts.fetch } : {}),
+    fetch: withDeadline(inner, { timeoutMs: opts.timeoutMs, holdMarginMs: opts.holdMarginMs }),
   });
   return { api, baseUrl };
 }
