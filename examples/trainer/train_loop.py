@@ -2,8 +2,13 @@
 """A training loop over Polar-TS with the ``polar_trainer`` package: async groups, a fenced weight
 update every step, a JSONL export per step, a checkpoint that makes it restartable.
 
-    POLAR_TRAINER_TOKEN=... python3 examples/trainer/train_loop.py --url URL --task TASK.json \\
-        --engine-url http://127.0.0.1:30000 --steps 5 --out runs/demo
+    POLAR_TRAINER_TOKEN=... python3 examples/trainer/train_loop.py --url URL \\
+        --task examples/calculator/task.yaml --engine-url http://127.0.0.1:30000 --steps 5 --out runs/demo
+
+``--task`` is one of the project's task files (JSON, or YAML with PyYAML, the package's ``[yaml]``
+extra), read with ``polar_trainer.load_task_file``: group ``i`` runs the file's task ``i % n``.
+``--group-size`` defaults to the file's ``num_samples``; given, it is every group's size and
+replaces the file's ``num_samples`` (said on stderr), as a group is one task of group_size sessions.
 
 Each step: take the next ``--rollout-batch-size`` accepted groups (GRPO advantages set), write them
 to ``OUT/rollouts/step-NNNNNN.jsonl``, "train" (a policy-gradient surrogate computed from the
@@ -28,7 +33,7 @@ try:
 except ImportError:  # a checkout without the package installed
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
 
-from polar_trainer import EngineError, FenceError, PolarClient, PolarError, SchedulerError, engines
+from polar_trainer import EngineError, FenceError, PolarClient, PolarError, SchedulerError, TaskFileError, engines, load_task_file
 from polar_trainer.config import SchedulerConfig
 from polar_trainer.export import write_batch
 from polar_trainer.scheduler import GroupScheduler
@@ -37,14 +42,14 @@ from polar_trainer.scheduler import GroupScheduler
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="train_loop.py", description="A fenced async training loop over Polar-TS.")
     p.add_argument("--url", required=True, help="the control plane's URL")
-    p.add_argument("--task", required=True, help="a task spec as JSON (one prompt; every group runs it)")
+    p.add_argument("--task", required=True, help="a task file, JSON or YAML (group i runs its task i %% n)")
     p.add_argument("--engine-url", required=True, help="the inference engines' URLs, comma-separated (each replica)")
     p.add_argument("--out", required=True, help="folder of the run: rollouts/, checkpoint.json, polar-state/")
     p.add_argument("--run-id", default=None, help="names the groups (default: from --out)")
     p.add_argument("--queue", default=None, help="the control plane queue (default: the default queue)")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rollout-batch-size", type=int, default=2)
-    p.add_argument("--group-size", type=int, default=2)
+    p.add_argument("--group-size", type=int, default=None, help="sessions per group (default: the task file's num_samples, else 2)")
     p.add_argument("--max-async-level", type=int, default=2)
     p.add_argument("--max-off-policy-steps", type=int, default=None, help="default: --max-async-level")
     p.add_argument("--train-seconds", type=float, default=2.0, help="the simulated optimizer step")
@@ -73,11 +78,20 @@ def main(argv):
         print("train_loop: POLAR_TRAINER_TOKEN is not set (the control plane's trainer token)", file=sys.stderr)
         return 2
     try:
-        with open(args.task, encoding="utf-8") as f:
-            task = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"train_loop: cannot read --task: {e}", file=sys.stderr)
+        tasks = load_task_file(args.task)
+    except TaskFileError as e:
+        print(f"train_loop: --task: {e}", file=sys.stderr)
         return 2
+    sizes = {t["num_samples"] for t in tasks if "num_samples" in t}
+    if args.group_size is None:
+        if len(sizes) > 1:
+            print(f"train_loop: --task: its tasks' num_samples differ ({sorted(sizes)}); give --group-size", file=sys.stderr)
+            return 2
+        args.group_size = sizes.pop() if sizes else 2
+    elif sizes - {args.group_size}:
+        # The scheduler refuses a num_samples other than group_size; this example's flag decides.
+        print(f"train_loop: --group-size {args.group_size} replaces the task file's num_samples {sorted(sizes)}", file=sys.stderr)
+        tasks = [{**t, "num_samples": args.group_size} for t in tasks]
     engine_urls = [u for u in args.engine_url.split(",") if u]
     os.makedirs(os.path.join(args.out, "rollouts"), exist_ok=True)
     ckpt_path = os.path.join(args.out, "checkpoint.json")
@@ -108,7 +122,7 @@ def main(argv):
 
     try:
         with GroupScheduler(
-            client, cfg, [task], os.path.join(args.out, "polar-state"), resume_step=ckpt["step"], policy_version=ckpt["policy_version"]
+            client, cfg, tasks, os.path.join(args.out, "polar-state"), resume_step=ckpt["step"], policy_version=ckpt["policy_version"]
         ) as sched:
             while ckpt["step"] < args.steps:
                 batch = sched.next_batch(timeout=args.timeout)

@@ -2,25 +2,28 @@
  * The training loop of examples/trainer/train_loop.py (a trainer written against the
  * polar_trainer package's docs) on the local stack: wrangler dev, the simulated engine, a real
  * gateway in token mode and the calculator task (its real tools agent, graded by
- * `test_on_output`). Five steps, each with the fence (pause → the engine loads version N → resume
+ * `test_on_output`), given as the project's YAML task file, which the trainer reads with the
+ * package's `load_task_file`. Five steps, each with the fence (pause → the engine loads version N → resume
  * with N), run as 3 steps and then, restarted on the same folder, 2 more. Staleness is made on
  * purpose: `--max-off-policy-steps 0` and a 3 s training step, so groups that were rolling out
  * across an update are dropped. Checked from outside the trainer: its step lines, the JSONL export
  * (per-token versions), its audit log and the control plane's completion records.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
-import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import type { CompletionRecord } from "../../protocol";
-import { describeWith, probe } from "../support/optional-tools";
+import { describeWith, probe, pythonModule } from "../support/optional-tools";
 
 const TRAINER = join(REPO_ROOT, "examples/trainer/train_loop.py");
-const python = probe("python3") === null;
+const TASK_FILE = join(REPO_ROOT, "examples/calculator/task.yaml");
+// The task file is YAML: the package reads it with PyYAML, its `[yaml]` extra.
+const PYYAML = pythonModule("yaml", "pyyaml");
+const python = probe("python3") === null && probe(PYYAML) === null;
 
 interface StepLine {
   step: number;
@@ -41,6 +44,7 @@ interface Row {
   step: number;
   group_id: string;
   session_id: string;
+  task_id: string;
   tokens: number[];
   prompt_length: number;
   loss_mask: number[];
@@ -72,7 +76,7 @@ async function trainUntil(stepCount: number): Promise<void> {
       "--engine-url",
       stack.engineUrl,
       "--task",
-      join(dir, "task.json"),
+      TASK_FILE,
       "--out",
       out,
       "--run-id",
@@ -113,9 +117,6 @@ beforeAll(async () => {
   });
   dir = mkdtempSync(join(tmpdir(), "polar-train-loop-"));
   out = join(dir, "run");
-  const task = loadTaskFile(join(REPO_ROOT, "examples/calculator/task.yaml"), { batchId: "x" }).tasks[0]!;
-  const { task_id: _id, num_samples: _n, ...spec } = task;
-  writeFileSync(join(dir, "task.json"), JSON.stringify(spec));
   // The same run id and folder both times: the second run resumes from the first's checkpoint.
   await trainUntil(3);
   await trainUntil(5);
@@ -138,7 +139,7 @@ function exported(): Row[] {
     );
 }
 
-describeWith(["python3"], "a trainer written against the package's docs runs the loop", () => {
+describeWith(["python3", PYYAML], "a trainer written against the package's docs runs the loop", () => {
   it("5 steps, 3 then 2 after a restart on the same folder, each with a fence around the engine's update", () => {
     expect(
       runs.map((r) => r.exitCode),
@@ -157,11 +158,16 @@ describeWith(["python3"], "a trainer written against the package's docs runs the
       for (const g of s.groups) expect(g).toMatchObject({ version: s.step - 1, staleness: 0 });
     }
     expect(done).toHaveLength(2);
+    // The task file's num_samples (4) gives way to --group-size 2, and the trainer says so.
+    for (const r of runs)
+      expect(r.stderr).toContain("--group-size 2 replaces the task file's num_samples [4]");
   });
 
   it("the export's per-token versions increase step by step: every trained token of step N was sampled under N-1", () => {
     const rows = exported();
     expect(new Set(rows.map((r) => r.step))).toEqual(new Set([1, 2, 3, 4, 5]));
+    // Every sample came from the YAML file's task, under the task_id written there.
+    expect(new Set(rows.map((r) => r.task_id))).toEqual(new Set(["calculator-shell"]));
     for (const r of rows) {
       const n = r.tokens.length - r.prompt_length;
       expect(r.loss_mask).toHaveLength(n);

@@ -280,11 +280,14 @@ export async function runBlock(commands: DocCommand[], shared: SharedStack): Pro
   const reports: RunReport[] = [];
   try {
     for (const c of commands) {
+      // Each command's seconds go into its report line: the doc test's summary shows what costs.
+      const t0 = Date.now();
+      const took = () => ` (${((Date.now() - t0) / 1000).toFixed(1)} s)`;
       const ran = substitute(c.text, t);
       const where = `${c.block.file}:${c.line}: \`${c.text}\``;
       if (/^export\s/.test(ran)) {
         env = await exported(ran, env);
-        reports.push({ command: c, ran, note: "exported into the block's environment" });
+        reports.push({ command: c, ran, note: `exported into the block's environment${took()}` });
         continue;
       }
       const sub = polarSubcommand(ran);
@@ -301,7 +304,11 @@ export async function runBlock(commands: DocCommand[], shared: SharedStack): Pro
         } catch (err) {
           throw new Error(`${where} (ran: ${ran}): ${(err as Error).message}`);
         }
-        reports.push({ command: c, ran, note: "server started and ready, stopped at the end of its block" });
+        reports.push({
+          command: c,
+          ran,
+          note: `server started and ready${took()}, stopped at the end of its block`,
+        });
         continue;
       }
       const proc = startSupervised(`doc: ${c.text}`, "bash", ["-c", `set -o pipefail; ${ran}`], {
@@ -316,7 +323,7 @@ export async function runBlock(commands: DocCommand[], shared: SharedStack): Pro
         throw new Error(
           `${where} failed (exit ${code ?? signal}; ran: ${ran})\n--- output ---\n${proc.output().slice(-6000)}`,
         );
-      reports.push({ command: c, ran, note: `exit 0${outcomeNote(ran, proc.output(), where)}` });
+      reports.push({ command: c, ran, note: `exit 0${took()}${outcomeNote(ran, proc.output(), where)}` });
     }
   } finally {
     await Promise.allSettled(servers.reverse().map((s) => s.stop()));
