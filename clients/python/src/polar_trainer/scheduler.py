@@ -368,7 +368,22 @@ class GroupScheduler:
             return False
         if self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups:
             return False
+        if self.cfg.max_steps is not None and self._covered() >= self.cfg.max_steps * self.cfg.rollout_batch_size:
+            return False
+        if self.cfg.admission == "staleness":
+            # AReaL's rule: groups trained (or leased) + owned < (v + bound + 1) × B. Steps taking
+            # the oldest first then take a group admitted at v by the step at version v + bound.
+            # Counted from the version and the consumed count when the run started (a run resumed
+            # from a checkpoint at version 40 is not 40 steps of groups ahead).
+            base = st.setdefault("admission_base", {"version": st["policy_version"], "consumed": st["counters"]["consumed"]})
+            used = self._covered() - base["consumed"]
+            return used < (st["policy_version"] - base["version"] + self.cfg.max_off_policy_steps + 1) * self.cfg.rollout_batch_size
         return self._owned() < self.cfg.max_in_flight
+
+    def _covered(self) -> int:
+        """Groups trained, leased or owned: what the run's steps can take without new groups."""
+        st = self._state
+        return st["counters"]["consumed"] + sum(1 for r in st["groups"].values() if r["state"] in ("inflight", "accepted", "leased"))
 
     def _task_for(self, index: int) -> Optional[Dict[str, Any]]:
         src = self._tasks
@@ -678,8 +693,11 @@ class GroupScheduler:
                 elif time.monotonic() - last_progress > 60:
                     log.warning("step %d waits: %s", step, self.counters())
                     last_progress = time.monotonic()
-            take = st["accepted_order"][: self.cfg.rollout_batch_size]
-            st["accepted_order"] = st["accepted_order"][self.cfg.rollout_batch_size :]
+            order = st["accepted_order"]
+            if self.cfg.consume_order == "oldest":
+                order = sorted(order, key=lambda gid: (st["groups"][gid]["version"], st["groups"][gid]["index"]))
+            take = order[: self.cfg.rollout_batch_size]
+            st["accepted_order"] = [gid for gid in st["accepted_order"] if gid not in take]
             v = st["policy_version"]
             for pos, gid in enumerate(take):
                 rec = st["groups"][gid]
@@ -696,7 +714,11 @@ class GroupScheduler:
 
     def _exhausted_now(self) -> bool:
         st = self._state
-        done_admitting = self._exhausted or (self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups)
+        done_admitting = (
+            self._exhausted
+            or (self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups)
+            or (self.cfg.max_steps is not None and self._covered() >= self.cfg.max_steps * self.cfg.rollout_batch_size)
+        )
         inflight = any(r["state"] == "inflight" for r in st["groups"].values())
         return done_admitting and not inflight
 
