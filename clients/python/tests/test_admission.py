@@ -1,6 +1,6 @@
 """Admission and consumption order of the scheduler, on its state alone (no stack): the
-``staleness`` admission (AReaL's rule: groups trained, leased and owned < (version + bound + 1) ×
-rollout_batch_size, counted from the run's start) against the ``in_flight`` cap, and a step taking
+``staleness`` admission (AReaL's rule: groups trained, leased and owned < (steps committed + bound
++ 1) × rollout_batch_size, counted from the run's start) against the ``in_flight`` cap, and a step taking
 the oldest-version accepted groups first with ``consume_order="oldest"``, and ``max_steps``
 (no group admitted past what the run trains; dropped groups replaced; ``Exhausted`` after it)."""
 
@@ -36,32 +36,36 @@ def _put(sched, index, state, version=0):
 
 
 def test_staleness_admission_admits_what_the_bound_lets_a_step_take(tmp_path):
-    # B = 2, bound 1: at version 0 groups of steps 1 and 2 (trained at versions 0 and 1) = 4.
-    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1, admission="staleness")
+    # B = 2, bound 1: before any step, groups of steps 1 and 2 = 4.
+    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1)  # the default admission
     for i in range(3):
         _put(sched, i, "inflight")
     assert sched._can_admit()
-    _put(sched, 3, "accepted")
-    assert not sched._can_admit()  # 4 owned: a fifth would be trained at version 2, 2 behind
-    sched.set_policy_version(1)
-    assert sched._can_admit()  # the bound moved by one step: 6 fit
-    # Trained groups still count: 2 consumed + 4 owned = 6 at version 1.
+    _put(sched, 3, "accepted", version=7)  # fresh at the version set below: never dropped here
+    assert not sched._can_admit()  # a fifth group would be taken by step 3, 2 updates behind
     for gid in list(sched._state["groups"])[:2]:
-        sched._consume(gid)
+        sched._state["groups"][gid].update(state="leased", step=1)
+    assert not sched._can_admit()  # leased, not committed: still counted
+    sched.commit(1)
+    assert sched._can_admit()  # the bound moved by one step: 6 fit
     _put(sched, 4, "inflight")
-    _put(sched, 5, "leased")
+    _put(sched, 5, "inflight")
+    assert not sched._can_admit()  # 2 trained + 4 owned
+    sched.set_policy_version(7)  # versions alone do not move it (they may move every k steps)
     assert not sched._can_admit()
 
 
-def test_staleness_admission_counts_from_the_version_the_run_started_at(tmp_path):
-    sched = _sched(tmp_path, policy_version=40, rollout_batch_size=2, max_async_level=1, admission="staleness")
+def test_staleness_admission_counts_from_where_the_run_started(tmp_path):
+    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1)
+    sched._state.update(committed_step=40, last_step=40)
+    sched._state["counters"]["consumed"] = 80
     for i in range(4):
         _put(sched, i, "inflight", version=40)
-    assert not sched._can_admit()  # not 41 steps of groups ahead
+    assert not sched._can_admit()  # not 40 steps of groups ahead
 
 
 def test_the_in_flight_cap_is_rollout_batch_size_times_max_async_level(tmp_path):
-    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=2)
+    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=2, admission="in_flight")
     for i in range(3):
         _put(sched, i, "inflight")
     assert sched._can_admit()
@@ -72,7 +76,7 @@ def test_the_in_flight_cap_is_rollout_batch_size_times_max_async_level(tmp_path)
 
 
 def test_consume_order_oldest_takes_the_oldest_version_first(tmp_path):
-    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2, consume_order="oldest")
+    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2)  # the default order
     for i, v in enumerate([2, 1, 0, 1]):
         _put(sched, i, "accepted", version=v)
     batch = sched.next_batch(timeout=1)
@@ -82,7 +86,7 @@ def test_consume_order_oldest_takes_the_oldest_version_first(tmp_path):
 
 
 def test_consume_order_accepted_takes_groups_as_they_were_accepted(tmp_path):
-    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2)
+    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2, consume_order="accepted")
     for i, v in enumerate([2, 1, 0, 1]):
         _put(sched, i, "accepted", version=v)
     assert sched.next_batch(timeout=1).group_ids == ["r-g000000", "r-g000001"]

@@ -35,11 +35,12 @@ class SchedulerConfig:
             current one when a step takes it is dropped (``stale``); default ``max_async_level``.
         admission: when a new group is admitted. ``in_flight``: while fewer than
             ``rollout_batch_size × max_async_level`` groups are owned. ``staleness`` (AReaL-style,
-            by staleness at consumption): while the groups trained, leased and owned number fewer
-            than ``(policy_version + max_off_policy_steps + 1) × rollout_batch_size``, so a group
-            admitted now can still be taken within the staleness bound if the steps take groups
-            oldest first; the in-flight cap then is ``rollout_batch_size × (max_off_policy_steps +
-            1)`` at most, and ``max_async_level`` only sets the default bound.
+            by staleness at consumption): while the groups trained, leased and owned since the run
+            started number fewer than ``(steps committed + max_off_policy_steps + 1) ×
+            rollout_batch_size``, so a group admitted now is taken by one of the next
+            ``max_off_policy_steps + 1`` steps when steps take the oldest first (within the bound
+            with one update a step); at most ``rollout_batch_size × (max_off_policy_steps + 1)``
+            groups are then owned, and ``max_async_level`` only sets the default bound.
         consume_order: which accepted groups a step takes. ``accepted``: in acceptance order.
             ``oldest``: the oldest version first (then the lowest index), so the group closest to
             the staleness bound is trained before it must be dropped.
@@ -84,8 +85,8 @@ class SchedulerConfig:
     group_size: int
     max_async_level: int = 2
     max_off_policy_steps: Optional[int] = None
-    admission: str = "in_flight"
-    consume_order: str = "accepted"
+    admission: str = "staleness"
+    consume_order: str = "oldest"
     queue: Optional[str] = None
     advantage: str = "grpo"
     normalize_std: bool = True

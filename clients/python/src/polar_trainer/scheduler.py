@@ -5,12 +5,16 @@ Rules (docs/training.md has the whole picture):
 
 * one task per prompt, ``num_samples`` = ``group_size``; the group's batch id is
   ``{run_id}-g{index:06d}``;
-* up to ``rollout_batch_size × max_async_level`` groups are owned at once (in flight, or accepted
-  and not yet taken by a step); a new group is admitted as soon as one is taken, rejected or
-  dropped — there is no batch barrier;
+* admission (``admission="staleness"``, the default): a new group is admitted while the groups
+  trained, leased and owned (in flight, or accepted and not yet taken by a step) since the start
+  are fewer than ``(steps committed + max_off_policy_steps + 1) × rollout_batch_size``, so it can
+  still be trained within the bound; ``"in_flight"``: while fewer than ``rollout_batch_size ×
+  max_async_level`` are owned. Either way there is no batch barrier; ``max_steps`` ends admission
+  once the run's groups are covered;
 * each group is stamped with the policy version at submission (task metadata
   ``policy_version``, ``rollout_step``, ``group_id``, and the task field ``min_policy_version``);
-* a training step takes the first ``rollout_batch_size`` accepted groups, in acceptance order;
+* a training step takes ``rollout_batch_size`` accepted groups, the oldest version first
+  (``consume_order="accepted"``: in acceptance order);
   staleness = current version − the group's version (the OLDEST version of any trained token);
   a group staler than ``max_off_policy_steps`` is dropped (``stale``) and never trained on;
 * steps are two-phase: :meth:`GroupScheduler.next_batch` leases groups to step S (durably), and
@@ -371,13 +375,14 @@ class GroupScheduler:
         if self.cfg.max_steps is not None and self._covered() >= self.cfg.max_steps * self.cfg.rollout_batch_size:
             return False
         if self.cfg.admission == "staleness":
-            # AReaL's rule: groups trained (or leased) + owned < (v + bound + 1) × B. Steps taking
-            # the oldest first then take a group admitted at v by the step at version v + bound.
-            # Counted from the version and the consumed count when the run started (a run resumed
-            # from a checkpoint at version 40 is not 40 steps of groups ahead).
-            base = st.setdefault("admission_base", {"version": st["policy_version"], "consumed": st["counters"]["consumed"]})
+            # AReaL's rule by steps: groups trained, leased and owned < (steps committed + bound + 1)
+            # × B, so a group admitted now is taken by one of the next bound + 1 steps when steps
+            # take the oldest first: at most `bound` updates behind with one update a step, fewer
+            # with an update every k steps. Steps, not versions: versions that move every k steps
+            # would starve admission. Counted from the run's start (a resumed run is not ahead).
+            base = st.setdefault("admission_base", {"step": st["committed_step"], "consumed": st["counters"]["consumed"]})
             used = self._covered() - base["consumed"]
-            return used < (st["policy_version"] - base["version"] + self.cfg.max_off_policy_steps + 1) * self.cfg.rollout_batch_size
+            return used < (st["committed_step"] - base["step"] + self.cfg.max_off_policy_steps + 1) * self.cfg.rollout_batch_size
         return self._owned() < self.cfg.max_in_flight
 
     def _covered(self) -> int:
