@@ -25,11 +25,16 @@
  *   (pause in drain mode → the engine's `/update_weights_from_disk` with the new version → resume
  *   with it), in both schedules.
  *
- * Schedules (bench/pipeline_driver.py drives both with the polar_trainer package):
+ * Schedules (bench/pipeline_driver.py drives them with the polar_trainer package), `--modes`, in
+ * order, comma-separated:
  * (a) `sync`: submit `rollout_batch_size` groups, wait for every session, train, update, repeat;
- * (b) `async`: `GroupScheduler` with `--max-async-level` 2 (up to 8 groups in flight; stale groups,
- *     more than `--max-off-policy-steps` versions behind, dropped: by default the package's,
- *     = max_async_level).
+ * (b) `async`: `GroupScheduler` with the package's defaults, `--max-async-level` 2 and
+ *     `--max-off-policy-steps` (by default the package's, = max_async_level: groups staler than
+ *     that are dropped); settings after colons override them for one row, so one run compares
+ *     several: `async:level=N`, `:bound=N` (max_off_policy_steps), `:admission=in_flight|staleness`,
+ *     `:order=accepted|oldest` (consume_order), `:fence=drain|abort` (the weight update's fence
+ *     mode), `:end=known` (max_steps = `--steps`), e.g.
+ *     `--modes sync,async:admission=in_flight:order=accepted,async:bound=4:end=known:fence=abort`.
  *
  * Reported per schedule: wall time (first submit → last step's commit), groups trained per minute
  * (every trained group was accepted; `accepted` counts the async groups accepted but not yet
@@ -40,7 +45,8 @@
  * step 1 on (leaving out the async pipeline's fill). Then the ratios (b)/(a).
  * Wall-clock on a shared machine: the load average says how shared.
  *
- * Run: `npm run bench:pipeline` (flags above; `--modes sync,async`).
+ * Run: `npm run bench:pipeline` (flags above; `--modes sync,async`; `--out FILE` writes the rows
+ * as JSON).
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -198,12 +204,13 @@ const stack = await startLocalStack({
 function label(m: Mode): string {
   if (m.mode === "sync") return "synchronous batches";
   const bound = m.bound ?? m.level;
+  // null: the package's defaults (admission by staleness, the oldest first).
   const parts = [
-    m.admission === "staleness"
-      ? `admission by staleness, bound ${bound}`
-      : `max_async_level ${m.level}, bound ${bound}`,
-    m.order === "oldest" ? "oldest first" : "",
-    m.fence === "abort" ? "abort fence" : "",
+    m.admission === "in_flight"
+      ? `in flight ≤ ${m.level} × batch, bound ${bound}`
+      : `admission by staleness, bound ${bound}`,
+    m.order === "accepted" ? "acceptance order" : "oldest first",
+    m.fence === "abort" ? "abort fence" : "drain fence",
     m.end ? "max_steps set" : "",
   ];
   return `async, ${parts.filter((p) => p !== "").join(", ")}`;
