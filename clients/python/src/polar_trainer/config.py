@@ -3,7 +3,7 @@
 Example::
 
     cfg = SchedulerConfig(run_id="grpo-run1", rollout_batch_size=8, group_size=4, max_async_level=2)
-    cfg.max_in_flight        # 16 groups: rollout_batch_size × max_async_level
+    cfg.max_in_flight        # 16 groups: the cap with admission="in_flight"
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ class SchedulerConfig:
             trainer resubmits the same ids (the control plane's submit is idempotent).
         rollout_batch_size: groups per training step.
         group_size: sessions per group (the task's ``num_samples``; the GRPO group).
-        max_async_level: groups owned at once (in flight + accepted and not yet taken) are at most
-            ``rollout_batch_size × max_async_level``.
+        max_async_level: with ``admission="in_flight"``, groups owned at once (in flight +
+            accepted and not yet taken) are at most ``rollout_batch_size × max_async_level``; the
+            default of ``max_off_policy_steps``.
         max_off_policy_steps: a group whose version is more than this many versions behind the
             current one when a step takes it is dropped (``stale``); default ``max_async_level``.
         admission: when a new group is admitted. ``in_flight``: while fewer than
@@ -153,7 +154,7 @@ class SchedulerConfig:
 
     @property
     def max_in_flight(self) -> int:
-        """``rollout_batch_size × max_async_level``."""
+        """``rollout_batch_size × max_async_level``: the cap of ``admission="in_flight"``."""
         return self.rollout_batch_size * self.max_async_level
 
     def group_id(self, index: int) -> str:
