@@ -239,7 +239,7 @@ try {
       agent,
       agent_path: join(REPO_ROOT, "bench/pipeline-agent.mjs"),
       timeout_seconds: 1800,
-      state_dir: join(dir, mode),
+      state_dir: join(dir, `${rows.length}-${mode}`), // one state folder per row: a run id owns it
     };
     console.error(`bench:pipeline: ${m.spec} …`);
     const run = await execa(
@@ -258,13 +258,13 @@ try {
       label: label(m),
       load: loadavg()[0]!,
     });
+    // Written after each row, so a later row's failure keeps the rows measured before it.
+    if (values.out !== "") writeFileSync(values.out, `${JSON.stringify(rows, null, 1)}\n`);
   }
 } finally {
   await stack.stop();
   rmSync(dir, { recursive: true, force: true });
 }
-
-if (values.out !== "") writeFileSync(values.out, `${JSON.stringify(rows, null, 1)}\n`);
 
 const perMin = (r: DriverResult, n: number) => (n * 60) / r.wall_seconds;
 const hist = (h: Record<string, number>) =>
