@@ -37,7 +37,7 @@ def _put(sched, index, state, version=0):
 
 def test_staleness_admission_admits_what_the_bound_lets_a_step_take(tmp_path):
     # B = 2, bound 1: before any step, groups of steps 1 and 2 = 4.
-    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1)  # the default admission
+    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1, admission="staleness")
     for i in range(3):
         _put(sched, i, "inflight")
     assert sched._can_admit()
@@ -56,7 +56,7 @@ def test_staleness_admission_admits_what_the_bound_lets_a_step_take(tmp_path):
 
 
 def test_staleness_admission_counts_from_where_the_run_started(tmp_path):
-    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1)
+    sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1, admission="staleness")
     sched._state.update(committed_step=40, last_step=40)
     sched._state["counters"]["consumed"] = 80
     for i in range(4):
@@ -76,7 +76,7 @@ def test_the_in_flight_cap_is_rollout_batch_size_times_max_async_level(tmp_path)
 
 
 def test_consume_order_oldest_takes_the_oldest_version_first(tmp_path):
-    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2)  # the default order
+    sched = _sched(tmp_path, policy_version=2, rollout_batch_size=2, consume_order="oldest")
     for i, v in enumerate([2, 1, 0, 1]):
         _put(sched, i, "accepted", version=v)
     batch = sched.next_batch(timeout=1)

@@ -86,8 +86,8 @@ class SchedulerConfig:
     group_size: int
     max_async_level: int = 2
     max_off_policy_steps: Optional[int] = None
-    admission: str = "staleness"
-    consume_order: str = "oldest"
+    admission: str = "in_flight"
+    consume_order: str = "accepted"
     queue: Optional[str] = None
     advantage: str = "grpo"
     normalize_std: bool = True

@@ -5,16 +5,16 @@ Rules (docs/training.md has the whole picture):
 
 * one task per prompt, ``num_samples`` = ``group_size``; the group's batch id is
   ``{run_id}-g{index:06d}``;
-* admission (``admission="staleness"``, the default): a new group is admitted while the groups
+* admission (``admission="in_flight"``, the default): at most ``rollout_batch_size ×
+  max_async_level`` groups owned; ``"staleness"``: a new group is admitted while the groups
   trained, leased and owned (in flight, or accepted and not yet taken by a step) since the start
   are fewer than ``(steps committed + max_off_policy_steps + 1) × rollout_batch_size``, so it can
-  still be trained within the bound; ``"in_flight"``: while fewer than ``rollout_batch_size ×
-  max_async_level`` are owned. Either way there is no batch barrier; ``max_steps`` ends admission
+  still be trained within the bound. Either way there is no batch barrier; ``max_steps`` ends admission
   once the run's groups are covered;
 * each group is stamped with the policy version at submission (task metadata
   ``policy_version``, ``rollout_step``, ``group_id``, and the task field ``min_policy_version``);
-* a training step takes ``rollout_batch_size`` accepted groups, the oldest version first
-  (``consume_order="accepted"``: in acceptance order);
+* a training step takes ``rollout_batch_size`` accepted groups in acceptance order
+  (``consume_order="oldest"``: the oldest version first);
   staleness = current version − the group's version (the OLDEST version of any trained token);
   a group staler than ``max_off_policy_steps`` is dropped (``stale``) and never trained on;
 * steps are two-phase: :meth:`GroupScheduler.next_batch` leases groups to step S (durably), and
