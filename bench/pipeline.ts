@@ -204,12 +204,12 @@ const stack = await startLocalStack({
 function label(m: Mode): string {
   if (m.mode === "sync") return "synchronous batches";
   const bound = m.bound ?? m.level;
-  // null: the package's defaults (admission by staleness, the oldest first).
+  // null: the package's defaults (in-flight admission, acceptance order).
   const parts = [
-    m.admission === "in_flight"
-      ? `in flight ≤ ${m.level} × batch, bound ${bound}`
-      : `admission by staleness, bound ${bound}`,
-    m.order === "accepted" ? "acceptance order" : "oldest first",
+    m.admission === "staleness"
+      ? `admission by staleness, bound ${bound}`
+      : `in flight ≤ ${m.level} × batch, bound ${bound}`,
+    m.order === "oldest" ? "oldest first" : "acceptance order",
     m.fence === "abort" ? "abort fence" : "drain fence",
     m.end ? "max_steps set" : "",
   ];
