@@ -25,11 +25,16 @@
  *   (pause in drain mode → the engine's `/update_weights_from_disk` with the new version → resume
  *   with it), in both schedules.
  *
- * Schedules (bench/pipeline_driver.py drives both with the polar_trainer package):
+ * Schedules (bench/pipeline_driver.py drives them with the polar_trainer package), `--modes`, in
+ * order, comma-separated:
  * (a) `sync`: submit `rollout_batch_size` groups, wait for every session, train, update, repeat;
- * (b) `async`: `GroupScheduler` with `--max-async-level` 2 (up to 8 groups in flight; stale groups,
- *     more than `--max-off-policy-steps` versions behind, dropped: by default the package's,
- *     = max_async_level).
+ * (b) `async`: `GroupScheduler` with the package's defaults, `--max-async-level` 2 and
+ *     `--max-off-policy-steps` (by default the package's, = max_async_level: groups staler than
+ *     that are dropped); settings after colons override them for one row, so one run compares
+ *     several: `async:level=N`, `:bound=N` (max_off_policy_steps), `:admission=in_flight|staleness`,
+ *     `:order=accepted|oldest` (consume_order), `:fence=drain|abort` (the weight update's fence
+ *     mode), `:end=known` (max_steps = `--steps`), e.g.
+ *     `--modes sync,async:admission=in_flight:order=accepted,async:bound=4:end=known:fence=abort`.
  *
  * Reported per schedule: wall time (first submit → last step's commit), groups trained per minute
  * (every trained group was accepted; `accepted` counts the async groups accepted but not yet
@@ -40,10 +45,11 @@
  * step 1 on (leaving out the async pipeline's fill). Then the ratios (b)/(a).
  * Wall-clock on a shared machine: the load average says how shared.
  *
- * Run: `npm run bench:pipeline` (flags above; `--modes sync,async`).
+ * Run: `npm run bench:pipeline` (flags above; `--modes sync,async`; `--out FILE` writes the rows
+ * as JSON).
  */
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -73,6 +79,7 @@ const { values } = parseArgs({
     "max-init": { type: "string", default: "8" },
     "max-postrun": { type: "string", default: "8" },
     modes: { type: "string", default: "sync,async" },
+    out: { type: "string", default: "" },
   },
 });
 
@@ -85,12 +92,58 @@ function num(name: keyof typeof values): number {
   return v;
 }
 
-const modes = values.modes.split(",");
-for (const m of modes)
-  if (m !== "sync" && m !== "async") {
-    console.error(`bench:pipeline: --modes takes sync and/or async, got '${m}'`);
+/** One schedule of `--modes`: `sync`, or `async` with its own settings after colons. */
+interface Mode {
+  spec: string;
+  mode: "sync" | "async";
+  level: number;
+  bound: number | null;
+  admission: string | null;
+  order: string | null;
+  fence: string;
+  /** The scheduler is told the run's length (`max_steps` = `--steps`). */
+  end: boolean;
+}
+const MODE_KEYS: Record<string, RegExp> = {
+  level: /^[1-9][0-9]*$/,
+  bound: /^[0-9]+$/,
+  admission: /^(in_flight|staleness)$/,
+  order: /^(accepted|oldest)$/,
+  fence: /^(drain|abort)$/,
+  end: /^(known|open)$/,
+};
+function parseMode(spec: string): Mode {
+  const [mode, ...settings] = spec.split(":");
+  if ((mode !== "sync" && mode !== "async") || (mode === "sync" && settings.length > 0)) {
+    console.error(
+      `bench:pipeline: --modes takes sync and async[:level=N][:bound=N][:admission=in_flight|staleness][:order=accepted|oldest][:fence=drain|abort][:end=known|open], got '${spec}'`,
+    );
     process.exit(2);
   }
+  const kv: Record<string, string> = {};
+  for (const s of settings) {
+    const [k, v] = s.split("=");
+    if (k === undefined || v === undefined || !MODE_KEYS[k]?.test(v)) {
+      console.error(
+        `bench:pipeline: --modes: '${s}' in '${spec}' is not one of level=N, bound=N, admission=in_flight|staleness, order=accepted|oldest, fence=drain|abort, end=known|open`,
+      );
+      process.exit(2);
+    }
+    kv[k] = v;
+  }
+  const bound = kv.bound ?? values["max-off-policy-steps"];
+  return {
+    spec,
+    mode,
+    level: Number(kv.level ?? num("max-async-level")),
+    bound: bound === "" ? null : Number(bound),
+    admission: kv.admission ?? null,
+    order: kv.order ?? null,
+    fence: kv.fence ?? "drain",
+    end: kv.end === "known",
+  };
+}
+const modes = values.modes.split(",").map(parseMode);
 
 const agent = [
   `--seed ${num("seed")}`,
@@ -147,10 +200,26 @@ const stack = await startLocalStack({
     `--max-postrun=${num("max-postrun")}`,
   ],
 });
+/** A row's name in the tables: its settings, the package's defaults named as such. */
+function label(m: Mode): string {
+  if (m.mode === "sync") return "synchronous batches";
+  const bound = m.bound ?? m.level;
+  // null: the package's defaults (in-flight admission, acceptance order).
+  const parts = [
+    m.admission === "staleness"
+      ? `admission by staleness, bound ${bound}`
+      : `in flight ≤ ${m.level} × batch, bound ${bound}`,
+    m.order === "oldest" ? "oldest first" : "acceptance order",
+    m.fence === "abort" ? "abort fence" : "drain fence",
+    m.end ? "max_steps set" : "",
+  ];
+  return `async, ${parts.filter((p) => p !== "").join(", ")}`;
+}
 const dir = mkdtempSync(join(tmpdir(), "polar-bench-pipeline-"));
-const rows: Array<DriverResult & { load: number }> = [];
+const rows: Array<DriverResult & { spec: string; label: string; load: number }> = [];
 try {
-  for (const mode of modes) {
+  for (const m of modes) {
+    const mode = m.mode;
     const config = {
       url: stack.controlPlane.url,
       token: stack.tokens.trainer,
@@ -160,15 +229,19 @@ try {
       steps: num("steps"),
       rollout_batch_size: num("rollout-batch-size"),
       group_size: num("group-size"),
-      max_async_level: num("max-async-level"),
-      max_off_policy_steps: values["max-off-policy-steps"] === "" ? null : num("max-off-policy-steps"),
+      max_async_level: m.level,
+      max_off_policy_steps: m.bound,
+      admission: m.admission,
+      consume_order: m.order,
+      fence_mode: m.fence,
+      max_steps: m.end ? num("steps") : null,
       train_seconds: num("train-seconds"),
       agent,
       agent_path: join(REPO_ROOT, "bench/pipeline-agent.mjs"),
       timeout_seconds: 1800,
-      state_dir: join(dir, mode),
+      state_dir: join(dir, `${rows.length}-${mode}`), // one state folder per row: a run id owns it
     };
-    console.error(`bench:pipeline: ${mode} …`);
+    console.error(`bench:pipeline: ${m.spec} …`);
     const run = await execa(
       "python3",
       [join(REPO_ROOT, "bench/pipeline_driver.py"), JSON.stringify(config)],
@@ -178,11 +251,15 @@ try {
       },
     );
     if (run.exitCode !== 0)
-      throw new Error(`the ${mode} driver failed (exit ${run.exitCode})\n${run.stdout}`);
+      throw new Error(`the ${m.spec} driver failed (exit ${run.exitCode})\n${run.stdout}`);
     rows.push({
       ...(JSON.parse(run.stdout.trim().split("\n").at(-1)!) as DriverResult),
+      spec: m.spec,
+      label: label(m),
       load: loadavg()[0]!,
     });
+    // Written after each row, so a later row's failure keeps the rows measured before it.
+    if (values.out !== "") writeFileSync(values.out, `${JSON.stringify(rows, null, 1)}\n`);
   }
 } finally {
   await stack.stop();
@@ -210,7 +287,7 @@ for (const r of rows) {
   const occupancy =
     maxRunning > 0 ? r.engine.running_request_seconds / (r.wall_seconds * maxRunning) : Number.NaN;
   console.log(
-    `| ${r.mode === "sync" ? "(a) synchronous batches" : `(b) async, max_async_level ${num("max-async-level")}`} ` +
+    `| ${r.label} ` +
       `| ${r.wall_seconds.toFixed(0)} s | ${r.trained_groups} | ${perMin(r, r.trained_groups).toFixed(2)} ` +
       `| ${perMin(r, r.accepted_groups).toFixed(2)} | ${((100 * r.engine.busy_seconds) / r.wall_seconds).toFixed(1)}% ` +
       `| ${(100 * occupancy).toFixed(1)}% | ${hist(r.staleness)} | ${r.dropped.stale ?? 0} ` +
@@ -239,28 +316,27 @@ if (rows.every((r) => r.steps.length > 1)) {
   for (const r of rows) {
     const st = steady(r);
     console.log(
-      `| ${r.mode} | ${st.wall.toFixed(0)} s | ${st.perMin.toFixed(2)} | ${st.busy.toFixed(1)}% | ${st.occupancy.toFixed(1)}% |`,
+      `| ${r.spec} | ${st.wall.toFixed(0)} s | ${st.perMin.toFixed(2)} | ${st.busy.toFixed(1)}% | ${st.occupancy.toFixed(1)}% |`,
     );
   }
 }
 const a = rows.find((r) => r.mode === "sync");
-const b = rows.find((r) => r.mode === "async");
-if (a && b) {
+for (const b of rows.filter((r) => r.mode === "async")) {
+  if (!a) break;
   const ratio = perMin(b, b.trained_groups) / perMin(a, a.trained_groups);
   const acceptedRatio = perMin(b, b.accepted_groups) / perMin(a, a.accepted_groups);
   const busy = (100 * b.engine.busy_seconds) / b.wall_seconds;
-  const bar = (x: number, y: number) => (x >= 2.5 && y >= 90 ? "met" : "not met");
+  const bar = (x: number, y: number) => (x >= 3 && y >= 95 ? "met" : "not met");
   console.log(
-    `\n(b)/(a), whole runs: trained groups/min ${ratio.toFixed(2)}×, accepted groups/min ${acceptedRatio.toFixed(2)}×; ` +
-      `async engine busy ${busy.toFixed(1)}% (the bar, ≥ 2.5× with ≥ 90% busy: on accepted groups ${bar(acceptedRatio, busy)}, ` +
-      `on trained groups ${bar(ratio, busy)})`,
+    `\n${b.spec} / sync, whole runs: trained groups/min ${ratio.toFixed(2)}×, accepted groups/min ${acceptedRatio.toFixed(2)}×; ` +
+      `async engine busy ${busy.toFixed(1)}% (the bar, ≥ 3× trained groups/min with ≥ 95% busy: ${bar(ratio, busy)})`,
   );
   if (a.steps.length > 1 && b.steps.length > 1) {
     const sa = steady(a);
     const sb = steady(b);
     console.log(
-      `(b)/(a), steps 2–${num("steps")}: trained groups/min ${(sb.perMin / sa.perMin).toFixed(2)}×; ` +
-        `async engine busy ${sb.busy.toFixed(1)}% (${bar(sb.perMin / sa.perMin, sb.busy)})`,
+      `${b.spec} / sync, steps 2–${num("steps")}: trained groups/min ${(sb.perMin / sa.perMin).toFixed(2)}×; ` +
+        `async engine busy ${sb.busy.toFixed(1)}%`,
     );
   }
 }
@@ -268,7 +344,7 @@ for (const r of rows) {
   const rejected = Object.entries(r.rejected).map(([k, v]) => `${k} ${v}`);
   const sessions = Object.entries(r.sessions).map(([k, v]) => `${k} ${v}`);
   console.log(
-    `${r.mode}: sessions ${sessions.join(", ")}; rejected ${rejected.join(", ") || "none"}; ` +
+    `${r.spec}: sessions ${sessions.join(", ")}; rejected ${rejected.join(", ") || "none"}; ` +
       `engine ${r.engine.finished_total} calls, ${r.engine.generation_tokens_total} tokens, ` +
       `queue wait ${r.engine.queue_seconds_total.toFixed(0)} s in total; step waits ${r.steps.map((s) => s.wait.toFixed(0)).join(" ")} s`,
   );

@@ -6,7 +6,8 @@ with the ``polar_trainer`` package against a running stack, measured on the simu
 
 Config keys: ``url``, ``token``, ``engine_url``, ``mode`` (``sync`` | ``async``), ``run_id``,
 ``steps``, ``rollout_batch_size``, ``group_size``, ``max_async_level``, ``max_off_policy_steps``
-(null: the package's default), ``train_seconds``,
+(null: the package's default), ``admission`` and ``consume_order`` (null: the package's default;
+async only), ``max_steps`` (null: none; async only), ``fence_mode`` (``drain`` | ``abort``; async only), ``train_seconds``,
 ``agent`` (the agent's command line after ``node agent.mjs``, without ``--group``), ``agent_path``
 (the agent file, uploaded into each session), ``timeout_seconds``, ``state_dir``.
 
@@ -111,6 +112,7 @@ def run_async(cfg: Dict[str, Any], client: PolarClient) -> Dict[str, Any]:
         max_async_level=cfg["max_async_level"],
         max_off_policy_steps=cfg.get("max_off_policy_steps"),
         poll_wait_seconds=20,
+        **{k: cfg[k] for k in ("admission", "consume_order", "max_steps") if cfg.get(k)},
     )
     push = make_push(cfg)
     steps: List[Dict[str, float]] = []
@@ -124,7 +126,7 @@ def run_async(cfg: Dict[str, Any], client: PolarClient) -> Dict[str, Any]:
         s1 = time.monotonic()
         time.sleep(cfg["train_seconds"])  # the simulated training step: rollouts go on meanwhile
         s2 = time.monotonic()
-        sched.update_weights(push)
+        sched.update_weights(push, mode=cfg.get("fence_mode") or "drain")
         s3 = time.monotonic()
         sched.commit(batch.step)
         steps.append(step_record(cfg, t0, s0, s1, s2, s3, len(batch.groups)))

@@ -40,7 +40,7 @@ def owned_over_time(events):
 
 
 def test_groups_are_admitted_continuously_within_the_bound_and_steps_take_the_first_accepted(stack, run_id, state_dir):
-    cfg = SchedulerConfig(run_id=run_id, queue=stack.free_queue, rollout_batch_size=1, group_size=2, max_async_level=3, max_groups=6, poll_wait_seconds=5)
+    cfg = SchedulerConfig(run_id=run_id, queue=stack.free_queue, rollout_batch_size=1, group_size=2, max_async_level=3, admission="in_flight", max_groups=6, poll_wait_seconds=5)
     task = stack.task("calculator")
     with GroupScheduler(stack.client(), cfg, [task], state_dir) as sched:
         batches = []

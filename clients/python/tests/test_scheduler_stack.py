@@ -16,7 +16,7 @@ pytestmark = pytest.mark.stack
 
 
 def test_stale_groups_are_dropped_and_counted_and_new_groups_carry_the_new_version(stack, run_id, state_dir):
-    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_async_level=3, max_off_policy_steps=0, poll_wait_seconds=5)
+    cfg = SchedulerConfig(run_id=run_id, rollout_batch_size=1, group_size=2, max_async_level=3, admission="in_flight", max_off_policy_steps=0, poll_wait_seconds=5)
     client = stack.client()
     submitted = []
     submit = client.submit

@@ -3,7 +3,7 @@
 Example::
 
     cfg = SchedulerConfig(run_id="grpo-run1", rollout_batch_size=8, group_size=4, max_async_level=2)
-    cfg.max_in_flight        # 16 groups: rollout_batch_size × max_async_level
+    cfg.max_in_flight        # 16 groups: the cap with admission="in_flight"
 """
 
 from __future__ import annotations
@@ -29,10 +29,22 @@ class SchedulerConfig:
             trainer resubmits the same ids (the control plane's submit is idempotent).
         rollout_batch_size: groups per training step.
         group_size: sessions per group (the task's ``num_samples``; the GRPO group).
-        max_async_level: groups owned at once (in flight + accepted and not yet taken) are at most
-            ``rollout_batch_size × max_async_level``.
+        max_async_level: with ``admission="in_flight"``, groups owned at once (in flight +
+            accepted and not yet taken) are at most ``rollout_batch_size × max_async_level``; the
+            default of ``max_off_policy_steps``.
         max_off_policy_steps: a group whose version is more than this many versions behind the
             current one when a step takes it is dropped (``stale``); default ``max_async_level``.
+        admission: when a new group is admitted. ``in_flight``: while fewer than
+            ``rollout_batch_size × max_async_level`` groups are owned. ``staleness`` (AReaL-style,
+            by staleness at consumption): while the groups trained, leased and owned since the run
+            started number fewer than ``(steps committed + max_off_policy_steps + 1) ×
+            rollout_batch_size``, so a group admitted now is taken by one of the next
+            ``max_off_policy_steps + 1`` steps when steps take the oldest first (within the bound
+            with one update a step); at most ``rollout_batch_size × (max_off_policy_steps + 1)``
+            groups are then owned, and ``max_async_level`` only sets the default bound.
+        consume_order: which accepted groups a step takes. ``accepted``: in acceptance order.
+            ``oldest``: the oldest version first (then the lowest index), so the group closest to
+            the staleness bound is trained before it must be dropped.
         queue: the control plane queue (None: the server's default queue, ``default``).
         advantage: ``grpo``, ``loo`` (leave-one-trajectory-out) or ``none``.
         normalize_std: divide by the shared group std.
@@ -56,6 +68,9 @@ class SchedulerConfig:
         results_transport: ``poll`` (long-poll by cursor) or ``sse``.
         poll_wait_seconds: the long-poll's ``wait``.
         max_groups: stop admitting after this many groups (None: as long as the task source gives).
+        max_steps: the run trains this many steps: no group is admitted once the groups trained,
+            leased and owned cover ``max_steps × rollout_batch_size`` (a rejected or dropped group
+            is replaced), so no engine time goes to groups the run would never train; None: no end.
         reward_fn: the session's reward from its result (default: the result's own rewards).
         max_unusable_groups: this many groups in a row with no trainable session (a task that
             cannot work: a bad grader command, a harness that fails at once) stop the scheduler
@@ -71,6 +86,8 @@ class SchedulerConfig:
     group_size: int
     max_async_level: int = 2
     max_off_policy_steps: Optional[int] = None
+    admission: str = "in_flight"
+    consume_order: str = "accepted"
     queue: Optional[str] = None
     advantage: str = "grpo"
     normalize_std: bool = True
@@ -86,6 +103,7 @@ class SchedulerConfig:
     results_transport: str = "poll"
     poll_wait_seconds: int = 20
     max_groups: Optional[int] = None
+    max_steps: Optional[int] = None
     reward_fn: Optional[Callable[[Dict[str, Any]], Any]] = field(default=None, repr=False)
     max_unusable_groups: int = 20
 
@@ -100,6 +118,10 @@ class SchedulerConfig:
             self.max_off_policy_steps = self.max_async_level
         if not isinstance(self.max_off_policy_steps, int) or self.max_off_policy_steps < 0:
             raise ValueError(f"max_off_policy_steps must be an integer >= 0, got {self.max_off_policy_steps!r}")
+        if self.admission not in ("in_flight", "staleness"):
+            raise ValueError(f"admission must be in_flight or staleness, got {self.admission!r}")
+        if self.consume_order not in ("accepted", "oldest"):
+            raise ValueError(f"consume_order must be accepted or oldest, got {self.consume_order!r}")
         if self.queue is not None and not _IDENT.match(self.queue):
             raise ValueError(f"queue must match {_IDENT.pattern}, got {self.queue!r}")
         if self.advantage not in ("grpo", "loo", "none"):
@@ -110,6 +132,8 @@ class SchedulerConfig:
             raise ValueError(f"poll_wait_seconds must be an integer from 1 to 60, got {self.poll_wait_seconds!r}")
         if self.max_groups is not None and (not isinstance(self.max_groups, int) or self.max_groups < 1):
             raise ValueError(f"max_groups must be an integer >= 1, got {self.max_groups!r}")
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1):
+            raise ValueError(f"max_steps must be an integer >= 1, got {self.max_steps!r}")
         if not isinstance(self.max_unusable_groups, int) or self.max_unusable_groups < 1:
             raise ValueError(f"max_unusable_groups must be an integer >= 1, got {self.max_unusable_groups!r}")
         self.groups  # checks the acceptance fields
@@ -130,7 +154,7 @@ class SchedulerConfig:
 
     @property
     def max_in_flight(self) -> int:
-        """``rollout_batch_size × max_async_level``."""
+        """``rollout_batch_size × max_async_level``: the cap of ``admission="in_flight"``."""
         return self.rollout_batch_size * self.max_async_level
 
     def group_id(self, index: int) -> str:

@@ -5,12 +5,16 @@ Rules (docs/training.md has the whole picture):
 
 * one task per prompt, ``num_samples`` = ``group_size``; the group's batch id is
   ``{run_id}-g{index:06d}``;
-* up to ``rollout_batch_size × max_async_level`` groups are owned at once (in flight, or accepted
-  and not yet taken by a step); a new group is admitted as soon as one is taken, rejected or
-  dropped — there is no batch barrier;
+* admission (``admission="in_flight"``, the default): at most ``rollout_batch_size ×
+  max_async_level`` groups owned; ``"staleness"``: a new group is admitted while the groups
+  trained, leased and owned (in flight, or accepted and not yet taken by a step) since the start
+  are fewer than ``(steps committed + max_off_policy_steps + 1) × rollout_batch_size``, so it can
+  still be trained within the bound. Either way there is no batch barrier; ``max_steps`` ends admission
+  once the run's groups are covered;
 * each group is stamped with the policy version at submission (task metadata
   ``policy_version``, ``rollout_step``, ``group_id``, and the task field ``min_policy_version``);
-* a training step takes the first ``rollout_batch_size`` accepted groups, in acceptance order;
+* a training step takes ``rollout_batch_size`` accepted groups in acceptance order
+  (``consume_order="oldest"``: the oldest version first);
   staleness = current version − the group's version (the OLDEST version of any trained token);
   a group staler than ``max_off_policy_steps`` is dropped (``stale``) and never trained on;
 * steps are two-phase: :meth:`GroupScheduler.next_batch` leases groups to step S (durably), and
@@ -368,7 +372,23 @@ class GroupScheduler:
             return False
         if self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups:
             return False
+        if self.cfg.max_steps is not None and self._covered() >= self.cfg.max_steps * self.cfg.rollout_batch_size:
+            return False
+        if self.cfg.admission == "staleness":
+            # AReaL's rule by steps: groups trained, leased and owned < (steps committed + bound + 1)
+            # × B, so a group admitted now is taken by one of the next bound + 1 steps when steps
+            # take the oldest first: at most `bound` updates behind with one update a step, fewer
+            # with an update every k steps. Steps, not versions: versions that move every k steps
+            # would starve admission. Counted from the run's start (a resumed run is not ahead).
+            base = st.setdefault("admission_base", {"step": st["committed_step"], "consumed": st["counters"]["consumed"]})
+            used = self._covered() - base["consumed"]
+            return used < (st["committed_step"] - base["step"] + self.cfg.max_off_policy_steps + 1) * self.cfg.rollout_batch_size
         return self._owned() < self.cfg.max_in_flight
+
+    def _covered(self) -> int:
+        """Groups trained, leased or owned: what the run's steps can take without new groups."""
+        st = self._state
+        return st["counters"]["consumed"] + sum(1 for r in st["groups"].values() if r["state"] in ("inflight", "accepted", "leased"))
 
     def _task_for(self, index: int) -> Optional[Dict[str, Any]]:
         src = self._tasks
@@ -694,8 +714,11 @@ class GroupScheduler:
                 elif time.monotonic() - last_progress > 60:
                     log.warning("step %d waits: %s", step, self.counters())
                     last_progress = time.monotonic()
-            take = st["accepted_order"][: self.cfg.rollout_batch_size]
-            st["accepted_order"] = st["accepted_order"][self.cfg.rollout_batch_size :]
+            order = st["accepted_order"]
+            if self.cfg.consume_order == "oldest":
+                order = sorted(order, key=lambda gid: (st["groups"][gid]["version"], st["groups"][gid]["index"]))
+            take = order[: self.cfg.rollout_batch_size]
+            st["accepted_order"] = [gid for gid in st["accepted_order"] if gid not in take]
             v = st["policy_version"]
             for pos, gid in enumerate(take):
                 rec = st["groups"][gid]
@@ -712,7 +735,11 @@ class GroupScheduler:
 
     def _exhausted_now(self) -> bool:
         st = self._state
-        done_admitting = self._exhausted or (self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups)
+        done_admitting = (
+            self._exhausted
+            or (self.cfg.max_groups is not None and st["next_index"] >= self.cfg.max_groups)
+            or (self.cfg.max_steps is not None and self._covered() >= self.cfg.max_steps * self.cfg.rollout_batch_size)
+        )
         inflight = any(r["state"] == "inflight" for r in st["groups"].values())
         return done_admitting and not inflight
 

@@ -144,6 +144,7 @@ class BridgeConfig:
             group_size=n,
             max_async_level=level,
             max_off_policy_steps=int(off) if off is not None else level + interval,
+            admission="in_flight",  # the bridge documents polar_max_async_level as the bound on groups owned
             queue=_arg(args, "polar_queue"),
             advantage="none",  # slime computes advantages through post_process_rewards
             min_complete_fraction=float(_arg(args, "polar_min_complete_accept_fraction") or 0.0),
