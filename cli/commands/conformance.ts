@@ -274,7 +274,7 @@ async function runPlan({ plan, ctx, env, cwd }: ConformancePlan): Promise<void> 
     await execa("git", ["init", "-q"], { cwd, reject: false });
   }
   for (const step of plan.steps) {
-    const r = await execa("bash", ["-c", step.command], {
+    const proc = execa("bash", ["-c", step.command], {
       cwd: step.cwd ?? cwd,
       env,
       extendEnv: false,
@@ -283,7 +283,19 @@ async function runPlan({ plan, ctx, env, cwd }: ConformancePlan): Promise<void> 
       reject: false,
       timeout: CONFORMANCE_TIMEOUT_MS,
       all: true,
+      // Its own process group, ended whole below: a CLI may leave a child behind (Cline's writes
+      // into home/.cline/data after the CLI exits), which would race the folder's removal.
+      // In a gateway session bubblewrap's PID namespace does this; here nothing else would.
+      detached: true,
     });
+    const r = await proc;
+    if (proc.pid !== undefined) {
+      try {
+        process.kill(-proc.pid, "SIGKILL");
+      } catch {
+        // ESRCH: the group is already gone.
+      }
+    }
     if (r.exitCode !== 0) {
       throw new Error(
         `harness step failed (exit ${r.exitCode}): ${step.command}\n${String(r.all ?? "").slice(-2000)}`,
@@ -330,6 +342,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   } finally {
     await proxy.close();
     await sim.close();
-    await rm(dir, { recursive: true, force: true });
+    // Retries: a process of the group may still be closing files as the kill lands (ENOTEMPTY).
+    await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
   }
 }
