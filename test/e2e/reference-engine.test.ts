@@ -19,6 +19,7 @@ import {
   torchPython,
 } from "../../cli/reference-engine";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
+import { forwardPassLogprobs } from "../support/forward-pass";
 import { describeWith, probe } from "../support/optional-tools";
 
 const ready = probe("torch") === null;
@@ -28,23 +29,6 @@ let engine: ReferenceEngine | undefined;
 let proxy: ReturnType<typeof execa> | undefined;
 let proxyUrl = "";
 const ADMIN = "ref-admin-token";
-
-/** A plain forward pass over `ids` with transformers: the logprob of each id after `promptLength`. */
-async function recompute(model: string, ids: number[], promptLength: number): Promise<number[]> {
-  const script = [
-    "import json, sys, torch",
-    "from transformers import AutoModelForCausalLM",
-    "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()",
-    "ids, n = json.loads(sys.argv[2]), int(sys.argv[3])",
-    "x = torch.tensor([ids])",
-    "with torch.no_grad(): lp = torch.log_softmax(m(input_ids=x).logits[0, n - 1:-1], -1)",
-    "print(json.dumps(lp.gather(1, x[0, n:, None])[:, 0].tolist()))",
-  ].join("\n");
-  const r = await execa(python, ["-c", script, model, JSON.stringify(ids), String(promptLength)], {
-    env: referenceEngineEnv(),
-  });
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as number[];
-}
 
 beforeAll(async () => {
   if (!ready) return;
@@ -155,7 +139,7 @@ describeWith(["torch"], "the reference engine (torch + transformers on the CPU)"
     expect(rec!.weight_version).toBe("5");
     expect(rec!.response_ids.length).toBeGreaterThan(0);
     expect(rec!.response_logprobs).toHaveLength(rec!.response_ids.length);
-    const again = await recompute(
+    const again = await forwardPassLogprobs(
       join(root, "m"),
       [...rec!.prompt_ids, ...rec!.response_ids],
       rec!.prompt_ids.length,

@@ -8,37 +8,17 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import { execa } from "execa";
 import { afterAll, expect } from "vitest";
 import { ControlPlaneClient } from "../../cli/client";
 import type { StackInfo } from "../../cli/commands/stack";
-import { referenceEngineEnv, torchPython } from "../../cli/reference-engine";
 import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import type { SessionResult } from "../../protocol";
+import { forwardPassLogprobs } from "../support/forward-pass";
 import { itWith } from "../support/optional-tools";
 
 /** The harness's sampling temperature (examples/hello/ask.mjs sends 0.7). */
 const TEMPERATURE = 0.7;
-
-/** Logprobs of `ids[promptLength:]` under the checkpoint at `temperature`: a plain forward pass. */
-async function recompute(model: string, ids: number[], promptLength: number): Promise<number[]> {
-  const script = [
-    "import json, sys, torch",
-    "from transformers import AutoModelForCausalLM",
-    "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()",
-    "ids, n, t = json.loads(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])",
-    "x = torch.tensor([ids])",
-    "with torch.no_grad(): lp = torch.log_softmax(m(input_ids=x).logits[0, n - 1:-1] / t, -1)",
-    "print(json.dumps(lp.gather(1, x[0, n:, None])[:, 0].tolist()))",
-  ].join("\n");
-  const r = await execa(
-    torchPython(),
-    ["-c", script, model, JSON.stringify(ids), String(promptLength), String(TEMPERATURE)],
-    { env: referenceEngineEnv() },
-  );
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as number[];
-}
 
 let child: ChildProcess | undefined;
 afterAll(() => {
@@ -92,10 +72,11 @@ itWith(
     const trace = traces[0]!;
     expect(trace.response_ids.length).toBeGreaterThan(0);
     expect(trace.response_logprobs).toHaveLength(trace.response_ids.length);
-    const again = await recompute(
+    const again = await forwardPassLogprobs(
       info.model_path!,
       [...trace.prompt_ids, ...trace.response_ids],
       trace.prompt_ids.length,
+      TEMPERATURE,
     );
     // Sampled tokens (loss_mask 1) only: the second turn's template tokens between them were never
     // sampled, so they carry no engine logprob.
