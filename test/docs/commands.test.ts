@@ -10,6 +10,9 @@
  * account: --help, deploy --dry-run), `covered FILE` (run by a test CI runs), `syntax REASON`
  * (bash -n, for what no test machine has). Placeholders of `run` blocks: PLACEHOLDERS in doc-run.ts.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEV_TOKENS } from "../../cli/dev-tokens";
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
@@ -92,6 +95,15 @@ async function check(c: DocCommand): Promise<string> {
 }
 
 describe("documented commands", () => {
+  // The blocks run `npx polar` as node and the bin (PLACEHOLDERS): npx itself is checked here once.
+  it("npx polar, from the repository root, is this repository's bin", async () => {
+    const { stdout } = await execa("npx", ["polar", "--version"], { cwd: REPO_ROOT, env: { NO_COLOR: "1" } });
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+      version: string;
+    };
+    expect(stdout.trim()).toBe(version);
+  });
+
   it("every command block declares how the doc test runs it", () => {
     const missing = blocks.filter((b) => !b.annotation);
     if (missing.length)

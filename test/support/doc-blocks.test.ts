@@ -14,7 +14,7 @@ import {
   parseAnnotation,
 } from "./doc-blocks";
 import { synopsisArgvs, words } from "./doc-checks";
-import { type RunTarget, substitute } from "./doc-run";
+import { POLAR_BIN, polarSubcommand, type RunTarget, substitute } from "./doc-run";
 
 const md = [
   "Intro",
@@ -183,5 +183,20 @@ describe("run placeholders", () => {
     );
     expect(ran).toContain("pip config get global.extra-index-url");
     expect(substitute("npx polar dev --port 8787", target)).not.toContain("pip");
+  });
+
+  it("npx polar becomes node and the repository's bin; the other rules still see the polar forms", () => {
+    expect(substitute("npx polar dev --port 8787", target)).toBe(
+      `${POLAR_BIN} dev --persist-to SCRATCH/state --port 1`,
+    );
+    expect(substitute("npx polar stack", target)).toBe(`${POLAR_BIN} stack --port 1`);
+    expect(substitute("export T=$(npx polar token create --role trainer)", target)).toBe(
+      `export T=$(${POLAR_BIN} token create --role trainer)`,
+    );
+    // Only the command word: a flag value or a path that merely contains the words stays.
+    expect(substitute("echo npx-polar notnpx polar", target)).toBe("echo npx-polar notnpx polar");
+    expect(polarSubcommand(substitute("POLAR_TRAINER_TOKEN=… npx polar submit t.yaml --wait", target))).toBe(
+      "submit",
+    );
   });
 });

@@ -62,6 +62,9 @@ const TOKEN_ROLE: Record<string, keyof RoleTokens> = {
 const PIP_CONFIGURED_INDEXES =
   'idx=$(python3 -m pip config get global.extra-index-url 2>/dev/null | xargs); if [ -n "$idx" ]; then export PIP_INDEX_URL="$(echo $idx | cut -d" " -f1)" PIP_EXTRA_INDEX_URL="$(echo $idx | cut -s -d" " -f2-)"; fi;';
 
+/** The `polar` command as the doc test runs it: node and the repository's bin (no npm start-up). */
+export const POLAR_BIN = `node '${join(REPO_ROOT, "bin", "polar.mjs")}'`;
+
 /** Placeholders of the docs and what they become in the test (the single table). */
 export const PLACEHOLDERS: Placeholder[] = [
   {
@@ -147,6 +150,12 @@ export const PLACEHOLDERS: Placeholder[] = [
         .replace(/--instances verified\.jsonl\b/, "--instances examples/swebench_verified/instances.jsonl")
         .replace(/--out tasks\.yaml\b/, `--out ${t.tmp}/tasks.yaml`),
   },
+  {
+    // Last: the rules above match the documented `polar dev`, `polar stack`… forms.
+    docs: "npx polar (npm runs this repository's own bin, package.json `bin`)",
+    runs: "node <repository>/bin/polar.mjs: the same file, without npm's start-up of about a second a call (test/docs/commands.test.ts checks once that `npx polar` reaches it)",
+    apply: (s) => s.replace(/(^|[\s;&|(`])npx polar\b/g, `$1${POLAR_BIN}`),
+  },
 ];
 
 /** A topology file for the block: `file` (or examples/topology.yaml for the operator's own). */
@@ -170,7 +179,14 @@ export function substitute(text: string, t: RunTarget): string {
 /** The polar subcommand of a command (`dev`, `serve_gateway`, …), or null. */
 export function polarSubcommand(text: string): string | null {
   const { rest } = splitEnv(words(text));
-  const i = rest[0] === "npx" && rest[1] === "polar" ? 2 : rest[0] === "polar" ? 1 : -1;
+  const i =
+    rest[0] === "npx" && rest[1] === "polar"
+      ? 2
+      : rest[0] === "polar"
+        ? 1
+        : rest[0] === "node" && rest[1]?.endsWith("/bin/polar.mjs")
+          ? 2
+          : -1;
   return i < 0 ? null : (rest[i] ?? null);
 }
 
@@ -243,7 +259,7 @@ async function waitReady(
 
 /** The time a foreground command may take: waiting for a batch or a demo takes longer. */
 function limitMs(text: string): number {
-  return /--wait\b|npm run demo|polar conformance/.test(text) ? 240_000 : 120_000;
+  return /--wait\b|npm run demo|polar(?:\.mjs')? conformance/.test(text) ? 240_000 : 120_000;
 }
 
 /** One command's outcome, for the test's report. */
