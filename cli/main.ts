@@ -139,6 +139,10 @@ program
     "fail a model call held S seconds because no engine reports its task's min_policy_version (default 120, 0 = at once)",
     seconds("--policy-version-wait"),
   )
+  .option(
+    "--engine-priority <mode>",
+    "send tasks' engine_priority to the engine: auto (ask SGLang; never vLLM) | off | higher_first | lower_first (vLLM --scheduling-policy priority)",
+  )
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program
@@ -327,6 +331,10 @@ program
   )
   .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
   .option("--capture-dir <dir>", "persist each session's records under DIR/<session id>/")
+  .option(
+    "--engine-priority <mode>",
+    "send sessions' meta.engine_priority to the engine: auto (ask SGLang; never vLLM) | off | higher_first | lower_first (vLLM --scheduling-policy priority)",
+  )
   .action(async (opts) => (await import("./commands/proxy")).runProxy(opts));
 
 program

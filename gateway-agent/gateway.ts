@@ -16,7 +16,13 @@ import {
   type RuntimeSpec,
   WIRE_VERSION,
 } from "../protocol";
-import { PromProxyMetrics, pickTokenModeOptions, startProxy, type TokenModeOptions } from "../proxy";
+import {
+  type EnginePrioritySetting,
+  PromProxyMetrics,
+  pickTokenModeOptions,
+  startProxy,
+  type TokenModeOptions,
+} from "../proxy";
 import { DEFAULT_UPLOAD_POLICY, type UploadPolicy } from "./artifacts";
 import { ControlConnection, type ReconnectPolicy } from "./connection";
 import { ControlPlaneHttp, DEFAULT_REQUEST_TIMEOUTS, type RequestTimeouts } from "./control-http";
@@ -109,6 +115,11 @@ export interface GatewayOptions extends TokenModeOptions {
    * configuration ERROR naming the gap. Default 120 s (`DEFAULT_POLICY_VERSION_WAIT_MS`); 0 = at once.
    */
   policyVersionWaitMs?: number;
+  /**
+   * Whether and how tasks' `engine_priority` reaches the engine (the proxy's `enginePriority`):
+   * `auto` (default), `off`, `higher_first`, `lower_first`.
+   */
+  enginePriority?: EnginePrioritySetting;
   /** Reconnect backoff; default 0.5 s doubling to 10 s, jittered. */
   reconnect?: ReconnectPolicy;
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
@@ -272,6 +283,7 @@ async function startGatewayProxy(
     modelServed: opts.model,
     requestTimeoutMs: opts.requestTimeoutMs,
     ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
+    ...(opts.enginePriority === undefined ? {} : { enginePriority: opts.enginePriority }),
     ...pickTokenModeOptions(opts),
     metrics,
     logger,

@@ -195,6 +195,33 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(chat[0]!.body).toMatchObject({ temperature: 0.9, top_k: 20 });
   });
 
+  it("sends the task's engine_priority on each model call in the engine's order, and none where it is off", async () => {
+    // An engine that runs lower values first (vLLM --scheduling-policy priority): the task's 7
+    // (higher runs first, Polar's order) is sent as -7.
+    const { cp } = await start({ enginePriority: "lower_first" });
+    engine.received.length = 0;
+    const a = makeAssign({ command: ASK });
+    a.session.engine_priority = 7;
+    cp.send(a);
+    expect((await cp.waitFor(isResultOf(a.lease_id))).result.status).toBe("COMPLETED");
+    const sent = engine.received.filter((r) => r.path.endsWith("/chat/completions"));
+    expect(sent.map((r) => r.body.priority)).toEqual([-7]);
+    await gateway?.stop();
+    gateway = null;
+    await cp.close();
+
+    // `auto` against an engine that reports no priority scheduling at /server_info: nothing sent.
+    const again = await start();
+    engine.received.length = 0;
+    const b = makeAssign({ command: ASK });
+    b.session.engine_priority = 7;
+    again.cp.send(b);
+    expect((await again.cp.waitFor(isResultOf(b.lease_id))).result.status).toBe("COMPLETED");
+    const plain = engine.received.filter((r) => r.path.endsWith("/chat/completions"));
+    expect(plain).toHaveLength(1);
+    expect(plain[0]!.body).not.toHaveProperty("priority");
+  });
+
   it("a per-trace reward count that does not match the traces makes the session ERROR (upstream merge rule)", async () => {
     const { cp } = await start();
     const a = makeAssign({

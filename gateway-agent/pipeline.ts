@@ -183,6 +183,8 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
       harness: harnessName(a),
       // The proxy holds each model call until a replica serves at least this policy version.
       ...(a.min_policy_version === undefined ? {} : { min_policy_version: a.min_policy_version }),
+      // The proxy sends it as the engine priority of each call, where the engine schedules by one.
+      ...(a.engine_priority === undefined ? {} : { engine_priority: a.engine_priority }),
       // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
       ...(a.agent.sampling === undefined ? {} : { sampling: a.agent.sampling }),
     },

@@ -18,6 +18,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { Identifier, RuntimeSpec } from "../protocol";
+import { ENGINE_PRIORITY_SETTINGS } from "../proxy/engine-priority";
 import type { GatewayOptions } from "./gateway";
 
 const Url = z
@@ -37,6 +38,8 @@ const NodeSpec = z.strictObject({
     base_url: Url,
     base_urls: z.array(Url).optional(),
     request_timeout_seconds: z.number().positive().optional(),
+    // Whether tasks' engine_priority is sent, and in which order (proxy/engine-priority.ts).
+    engine_priority: z.enum(ENGINE_PRIORITY_SETTINGS).optional(),
     // Token mode (`engine: sglang`) only; the proxy validates parser names at start-up.
     tokenizer_path: z.string().min(1).optional(),
     tool_call_parser: z.string().min(1).optional(),
@@ -266,6 +269,7 @@ export function gatewayOptionsFromTopology(
     ...(node.inference.request_timeout_seconds
       ? { requestTimeoutMs: node.inference.request_timeout_seconds * 1000 }
       : {}),
+    ...(node.inference.engine_priority ? { enginePriority: node.inference.engine_priority } : {}),
     ...(node.port !== undefined ? { http: { host: node.host, port: node.port } } : {}),
     runtimeSettings: {
       ...(rt?.local ? { local: { sandbox: rt.local.sandbox, bwrapPath: rt.local.bwrap_path } } : {}),

@@ -58,4 +58,9 @@ export const LIMITS = {
   maxCallbackAttempts: 8,
   /** Batches listed by one `GET /v1/batches` page. */
   maxBatchesPerPage: 200,
+  /**
+   * Largest magnitude of a task's `engine_priority`: a 32-bit integer either way, so the value
+   * and its negation (sent to an engine that runs lower values first) fit every engine's field.
+   */
+  maxEnginePriority: 2_147_483_647,
 } as const;

@@ -238,6 +238,13 @@ export const TaskSpec = z
      * naming the gap (docs/training.md, "A version no engine reaches").
      */
     min_policy_version: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+    /**
+     * The request priority of every model call the session makes: higher runs first. The proxy
+     * sends it to engines that schedule by priority (SGLang `--enable-priority-scheduling`; vLLM
+     * `--scheduling-policy priority`, as its negation, since vLLM runs lower values first) and
+     * leaves it out elsewhere (docs/engines.md, "Request priority"). Unset: the engine's default.
+     */
+    engine_priority: z.number().int().min(-LIMITS.maxEnginePriority).max(LIMITS.maxEnginePriority).optional(),
   })
   .superRefine((task, ctx) => {
     const early = task.early_stop_min_usable_sessions;

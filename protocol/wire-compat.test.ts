@@ -45,7 +45,7 @@ describe("versionRefusal (the control plane refusing a hello)", () => {
   it("shows a malformed hello's fields safely", () => {
     const text = versionRefusal({ v: "two", node_id: 5, agent_version: "x".repeat(100) });
     expect(text).toMatch(/^gateway \(no node_id\) speaks wire version "two" \(polar x{64}…\); /);
-    expect(text).toContain(`this control plane (polar ${POLAR_VERSION}) speaks v1 and v2`);
+    expect(text).toContain(`this control plane (polar ${POLAR_VERSION}) speaks v1, v2 and v3`);
     expect(versionRefusal({})).toContain("speaks wire version (none) (polar ?)");
   });
 });

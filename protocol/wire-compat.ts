@@ -63,7 +63,7 @@ function shown(value: unknown): string | null {
  * @example
  * ```ts
  * versionRefusal({ v: 0, node_id: "gpu-0", agent_version: "0.0.9" });
- * // "gateway 'gpu-0' speaks wire v0 (polar 0.0.9); this control plane (polar 0.1.0) speaks v1 and v2: upgrade the gateway to polar 0.1.0"
+ * // "gateway 'gpu-0' speaks wire v0 (polar 0.0.9); this control plane (polar 0.1.0) speaks v1, v2 and v3: upgrade the gateway to polar 0.1.0"
  * ```
  */
 export function versionRefusal(hello: Record<string, unknown>, cp: WireSide = CONTROL_PLANE): string {

@@ -17,7 +17,8 @@ describe("wire messages", () => {
   it("parses by type and refuses other versions and unknown keys", () => {
     expect(GatewayMessage.parse(hello).type).toBe("hello");
     expect(GatewayMessage.safeParse({ ...hello, v: 1 }).success).toBe(true);
-    expect(GatewayMessage.safeParse({ ...hello, v: 3 }).success).toBe(false);
+    expect(GatewayMessage.safeParse({ ...hello, v: 2 }).success).toBe(true);
+    expect(GatewayMessage.safeParse({ ...hello, v: 4 }).success).toBe(false);
     expect(GatewayMessage.safeParse({ ...hello, extra: true }).success).toBe(false);
     expect(GatewayMessage.safeParse({ v: 1, type: "welcome" }).success).toBe(false);
   });

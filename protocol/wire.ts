@@ -23,8 +23,9 @@ import { AgentSpec, EvaluatorSpec, Identifier, JsonObject, RuntimeSpec, Strategy
 /**
  * Current wire protocol version. Version 2 adds the inference fence: `welcome.fence`, the `admin`
  * actions `fence` and `status`, `admin_ack.fence_seq` and `assign.session.min_policy_version`.
+ * Version 3 adds `assign.session.engine_priority`.
  */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;
 /**
  * Versions the control plane still speaks: a v1 gateway gets v1 messages (its fence as the v1
  * `pause` / `resume` / `policy_version` actions). A peer speaking another version is refused at
@@ -35,8 +36,8 @@ export const WIRE_VERSION = 2;
  * SUPPORTED_WIRE_VERSIONS.includes(1); // true
  * ```
  */
-export const SUPPORTED_WIRE_VERSIONS: readonly number[] = [1, 2];
-const v = z.union([z.literal(1), z.literal(WIRE_VERSION)]);
+export const SUPPORTED_WIRE_VERSIONS: readonly number[] = [1, 2, 3];
+const v = z.union([z.literal(1), z.literal(2), z.literal(WIRE_VERSION)]);
 /** A wire version this code speaks. */
 export type WireVersion = z.infer<typeof v>;
 
@@ -215,6 +216,8 @@ export const SessionAssignment = z.strictObject({
   dispatch_priority: z.number().int().min(0).max(100),
   /** v2: the task's `min_policy_version` (the proxy holds a turn until its replica serves it). */
   min_policy_version: z.number().int().min(0).optional(),
+  /** v3: the task's `engine_priority` (the proxy sends it as each model call's engine priority). */
+  engine_priority: z.number().int().optional(),
 });
 export type SessionAssignment = z.infer<typeof SessionAssignment>;
 

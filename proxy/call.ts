@@ -9,6 +9,7 @@
 import type http from "node:http";
 import type { JsonObject, Logger } from "../protocol";
 import type { CaptureStore, SessionView } from "./capture";
+import type { PriorityOrder } from "./engine-priority";
 import type { EngineAdapter } from "./engines";
 import type { TokenMode } from "./engines/sglang-token/mode";
 import { EngineUnreachableError } from "./errors";
@@ -51,6 +52,11 @@ export interface CallContext {
   timeoutMs: number;
   /** Longest hold for `min_policy_version` (ms); default `DEFAULT_POLICY_VERSION_WAIT_MS`. */
   policyVersionWaitMs?: number;
+  /**
+   * How sessions' `engine_priority` is sent (`engine-priority.ts`); null or unset: it is not,
+   * because the engine does not schedule by priority or the operator said `off`.
+   */
+  priorityOrder?: PriorityOrder | null;
   /** Where the call's measurements go (`NO_PROXY_METRICS` when nobody counts). */
   metrics: ProxyMetricsSink;
   logger?: Logger;

@@ -18,6 +18,12 @@ export {
   type SessionOptions,
 } from "./capture";
 export {
+  ENGINE_PRIORITY_SETTINGS,
+  EnginePriorityError,
+  type EnginePrioritySetting,
+  type PriorityOrder,
+} from "./engine-priority";
+export {
   type ChatEngineName,
   ENGINE_NAMES,
   type EngineAdapter,

@@ -10,6 +10,7 @@ import type { CompletionRecord, JsonObject } from "../protocol";
 import { type Admission, abortRequest, admitted } from "./admission";
 import { headersOf, type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "./call";
 import { newCompletionId } from "./capture";
+import { applyEnginePriority, enginePriorityValue, sessionEnginePriority } from "./engine-priority";
 import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
 import { validateChatRequest } from "./engines/sglang-openai";
 import { newRid } from "./engines/sglang-token/generate";
@@ -69,6 +70,8 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   // builds its sampling parameters from this body; the chat engines get it as is).
   const sampling = applySamplingPolicy(call.parsed.chat, sessionSamplingPolicy(call.session.meta));
   validateChatRequest(call.parsed.chat);
+  // Checked before anything is sent; each engine request then carries it (`applyEnginePriority`).
+  const priority = enginePriorityValue(sessionEnginePriority(call.session.meta), deps.priorityOrder ?? null);
   // A session a version gap ended gets the same answer at once: it is over, not held again.
   const gap = deps.store.versionGap(call.session.sessionId);
   if (gap) throw new PolicyVersionGapError(gap);
@@ -98,6 +101,8 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
     );
     if (record) {
       record.metadata.sampling = sampling;
+      // The priority the engine was asked to schedule the call by, in its own order; null: none.
+      record.metadata.engine_priority = priority;
       deps.store.commit(call.session.sessionId, record);
       committed = true;
       deps.metrics.completion({
@@ -174,6 +179,7 @@ async function serveWhole(
     modelServed: deps.modelServed,
     sessionId: call.session.sessionId,
   });
+  applyEnginePriority(served.body, call.session.meta, deps.priorityOrder ?? null);
   const rid = withRid(engine, served.body, call.session.sessionId);
   const started = performance.now();
   let weightVersionStart: string | null = null;
@@ -240,6 +246,7 @@ async function streamReal(
     sessionId: call.session.sessionId,
     stream: true,
   });
+  applyEnginePriority(served.body, call.session.meta, deps.priorityOrder ?? null);
   const started = performance.now();
   let weightVersionStart: string | null = null;
   const { value: upstream, url } = await withReplica(

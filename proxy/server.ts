@@ -19,6 +19,7 @@ import {
   MAX_SESSION_CAPTURE_BYTES,
   type SessionOptions,
 } from "./capture";
+import { type EnginePrioritySetting, type PriorityOrder, resolveEnginePriority } from "./engine-priority";
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
 import { VllmEnginePause } from "./engines/vllm-control";
@@ -90,6 +91,12 @@ export interface ProxyOptions extends TokenModeOptions {
    * and the session ends. Default `DEFAULT_POLICY_VERSION_WAIT_MS` (120 s); 0 = fail at once.
    */
   policyVersionWaitMs?: number;
+  /**
+   * Whether and how sessions' `engine_priority` goes to the engine: `auto` (default) reads SGLang's
+   * `/server_info` at start and sends nothing to vLLM; `off`; or the engine's order, `higher_first`
+   * (SGLang's default) or `lower_first` (vLLM `--scheduling-policy priority`). See `engine-priority.ts`.
+   */
+  enginePriority?: EnginePrioritySetting;
   /** Cap on recorded completions per session; default {@link MAX_RECORDS_PER_SESSION}. */
   maxRecordsPerSession?: number;
   /** Cap on recorded bytes per session; default {@link MAX_SESSION_CAPTURE_BYTES}. */
@@ -229,6 +236,11 @@ export class ProxyServer {
       metrics: opts.metrics ?? NO_PROXY_METRICS,
       logger: log,
     };
+  }
+
+  /** Sets how sessions' priorities are sent, once decided at start ({@link resolveEnginePriority}). */
+  usePriorityOrder(order: PriorityOrder | null): void {
+    this.deps.priorityOrder = order;
   }
 
   status(): ProxyStatus {
@@ -393,6 +405,17 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     : null;
   const server = new ProxyServer(opts, log, tokenMode);
   await server.replicas.start();
+  // Asked of the replicas as discovered (a router's workers too), before any call is served.
+  const priority = await resolveEnginePriority({
+    engine: opts.engine,
+    setting: opts.enginePriority ?? "auto",
+    urls: server.replicas.status().map((r) => r.url),
+    logger: log,
+  }).catch((err: unknown) => {
+    server.replicas.stop();
+    throw err;
+  });
+  server.usePriorityOrder(priority.order);
   log.info("engine replicas", {
     replicas: server.replicas.status().map((r) => ({
       url: r.url,

@@ -6,6 +6,11 @@
  */
 
 import { Registry } from "prom-client";
+import {
+  ENGINE_PRIORITY_SETTINGS,
+  EnginePriorityError,
+  type EnginePrioritySetting,
+} from "../../proxy/engine-priority";
 import { ENGINE_NAMES, type EngineName } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { PromProxyMetrics, registerProcessMetrics } from "../../proxy/metrics-prom";
@@ -37,6 +42,8 @@ export interface ProxyCommandOptions {
   onTemplateMismatch?: string;
   captureDir?: string;
   requestTimeoutMs?: number;
+  /** Whether and how sessions' `engine_priority` is sent: auto | off | higher_first | lower_first. */
+  enginePriority?: string;
 }
 
 const TOKEN_FLAGS = [
@@ -120,7 +127,26 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     ...tokenModeFlags(opts),
     ...(opts.captureDir ? { captureDir: opts.captureDir } : {}),
     ...(opts.requestTimeoutMs ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
+    ...enginePriorityFlag(opts.enginePriority),
   };
+}
+
+/**
+ * `--engine-priority`, checked (shared with `polar serve_gateway`).
+ *
+ * @example
+ * ```ts
+ * enginePriorityFlag("lower_first"); // { enginePriority: "lower_first" }
+ * enginePriorityFlag("sometimes"); // throws UsageError "--engine-priority: 'sometimes' is not one of …"
+ * ```
+ */
+export function enginePriorityFlag(value: string | undefined): { enginePriority?: EnginePrioritySetting } {
+  if (value === undefined) return {};
+  if (!(ENGINE_PRIORITY_SETTINGS as readonly string[]).includes(value))
+    throw new UsageError(
+      `--engine-priority: '${value}' is not one of ${ENGINE_PRIORITY_SETTINGS.join(", ")}`,
+    );
+  return { enginePriority: value as EnginePrioritySetting };
 }
 
 /** `--router-policy`, checked against the router's policy names. */
@@ -161,6 +187,7 @@ export async function runProxy(opts: ProxyCommandOptions): Promise<void> {
     // Start-up failures of token mode name an option or a file: say which flag that is.
     if (err instanceof TokenizerLoadError) throw new UsageError(`--tokenizer-path: ${err.message}`);
     if (err instanceof TokenModeConfigError) throw new UsageError(`--${kebab(err.option)}: ${err.message}`);
+    if (err instanceof EnginePriorityError) throw new UsageError(`--engine-priority: ${err.message}`);
     throw err;
   }
   metrics.register(registry, () => proxy.status());

@@ -13,10 +13,12 @@ import {
   startGateway,
 } from "../../gateway-agent";
 import { gatewayOptionsFromTopology, loadTopology, TopologyError } from "../../gateway-agent/topology";
+import { EnginePriorityError } from "../../proxy/engine-priority";
 import { ENGINE_NAMES } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
 import { UsageError } from "../usage-error";
+import { enginePriorityFlag } from "./proxy";
 
 export interface ServeGatewayOptions {
   /** Topology file (`-c`). */
@@ -59,6 +61,8 @@ export interface ServeGatewayOptions {
   reconnectMaxSeconds?: number;
   /** Longest hold of a call for its task's `min_policy_version` (seconds; 0 = fail at once). */
   policyVersionWait?: number;
+  /** Whether and how tasks' `engine_priority` is sent: auto | off | higher_first | lower_first. */
+  enginePriority?: string;
 }
 
 /** The link flags (`--journal-max-mb`, `--connect-timeout-seconds`, `--reconnect-max-seconds`), checked. */
@@ -148,6 +152,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.keepWorkspaces ? { keepWorkspaces: true } : {}),
     ...(opts.keepFailedSessions !== undefined ? { keepFailedSessions: opts.keepFailedSessions } : {}),
     ...policyVersionWaitFlag(opts),
+    ...enginePriorityFlag(opts.enginePriority),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),
@@ -231,6 +236,12 @@ export async function startServeGateway(
       return opts.config ? `${flag} (or gateway.nodes[].inference.${topoKey} in ${opts.config})` : flag;
     };
     if (err instanceof TokenizerLoadError) throw new UsageError(`${where("tokenizerPath")}: ${err.message}`);
+    if (err instanceof EnginePriorityError) {
+      const flag = opts.config
+        ? "--engine-priority (or gateway.nodes[].inference.engine_priority)"
+        : "--engine-priority";
+      throw new UsageError(`${flag}: ${err.message}`);
+    }
     if (err instanceof TokenModeConfigError) {
       const known = TOKEN_OPTIONS.find(([k]) => k === err.option);
       throw new UsageError(`${known ? where(known[0]) : err.option}: ${err.message}`);

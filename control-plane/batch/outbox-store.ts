@@ -133,6 +133,7 @@ export function queuedAssignments(db: BatchDb, batchId: string, taskIndex: numbe
       metadata: seed === null ? spec.metadata : { ...spec.metadata, eval_sampling_seed: seed },
       dispatch_priority: spec.dispatch_priority,
       ...(spec.min_policy_version === undefined ? {} : { min_policy_version: spec.min_policy_version }),
+      ...(spec.engine_priority === undefined ? {} : { engine_priority: spec.engine_priority }),
     };
   });
 }

@@ -17,7 +17,7 @@ afterEach(() => {
   for (const gw of open.splice(0)) gw.close();
 });
 
-async function join(queue: string, nodeId: string, wire: 1 | 2 = 2, credit = 0): Promise<Gateway> {
+async function join(queue: string, nodeId: string, wire: 1 | 2 | 3 = 2, credit = 0): Promise<Gateway> {
   const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
   open.push(gw);
   gw.hello(nodeId, credit, [], wire);
@@ -305,5 +305,36 @@ describe("min_policy_version", () => {
     const assign = await old.expect("assign");
     expect(assign.v).toBe(1);
     expect(assign.session).not.toHaveProperty("min_policy_version");
+  });
+});
+
+describe("engine_priority", () => {
+  it("is validated at submit and carried to v3 gateways; v2 and v1 gateways get assignments without it", async () => {
+    for (const bad of [1.5, "3", 2 ** 31, -(2 ** 31)]) {
+      const res = await postBatch({ tasks: [task("t", { engine_priority: bad as never })] });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+        /tasks\.0\.engine_priority|tasks\[0\]\.engine_priority/,
+      );
+    }
+    const spec = { min_policy_version: 2, engine_priority: -7 };
+    const assigned = async (wire: 1 | 2 | 3) => {
+      const queue = uniqueId(`prio${wire}`);
+      const gw = await join(queue, `node-p${wire}`, wire, 1);
+      await gw.expect("welcome");
+      expect((await postBatch({ queue, tasks: [task("t", spec)] })).status).toBe(201);
+      return gw.expect("assign");
+    };
+    const v3 = await assigned(3);
+    expect(v3.v).toBe(3);
+    expect(v3.session).toMatchObject(spec);
+    const v2 = await assigned(2);
+    expect(v2.v).toBe(2);
+    expect(v2.session.min_policy_version).toBe(2);
+    expect(v2.session).not.toHaveProperty("engine_priority");
+    const v1 = await assigned(1);
+    expect(v1.v).toBe(1);
+    expect(v1.session).not.toHaveProperty("engine_priority");
+    expect(v1.session).not.toHaveProperty("min_policy_version");
   });
 });

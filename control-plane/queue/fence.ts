@@ -194,23 +194,30 @@ export function fenceDelivery(
 }
 
 /**
- * A control message as a gateway of wire version `peer` can read it: v1 gateways get `v: 1` and
- * none of the v2 fields (`welcome.fence`, `assign.session.min_policy_version`).
+ * A control message as a gateway of wire version `peer` can read it, stamped with that version: v2
+ * gateways get no v3 field (`assign.session.engine_priority`), v1 gateways none of v2's either
+ * (`welcome.fence`, `assign.session.min_policy_version`). Every message to a gateway passes here
+ * (`sockets.ts` `send`), so a field a peer's strict schema does not know never reaches it.
  *
  * @example
  * ```ts
- * forPeer({ v: 2, type: "welcome", queue: "q", node_id: "n", kept_leases: [], ping_interval_seconds: 15, fence }, 1);
+ * forPeer({ v: 3, type: "welcome", queue: "q", node_id: "n", kept_leases: [], ping_interval_seconds: 15, fence }, 1);
  * // { v: 1, type: "welcome", queue: "q", node_id: "n", kept_leases: [], ping_interval_seconds: 15 }
  * ```
  */
 export function forPeer(message: ControlMessage, peer: number): ControlMessage {
-  if (peer >= 2) return { ...message, v: WIRE_VERSION };
+  if (peer >= WIRE_VERSION) return { ...message, v: WIRE_VERSION };
+  if (peer === 2) {
+    if (message.type !== "assign") return { ...message, v: 2 };
+    const { engine_priority: _priority, ...session } = message.session;
+    return { ...message, v: 2, session };
+  }
   if (message.type === "welcome") {
     const { fence: _fence, ...rest } = message;
     return { ...rest, v: 1 };
   }
   if (message.type === "assign") {
-    const { min_policy_version: _min, ...session } = message.session;
+    const { min_policy_version: _min, engine_priority: _priority, ...session } = message.session;
     return { ...message, v: 1, session };
   }
   return { ...message, v: 1 };

@@ -155,12 +155,12 @@ describe("gateway WebSocket flow", () => {
 
   it("closes with 4400 on a hello of another protocol version", async () => {
     const gw = await connect(uniqueId("version"));
-    gw.send({ v: 3, type: "hello", node_id: "n", agent_version: "9.0.0" });
+    gw.send({ v: 4, type: "hello", node_id: "n", agent_version: "9.0.0" });
     const refusal = await gw.expect("error");
     expect(refusal).toMatchObject({ code: "unsupported_version" });
     // Both sides: the gateway's wire and Polar versions, the control plane's own (package.json's).
     expect(refusal.message).toBe(
-      `gateway 'n' speaks wire v3 (polar 9.0.0); this control plane (polar ${POLAR_VERSION}) speaks v1 and v2: upgrade the control plane to a release that speaks v3 (a fleet upgrades its control plane first, then its gateways), or run this gateway at polar ${POLAR_VERSION}`,
+      `gateway 'n' speaks wire v4 (polar 9.0.0); this control plane (polar ${POLAR_VERSION}) speaks v1, v2 and v3: upgrade the control plane to a release that speaks v4 (a fleet upgrades its control plane first, then its gateways), or run this gateway at polar ${POLAR_VERSION}`,
     );
     expect(POLAR_VERSION).toMatch(/^\d+\.\d+\.\d+/);
     await expect.poll(() => gw.closed?.code).toBe(4400);

@@ -151,7 +151,7 @@ export class Gateway {
     nodeId: string,
     credit: number,
     leases: { lease_id: string; session_id: string }[] = [],
-    wire: 1 | 2 = 1,
+    wire: 1 | 2 | 3 = 1,
   ): void {
     this.send({
       v: wire,

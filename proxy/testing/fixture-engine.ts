@@ -212,6 +212,19 @@ export async function startFixtureEngine(opts: { model?: string } = {}): Promise
         res.end(JSON.stringify({ model_path: model, weight_version: "default" }));
         return;
       }
+      if (req.method === "GET" && (req.url === "/server_info" || req.url === "/get_server_info")) {
+        // The proxy reads the server arguments at start (priority scheduling); not a call either.
+        // An SGLang started without --enable-priority-scheduling, as by default.
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify({
+            model_path: model,
+            enable_priority_scheduling: false,
+            schedule_low_priority_values_first: false,
+          }),
+        );
+        return;
+      }
       const b = { ...state.behaviour };
       let body: JsonObject | null = null;
       let parseError: unknown = null;

@@ -940,6 +940,7 @@ export interface operations {
                         max_attempts?: number;
                         queue?: string;
                         min_policy_version?: number;
+                        engine_priority?: number;
                     }[];
                 };
             };
@@ -4400,6 +4401,7 @@ export interface operations {
                     max_attempts?: number;
                     queue?: string;
                     min_policy_version?: number;
+                    engine_priority?: number;
                 };
             };
         };

@@ -20,6 +20,7 @@ import { tryParseJson } from "../../../tokenizer/parsers";
 import { type Admission, abortRequest } from "../../admission";
 import { type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "../../call";
 import { newCompletionId } from "../../capture";
+import { applyEnginePriority } from "../../engine-priority";
 import { EngineContractError, EngineStatusError, EngineTimeoutError, ProxyHttpError } from "../../errors";
 import { isObject, objects } from "../../json";
 import { postJson } from "../../upstream";
@@ -117,6 +118,7 @@ export function serveTokenTurn(
     });
     // SGLang expands each image placeholder to the image's patch count: keep the ids it ran.
     if (imageData.length > 0) request.return_prompt_token_ids = true;
+    applyEnginePriority(request, call.session.meta, deps.priorityOrder ?? null);
   } catch (err) {
     if (err instanceof SamplingParamError || err instanceof ChatTemplateError) throw badRequest(err);
     throw err;

@@ -63,6 +63,12 @@ class SchedulerConfig:
             None (no cut). These are the rules of :mod:`polar_trainer.groups`.
         stamp_min_policy_version: set the task field ``min_policy_version`` to the group's version;
             None = when the server's schema has the field.
+        engine_priority: ``oldest_first`` sets each group's task field ``engine_priority`` to
+            minus its index, so an engine that schedules by priority runs the oldest group's model
+            calls first (a long-tail session of an old group is not starved by newer groups before
+            the staleness bound drops it); a task's own ``engine_priority`` is kept. ``none``:
+            not set. Where the engine does not schedule by priority the gateway does not send it
+            (docs/engines.md, "Request priority"); a control plane without the field gets none.
         sync_fence_version: at start, set the queue's fence version to the scheduler's when they
             differ (the fence labels each turn; groups are versioned by those labels).
         results_transport: ``poll`` (long-poll by cursor) or ``sse``.
@@ -99,6 +105,7 @@ class SchedulerConfig:
     correct_threshold: float = 1.0
     max_trajectory_tokens: Optional[int] = None
     stamp_min_policy_version: Optional[bool] = None
+    engine_priority: str = "oldest_first"
     sync_fence_version: bool = True
     results_transport: str = "poll"
     poll_wait_seconds: int = 20
@@ -122,6 +129,8 @@ class SchedulerConfig:
             raise ValueError(f"admission must be in_flight or staleness, got {self.admission!r}")
         if self.consume_order not in ("accepted", "oldest"):
             raise ValueError(f"consume_order must be accepted or oldest, got {self.consume_order!r}")
+        if self.engine_priority not in ("oldest_first", "none"):
+            raise ValueError(f"engine_priority must be oldest_first or none, got {self.engine_priority!r}")
         if self.queue is not None and not _IDENT.match(self.queue):
             raise ValueError(f"queue must match {_IDENT.pattern}, got {self.queue!r}")
         if self.advantage not in ("grpo", "loo", "none"):

@@ -12,7 +12,9 @@ Rules (docs/training.md has the whole picture):
   still be trained within the bound. Either way there is no batch barrier; ``max_steps`` ends admission
   once the run's groups are covered;
 * each group is stamped with the policy version at submission (task metadata
-  ``policy_version``, ``rollout_step``, ``group_id``, and the task field ``min_policy_version``);
+  ``policy_version``, ``rollout_step``, ``group_id``, and the task field ``min_policy_version``),
+  and with ``engine_priority`` = −index (``engine_priority="oldest_first"``, the default), so
+  engines that schedule by priority serve the oldest group's calls first;
 * a training step takes ``rollout_batch_size`` accepted groups in acceptance order
   (``consume_order="oldest"``: the oldest version first);
   staleness = current version − the group's version (the OLDEST version of any trained token);
@@ -56,6 +58,9 @@ from .groups import Group, SelectionTally, judge
 from .samples import Sample, classify, policy_version_gap, trajectory_index_of
 from .state import StateStore
 from .versions import as_version
+
+#: The largest magnitude of a task's ``engine_priority`` (the control plane's limit: a 32-bit integer).
+ENGINE_PRIORITY_MAX = 2_147_483_647
 
 log = logging.getLogger("polar_trainer.scheduler")
 
@@ -190,6 +195,7 @@ class GroupScheduler:
         self._unusable = 0
         self._started = False
         self._stamp_min: Optional[bool] = config.stamp_min_policy_version
+        self._stamp_priority: Optional[bool] = None if config.engine_priority == "oldest_first" else False
         self._recover(policy_version, resume_step)
 
     # -- state -----------------------------------------------------------------------------------
@@ -278,6 +284,14 @@ class GroupScheduler:
                 self._stamp_min = False
             if not self._stamp_min:
                 log.warning("the control plane has no task field min_policy_version: groups are stamped in metadata only")
+        if self._stamp_priority is None:
+            try:
+                self._stamp_priority = self.client.supports_task_field("engine_priority")
+            except PolarError as e:
+                log.warning("cannot read the server's schema (%s): not setting engine_priority", e)
+                self._stamp_priority = False
+            if not self._stamp_priority:
+                log.warning("the control plane has no task field engine_priority: groups are not prioritised at the engine")
         if self.cfg.sync_fence_version:
             self._sync_fence_version()
         t = threading.Thread(target=self._guard, args=(self._pump,), name="polar-admit", daemon=True)
@@ -412,6 +426,9 @@ class GroupScheduler:
         spec["metadata"] = {**(task.get("metadata") or {}), "run_id": self.cfg.run_id, "group_id": gid, "group_index": index, "policy_version": stamp, "rollout_step": st["last_step"]}
         if self._stamp_min:
             spec["min_policy_version"] = stamp
+        if self._stamp_priority:
+            # Oldest group first at the engine; the field is a 32-bit integer.
+            spec.setdefault("engine_priority", -min(index, ENGINE_PRIORITY_MAX))
         early = self._gcfg.early_stop_min_usable_sessions
         if early is not None:
             spec.setdefault("early_stop_min_usable_sessions", early)
