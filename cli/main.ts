@@ -174,6 +174,30 @@ program
   .option("--stall-rate <p>", "fault: probability of a stall", Number, 0)
   .option("--stall-ms <ms>", "fault: stall length", Number, 5000)
   .option("--abort-rate <p>", "fault: probability of an engine abort halfway", Number, 0)
+  .option(
+    "--enable-priority-scheduling",
+    "SGLang: admit waiting requests by their `priority` (higher first), then arrival; preempt as below",
+  )
+  .option("--schedule-low-priority-values-first", "SGLang: lower priority values run first")
+  .option(
+    "--priority-scheduling-preemption-threshold <n>",
+    "SGLang: a waiting request preempts a running one when no slot is free if its priority is better by more than N (default 10)",
+    Number,
+  )
+  .option("--disable-priority-preemption", "SGLang: schedule by priority without preempting")
+  .option(
+    "--default-priority-value <n>",
+    "SGLang: priority of requests that send none (default: the worst, after all others)",
+    Number,
+  )
+  .option(
+    "--abort-on-priority-when-disabled",
+    "SGLang: refuse (503) a request that sends a priority while priority scheduling is off, instead of ignoring it",
+  )
+  .option(
+    "--scheduling-policy <policy>",
+    "vLLM (--flavor vllm): fcfs (default; a priority other than 0 is refused, 400) | priority (lower values first)",
+  )
   .action(async (opts) => (await import("./commands/sim-engine")).runSimEngine(opts));
 
 /** Parses a number of seconds >= 0 (a fraction allowed), naming the flag in the error. */

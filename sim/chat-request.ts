@@ -60,6 +60,8 @@ export const ChatRequest = z.looseObject({
   no_stop_trim: z.boolean().nullish(),
   separate_reasoning: z.boolean().nullish(),
   ignore_eos: z.boolean().nullish(),
+  /** SGLang `Optional[int]`, vLLM `int` (default 0): read by `readPriority` (`priority.ts`). */
+  priority: z.unknown().optional(),
 });
 export type ChatRequest = z.infer<typeof ChatRequest>;
 

@@ -116,6 +116,11 @@ function metricsRegistry(engine: SimEngineCore, model: string): Registry {
   );
   gauge("sim_requests_total", "Generation requests received", () => s().requests_total);
   gauge("sim_aborted_requests_total", "Generation requests that finished aborted", () => s().aborted_total);
+  gauge(
+    "sim_preempted_requests_total",
+    "Running requests preempted for a waiting request of better priority",
+    () => s().preempted_total,
+  );
   gauge("sim_fault_errors_total", "Requests failed by fault injection", () => s().faults.errors);
   return registry;
 }

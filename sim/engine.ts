@@ -9,10 +9,12 @@
 import { randomUUID } from "node:crypto";
 import { contextViolation } from "../protocol/sglang-contract";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { openAssistantTurn, remainingAnswer } from "./continuation";
 import { expandImagePads, ImageProcessorError, type ImageTokenIds } from "./image-processor";
 import { ImageStats, type SimImage } from "./images";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
 import { PrefixCache } from "./prefix-cache";
+import { type PriorityConfig, priorityConfig, schedulerPriority } from "./priority";
 import { type FaultOptions, GpuScheduler } from "./scheduler";
 
 /** Limits of the simulated engine. */
@@ -47,6 +49,8 @@ export interface EngineRequest {
   rid?: string;
   /** Images of the request (chat `image_url` parts or `/generate` `image_data`), checked and measured. */
   images?: readonly SimImage[];
+  /** Scheduling priority, as `requestPriority` (`priority.ts`) resolved it; none: the server's default. */
+  priority?: number;
 }
 
 /** What the engine produced. `outputIds` include the matched stop token, as in SGLang. */
@@ -91,8 +95,10 @@ export interface EngineOptions {
   prefillTokensPerSecond?: number;
   /** Simulated decode speed (tokens/s per request); 0 = instant. */
   decodeTokensPerSecond?: number;
-  /** Requests decoding at once; more wait in a FIFO queue. 0 (default) = unlimited. */
+  /** Requests decoding at once; more wait in a queue. 0 (default) = unlimited. */
   maxRunningRequests?: number;
+  /** How requests are scheduled by priority (`priority.ts`); default SGLang's defaults (off: FIFO). */
+  priority?: PriorityConfig;
   /** Fault injection (error rate, stalls, aborts); default none. */
   faults?: FaultOptions;
   /** Context length reported and enforced (SGLang `--context-length`); default {@link SIM_LIMITS}'s. */
@@ -128,6 +134,8 @@ export class SimEngineCore {
   readonly images = new ImageStats();
   /** The context length every endpoint reports and enforces. */
   readonly contextLength: number;
+  /** How requests are scheduled by priority: what a request's `priority` does, or why it is refused. */
+  readonly priority: PriorityConfig;
   private readonly vocabLimit: number;
   /** Qwen-VL placeholder ids when the tokenizer has them (Qwen3's vocabulary does). */
   readonly imageTokens: ImageTokenIds | null;
@@ -142,7 +150,9 @@ export class SimEngineCore {
     this.tokenizer = options.tokenizer;
     this.seed = options.seed ?? 0;
     this.weightVersion = options.weightVersion ?? "default";
+    this.priority = options.priority ?? priorityConfig({}, "sglang");
     this.gpu = new GpuScheduler({
+      priority: schedulerPriority(this.priority),
       seed: this.seed,
       ...(options.prefillTokensPerSecond !== undefined
         ? { prefillTokensPerSecond: options.prefillTokensPerSecond }
@@ -231,18 +241,12 @@ export class SimEngineCore {
     const maxNew = Math.min(request.maxNewTokens, room);
     const cachedTokens = this.cache.cachedTokens(promptIds);
 
-    const prompt = this.tokenizer.decode(promptIds);
-    const policy = decideAnswer({
-      seed: this.seed,
-      routingKey: request.routingKey,
-      prompt,
-      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      ...(request.images?.length ? { images: request.images } : {}),
-    });
-    const answerIds = this.tokenizer.encode(policy.text);
+    const { policy, answerIds, offset } = this.answer(request);
     const cut = this.cut(answerIds, maxNew, request);
     const rid = request.rid ?? randomUUID().replaceAll("-", "");
-    const allLogprobs = cut.outputIds.map((id, i) => syntheticLogprob(this.seed, request.routingKey, i, id));
+    const allLogprobs = cut.outputIds.map((id, i) =>
+      syntheticLogprob(this.seed, request.routingKey, offset + i, id),
+    );
 
     this.gpu.admit();
     this.gpu.countPrompt(promptIds.length, cachedTokens);
@@ -250,6 +254,7 @@ export class SimEngineCore {
       rid,
       uncachedPromptTokens: promptIds.length - cachedTokens,
       outputTokens: cut.outputIds.length,
+      ...(request.priority !== undefined ? { priority: request.priority } : {}),
       ...(hooks.signal ? { signal: hooks.signal } : {}),
       ...(hooks.onProgress
         ? {
@@ -276,6 +281,31 @@ export class SimEngineCore {
       e2eLatency: (performance.now() - started) / 1000,
       policy,
     };
+  }
+
+  /**
+   * The policy's answer to a request. A prompt that ends inside an assistant turn the policy had
+   * begun (a partial rollout sent back after an abort) gets the rest of that turn, as a model
+   * continues its own text (`continuation.ts`); `offset` is how many of the turn's tokens the
+   * prompt already held.
+   */
+  private answer(request: EngineRequest): { policy: PolicyAnswer; answerIds: number[]; offset: number } {
+    const decide = (prompt: string) =>
+      decideAnswer({
+        seed: this.seed,
+        routingKey: request.routingKey,
+        prompt,
+        ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+        ...(request.images?.length ? { images: request.images } : {}),
+      });
+    const open = request.images?.length ? null : openAssistantTurn(this.tokenizer, request.promptIds);
+    for (const start of open?.starts ?? []) {
+      const policy = decide(this.tokenizer.decode(request.promptIds.slice(0, start)));
+      const rest = remainingAnswer(this.tokenizer.encode(policy.text), request.promptIds, start);
+      if (rest) return { policy, answerIds: rest, offset: request.promptIds.length - start };
+    }
+    const policy = decide(this.tokenizer.decode(request.promptIds));
+    return { policy, answerIds: this.tokenizer.encode(policy.text), offset: 0 };
   }
 
   /** Applies stop token ids, stop strings, EOS and the budget, token by token, as a decoder would. */

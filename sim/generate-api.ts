@@ -11,6 +11,7 @@ import { contextViolation, SGLANG_CONTRACT, samplingParamsViolation } from "../p
 import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from "./engine";
 import { HttpError, parseBody } from "./http";
 import { ImageInputError, imagesFromImageData } from "./images";
+import { PriorityDisabledError, readPriority, requestPriority } from "./priority";
 
 /** Header the SGLang Model Gateway uses for sticky routing; the sim keys its draws by it. */
 export const ROUTING_KEY_HEADER = "x-smg-routing-key";
@@ -46,6 +47,8 @@ export const GenerateRequest = z.looseObject({
   stream: z.boolean().nullish(),
   /** Images (data URLs or bare base64), one per image placeholder of the prompt, in order. */
   image_data: z.unknown().optional(),
+  /** `GenerateReqInput.priority` (`Optional[int]`), read by {@link readPriority}. */
+  priority: z.unknown().optional(),
 });
 
 /**
@@ -158,6 +161,7 @@ export async function handleGenerate(
     );
   }
   const body = parseBody(GenerateRequest, raw);
+  const requestedPriority = readPriority(body.priority);
   if ((body.text === undefined) === (body.input_ids === undefined)) {
     throw new HttpError(400, "text / input_ids: give exactly one of text or input_ids");
   }
@@ -218,6 +222,32 @@ export async function handleGenerate(
   });
   let streamed = 0;
   const sse = (chunk: unknown) => ctx.res!.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  // Where SGLang's scheduler takes the request in (`_set_or_validate_priority`), after the checks above.
+  let priority: number | undefined;
+  try {
+    priority = requestPriority(engine.priority, requestedPriority);
+  } catch (err) {
+    if (!(err instanceof PriorityDisabledError) || !body.stream) throw err;
+    // Streaming, SGLang's abort arrives as the stream's one chunk: its finish reason, no tokens.
+    ctx.res!.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const aborted: PartialResult = {
+      rid,
+      outputIds: [],
+      logprobs: [],
+      finishReason: { type: "abort", message: err.message },
+      promptTokens: promptIds.length,
+      cachedTokens: null,
+      weightVersion: engine.weightVersion,
+      e2eLatency: 0,
+    };
+    const chunk = shape(aborted, 0, true);
+    sse({
+      ...chunk,
+      meta_info: { ...chunk.meta_info, finish_reason: { ...aborted.finishReason, status_code: err.status } },
+    });
+    ctx.res!.end("data: [DONE]\n\n");
+    return undefined;
+  }
   if (body.stream) {
     ctx.res!.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
   }
@@ -232,6 +262,7 @@ export async function handleGenerate(
       ignoreEos: sp.ignore_eos ?? false,
       rid,
       ...(images.length ? { images } : {}),
+      ...(priority !== undefined ? { priority } : {}),
     },
     {
       ...(ctx.signal ? { signal: ctx.signal } : {}),

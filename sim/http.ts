@@ -9,6 +9,7 @@ import type { z } from "zod";
 import { describeIssues, fieldIssues, readBoundedBody } from "../protocol";
 import { ChatTemplateError } from "../tokenizer/chat-tokenizer";
 import { EngineInputError } from "./engine";
+import { PriorityDisabledError } from "./priority";
 import { DuplicateRidError, EngineUnavailableError } from "./scheduler";
 
 /**
@@ -102,7 +103,7 @@ export function sendError(res: ServerResponse, error: unknown): void {
   if (error instanceof HttpError) {
     status = error.status;
     type = error.type;
-  } else if (error instanceof EngineUnavailableError) {
+  } else if (error instanceof EngineUnavailableError || error instanceof PriorityDisabledError) {
     status = 503;
     type = "ServiceUnavailableError";
   } else if (error instanceof DuplicateRidError) {

@@ -15,6 +15,7 @@ import { checkImages, checkSamplingParams, routingKeyOf, stopList } from "./gene
 import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
+import { PriorityDisabledError, readPriority, requestPriority } from "./priority";
 import { checkVllmSampling, vllmOutputBudget } from "./vllm-contract";
 import { type SimFlavor, sendVllm } from "./vllm-shape";
 
@@ -59,6 +60,10 @@ export async function handleChatCompletion(
   signal?: AbortSignal,
 ): Promise<void> {
   const vllm = isVllmFlavor(flavor);
+  // A priority that is no integer fails the request model's validation, on both servers.
+  const requestedPriority = readPriority(
+    raw && typeof raw === "object" ? (raw as Record<string, unknown>).priority : undefined,
+  );
   // vLLM validates the sampling values before anything else, in its own words.
   if (vllm) checkVllmSampling(raw);
   const body = parseBody(ChatRequest, raw);
@@ -125,6 +130,16 @@ export async function handleChatCompletion(
   const maxNewTokens = vllm
     ? vllmOutputBudget(promptIds.length, requestedMax)
     : (requestedMax ?? engine.contextLength);
+  // Where the engine takes the request in: vLLM refuses a priority its fcfs policy cannot honour
+  // (400), SGLang with --abort-on-priority-when-disabled aborts it (503).
+  let priority: number | undefined;
+  try {
+    priority = requestPriority(engine.priority, requestedPriority);
+  } catch (err) {
+    if (!(err instanceof PriorityDisabledError) || !body.stream) throw err;
+    writeStreamError(res, err);
+    return;
+  }
   const result = await engine.generate(
     {
       promptIds,
@@ -136,6 +151,7 @@ export async function handleChatCompletion(
       ignoreEos: body.ignore_eos ?? false,
       ...(vllm ? { rid: vllmRequestId(req, raw) } : body.rid ? { rid: body.rid } : {}),
       ...(images.length ? { images } : {}),
+      ...(priority !== undefined ? { priority } : {}),
     },
     signal ? { signal } : {},
   );
@@ -290,6 +306,28 @@ interface StreamParts {
 /** Word-sized pieces, so clients see several deltas as from a real stream. */
 function pieces(text: string): string[] {
   return text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
+}
+
+/**
+ * SGLang's stream for a request its scheduler aborted with a status code (main as of 2026-11,
+ * `serving_chat.py`: `create_streaming_error_response(message, code.name, code.value)`): one error
+ * event, then `data: [DONE]`.
+ */
+function writeStreamError(res: ServerResponse, err: PriorityDisabledError): void {
+  res.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+  });
+  const error = {
+    object: "error",
+    message: err.message,
+    type: "SERVICE_UNAVAILABLE",
+    param: null,
+    code: err.status,
+  };
+  res.write(`data: ${JSON.stringify({ error })}\n\n`);
+  res.end("data: [DONE]\n\n");
 }
 
 /**

@@ -15,8 +15,9 @@ import { controlRoutes, disconnectSignal, type Handler } from "./control-api";
 import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
 import { handleGenerate, type OutputIdsMode } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
-import { handleChatCompletion, type SimFlavor } from "./openai-chat";
+import { handleChatCompletion, isVllmFlavor, type SimFlavor } from "./openai-chat";
 import { parseRoutes } from "./parse-api";
+import { type PriorityOptions, priorityConfig, priorityServerArgs } from "./priority";
 import type { FaultOptions } from "./scheduler";
 
 /** One paragraph for `polar sim-engine --help`. */
@@ -29,8 +30,11 @@ export const SIM_ENGINE_HELP =
   "Qwen3 tokenizer and chat template, with synthetic logprobs. It serves SGLang's /generate (also streaming), " +
   "/v1/chat/completions, /v1/models, /health, /health_generate, /model_info, /server_info, /abort_request, " +
   "/pause_generation, /continue_generation, /update_weights_from_disk, /update_weight_version, /flush_cache, /v1/loads, /v1/tokenize, " +
-  "/v1/detokenize, /parse_function_call, /separate_reasoning and /metrics, plus /sim/stats (busy time, queue, tokens), and marks every response as coming " +
-  "from the simulator.";
+  "/v1/detokenize, /parse_function_call, /separate_reasoning and /metrics, plus /sim/stats (busy time, queue, tokens, preemptions), and marks every response as coming " +
+  "from the simulator. With --max-running-requests it queues the rest: first come first served, or by request priority as SGLang " +
+  "(--enable-priority-scheduling: higher values first unless --schedule-low-priority-values-first, preempting a running request " +
+  "for one better by more than --priority-scheduling-preemption-threshold) or vLLM (--flavor vllm --scheduling-policy priority: " +
+  "lower values first) schedule.";
 
 /**
  * SGLang's `SGLANG_HEALTH_CHECK_TIMEOUT` (20 s): how long `/health` waits for its one-token
@@ -43,8 +47,11 @@ export const SIM_ENGINE_HELP =
  */
 export const SIM_HEALTH_CHECK_TIMEOUT_MS = 20_000;
 
-/** Options of {@link startSimEngine}. */
-export interface SimEngineOptions {
+/**
+ * Options of {@link startSimEngine}. The priority options ({@link PriorityOptions}) are SGLang's
+ * server arguments for the SGLang flavors and vLLM's `schedulingPolicy` for the vLLM flavors.
+ */
+export interface SimEngineOptions extends PriorityOptions {
   /** Port to listen on; 0 (default) picks a free one. */
   port?: number;
   /** Interface to bind; default 127.0.0.1. */
@@ -63,7 +70,7 @@ export interface SimEngineOptions {
   decodeTokensPerSecond?: number;
   /** Server whose chat response shape to speak; default `sglang` (≥ 0.5.13). */
   flavor?: SimFlavor;
-  /** Requests decoding at once; more wait in a FIFO queue. Default 0 = unlimited. */
+  /** Requests decoding at once; more wait in a queue (FIFO, or by priority). Default 0 = unlimited. */
   maxRunningRequests?: number;
   /** Fault injection: error rate (503), stalls, engine-side aborts. Default none. */
   faults?: FaultOptions;
@@ -95,10 +102,13 @@ export interface SimEngineHandle {
  * ```
  */
 export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEngineHandle> {
+  const flavor = opts.flavor ?? "sglang";
+  const priority = priorityConfig(opts, isVllmFlavor(flavor) ? "vllm" : "sglang");
   const tokenizer = await loadChatTokenizer(opts.tokenizerDir);
   const model = opts.model ?? "Qwen/Qwen3-0.6B";
   const engine = new SimEngineCore({
     tokenizer,
+    priority,
     ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
     ...(opts.weightVersion !== undefined ? { weightVersion: opts.weightVersion } : {}),
     ...(opts.prefillTokensPerSecond !== undefined
@@ -114,10 +124,12 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
   const config = {
     model,
     seed: engine.seed,
-    flavor: opts.flavor ?? "sglang",
+    flavor,
     prefill_tokens_per_second: opts.prefillTokensPerSecond ?? 0,
     decode_tokens_per_second: opts.decodeTokensPerSecond ?? 0,
     max_running_requests: opts.maxRunningRequests ?? 0,
+    // The servers' own argument names, flat, as SGLang's /server_info reports them.
+    ...priorityServerArgs(priority),
     incremental_streaming_output: opts.incrementalStreaming ?? false,
     output_ids: opts.outputIds ?? "plain",
     faults: opts.faults ?? {},
@@ -155,7 +167,7 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
           req,
           res,
           await readJsonBody(req, SIM_LIMITS.maxBodyBytes),
-          opts.flavor ?? "sglang",
+          flavor,
           disconnectSignal(res),
         ),
     },

@@ -40,8 +40,47 @@ describe("sim-engine flags", () => {
     [{ flavor: "tgi" }, "--flavor: 'tgi' is not one of"],
     [{ contextLength: 1 }, "--context-length: must be an integer >= 2"],
     [{ outputIds: "sglang-0.5.3" }, "--output-ids: 'sglang-0.5.3' is not one of"],
+    [
+      { prioritySchedulingPreemptionThreshold: -1 },
+      "--priority-scheduling-preemption-threshold: must be an integer >= 0, got -1",
+    ],
+    [
+      { prioritySchedulingPreemptionThreshold: 2.5 },
+      "--priority-scheduling-preemption-threshold: must be an integer >= 0, got 2.5",
+    ],
+    [{ defaultPriorityValue: Number.NaN }, "--default-priority-value: must be an integer, got NaN"],
+    [{ defaultPriorityValue: 0.5 }, "--default-priority-value: must be an integer, got 0.5"],
+    [
+      { flavor: "vllm", schedulingPolicy: "lifo" },
+      "--scheduling-policy: 'lifo' is not one of fcfs, priority",
+    ],
+    [{ schedulingPolicy: "priority" }, "--scheduling-policy: a vLLM flag (with --flavor vllm)"],
+    [{ flavor: "vllm", enablePriorityScheduling: true }, "--enable-priority-scheduling: an SGLang flag"],
+    [{ flavor: "vllm", defaultPriorityValue: 3 }, "--default-priority-value: an SGLang flag"],
   ])("names the bad flag: %o", (patch, message) => {
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(UsageError);
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(message);
+  });
+
+  it("accepts each server's priority flags on its flavor", () => {
+    expect(() =>
+      validateSimEngineOptions({
+        ...base,
+        maxRunningRequests: 4,
+        enablePriorityScheduling: true,
+        scheduleLowPriorityValuesFirst: true,
+        prioritySchedulingPreemptionThreshold: 0,
+        disablePriorityPreemption: true,
+        defaultPriorityValue: -3,
+        abortOnPriorityWhenDisabled: true,
+      }),
+    ).not.toThrow();
+    expect(() =>
+      validateSimEngineOptions({ ...base, flavor: "vllm", schedulingPolicy: "priority" }),
+    ).not.toThrow();
+    // commander leaves boolean flags false when not given: not "given" to the vLLM flavor.
+    expect(() =>
+      validateSimEngineOptions({ ...base, flavor: "vllm", enablePriorityScheduling: false }),
+    ).not.toThrow();
   });
 });

@@ -5,6 +5,7 @@
  */
 import type { OutputIdsMode } from "../../sim/generate-api";
 import type { SimFlavor } from "../../sim/openai-chat";
+import { VLLM_SCHEDULING_POLICIES, type VllmSchedulingPolicy } from "../../sim/priority";
 import { SIM_ENGINE_HELP, startSimEngine } from "../../sim/server";
 import { UsageError } from "../usage-error";
 
@@ -26,7 +27,31 @@ export interface SimEngineOptions {
   stallRate: number;
   stallMs: number;
   abortRate: number;
+  /** SGLang `--enable-priority-scheduling`: order the waiting queue by request priority. */
+  enablePriorityScheduling?: boolean;
+  /** SGLang `--schedule-low-priority-values-first`: lower values first (default higher first). */
+  scheduleLowPriorityValuesFirst?: boolean;
+  /** SGLang `--priority-scheduling-preemption-threshold`; default 10. */
+  prioritySchedulingPreemptionThreshold?: number;
+  /** SGLang `--disable-priority-preemption`. */
+  disablePriorityPreemption?: boolean;
+  /** SGLang `--default-priority-value`: the priority of requests that send none. */
+  defaultPriorityValue?: number;
+  /** SGLang `--abort-on-priority-when-disabled`: refuse a priority while not scheduling by it. */
+  abortOnPriorityWhenDisabled?: boolean;
+  /** vLLM `--scheduling-policy` (the vllm flavor): `fcfs` (default) or `priority`. */
+  schedulingPolicy?: string;
 }
+
+/** SGLang's priority flags, by option name (`--flavor vllm` refuses them). */
+const SGLANG_PRIORITY_FLAGS: Array<[keyof SimEngineOptions, string]> = [
+  ["enablePriorityScheduling", "--enable-priority-scheduling"],
+  ["scheduleLowPriorityValuesFirst", "--schedule-low-priority-values-first"],
+  ["prioritySchedulingPreemptionThreshold", "--priority-scheduling-preemption-threshold"],
+  ["disablePriorityPreemption", "--disable-priority-preemption"],
+  ["defaultPriorityValue", "--default-priority-value"],
+  ["abortOnPriorityWhenDisabled", "--abort-on-priority-when-disabled"],
+];
 
 const FLAVORS: readonly SimFlavor[] = ["sglang", "sglang-0.5.10-patched", "vllm"];
 const OUTPUT_IDS: readonly OutputIdsMode[] = ["plain", "sglang-0.5.4-decode-ids"];
@@ -65,6 +90,56 @@ export function validateSimEngineOptions(opts: SimEngineOptions): void {
   if (opts.outputIds !== undefined && !(OUTPUT_IDS as readonly string[]).includes(opts.outputIds)) {
     throw new UsageError(`--output-ids: '${opts.outputIds}' is not one of ${OUTPUT_IDS.join(", ")}`);
   }
+  validatePriorityFlags(opts);
+}
+
+/** The priority flags: integers where SGLang takes `int`, and each server's flags on its flavor only. */
+function validatePriorityFlags(opts: SimEngineOptions): void {
+  const threshold = opts.prioritySchedulingPreemptionThreshold;
+  if (threshold !== undefined && (!Number.isSafeInteger(threshold) || threshold < 0)) {
+    throw new UsageError(
+      `--priority-scheduling-preemption-threshold: must be an integer >= 0, got ${threshold}`,
+    );
+  }
+  const fallback = opts.defaultPriorityValue;
+  if (fallback !== undefined && !Number.isSafeInteger(fallback)) {
+    throw new UsageError(`--default-priority-value: must be an integer, got ${fallback}`);
+  }
+  const policy = opts.schedulingPolicy;
+  if (policy !== undefined && !(VLLM_SCHEDULING_POLICIES as readonly string[]).includes(policy)) {
+    throw new UsageError(
+      `--scheduling-policy: '${policy}' is not one of ${VLLM_SCHEDULING_POLICIES.join(", ")}`,
+    );
+  }
+  if (opts.flavor === "vllm") {
+    const sglang = SGLANG_PRIORITY_FLAGS.find(([key]) => opts[key] !== undefined && opts[key] !== false);
+    if (sglang) {
+      throw new UsageError(
+        `${sglang[1]}: an SGLang flag; with --flavor vllm, schedule by priority with --scheduling-policy priority`,
+      );
+    }
+  } else if (policy !== undefined) {
+    throw new UsageError(
+      `--scheduling-policy: a vLLM flag (with --flavor vllm); SGLang schedules by priority with --enable-priority-scheduling`,
+    );
+  }
+}
+
+/** The priority options of `startSimEngine` among the flags (only those given). */
+function priorityOptions(opts: SimEngineOptions) {
+  return {
+    ...(opts.enablePriorityScheduling ? { enablePriorityScheduling: true } : {}),
+    ...(opts.scheduleLowPriorityValuesFirst ? { scheduleLowPriorityValuesFirst: true } : {}),
+    ...(opts.prioritySchedulingPreemptionThreshold !== undefined
+      ? { prioritySchedulingPreemptionThreshold: opts.prioritySchedulingPreemptionThreshold }
+      : {}),
+    ...(opts.disablePriorityPreemption ? { disablePriorityPreemption: true } : {}),
+    ...(opts.defaultPriorityValue !== undefined ? { defaultPriorityValue: opts.defaultPriorityValue } : {}),
+    ...(opts.abortOnPriorityWhenDisabled ? { abortOnPriorityWhenDisabled: true } : {}),
+    ...(opts.schedulingPolicy !== undefined
+      ? { schedulingPolicy: opts.schedulingPolicy as VllmSchedulingPolicy }
+      : {}),
+  };
 }
 
 /** Runs until SIGINT/SIGTERM. */
@@ -82,6 +157,7 @@ export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
     incrementalStreaming: opts.incrementalStreaming,
     ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
     ...(opts.outputIds !== undefined ? { outputIds: opts.outputIds as OutputIdsMode } : {}),
+    ...priorityOptions(opts),
     faults: {
       errorRate: opts.errorRate,
       stallRate: opts.stallRate,
