@@ -143,6 +143,10 @@ program
     "--engine-priority <mode>",
     "send tasks' engine_priority to the engine: auto (ask SGLang; never vLLM) | off | higher_first | lower_first (vLLM --scheduling-policy priority)",
   )
+  .option(
+    "--no-partial-rollouts",
+    "token mode: issue a turn an abort fence cut again from its start instead of continuing what it sampled",
+  )
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program
@@ -358,6 +362,10 @@ program
   .option(
     "--engine-priority <mode>",
     "send sessions' meta.engine_priority to the engine: auto (ask SGLang; never vLLM) | off | higher_first | lower_first (vLLM --scheduling-policy priority)",
+  )
+  .option(
+    "--no-partial-rollouts",
+    "token mode: issue a turn an abort fence cut again from its start instead of continuing what it sampled",
   )
   .action(async (opts) => (await import("./commands/proxy")).runProxy(opts));
 

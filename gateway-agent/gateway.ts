@@ -120,6 +120,11 @@ export interface GatewayOptions extends TokenModeOptions {
    * `auto` (default), `off`, `higher_first`, `lower_first`.
    */
   enginePriority?: EnginePrioritySetting;
+  /**
+   * Token mode: a turn aborted by an `abort` fence keeps what it sampled and is continued after
+   * resume (partial rollouts); false: issued again from its start. Default true.
+   */
+  partialRollouts?: boolean;
   /** Reconnect backoff; default 0.5 s doubling to 10 s, jittered. */
   reconnect?: ReconnectPolicy;
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
@@ -284,6 +289,7 @@ async function startGatewayProxy(
     requestTimeoutMs: opts.requestTimeoutMs,
     ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
     ...(opts.enginePriority === undefined ? {} : { enginePriority: opts.enginePriority }),
+    ...(opts.partialRollouts === undefined ? {} : { partialRollouts: opts.partialRollouts }),
     ...pickTokenModeOptions(opts),
     metrics,
     logger,

@@ -40,6 +40,8 @@ const NodeSpec = z.strictObject({
     request_timeout_seconds: z.number().positive().optional(),
     // Whether tasks' engine_priority is sent, and in which order (proxy/engine-priority.ts).
     engine_priority: z.enum(ENGINE_PRIORITY_SETTINGS).optional(),
+    // Token mode: continue a turn an abort fence cut (true, the default) or issue it again.
+    partial_rollouts: z.boolean().optional(),
     // Token mode (`engine: sglang`) only; the proxy validates parser names at start-up.
     tokenizer_path: z.string().min(1).optional(),
     tool_call_parser: z.string().min(1).optional(),
@@ -270,6 +272,9 @@ export function gatewayOptionsFromTopology(
       ? { requestTimeoutMs: node.inference.request_timeout_seconds * 1000 }
       : {}),
     ...(node.inference.engine_priority ? { enginePriority: node.inference.engine_priority } : {}),
+    ...(node.inference.partial_rollouts === undefined
+      ? {}
+      : { partialRollouts: node.inference.partial_rollouts }),
     ...(node.port !== undefined ? { http: { host: node.host, port: node.port } } : {}),
     runtimeSettings: {
       ...(rt?.local ? { local: { sandbox: rt.local.sandbox, bwrapPath: rt.local.bwrap_path } } : {}),

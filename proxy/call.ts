@@ -57,6 +57,12 @@ export interface CallContext {
    * because the engine does not schedule by priority or the operator said `off`.
    */
   priorityOrder?: PriorityOrder | null;
+  /**
+   * Token mode: a turn a pause in `abort` mode aborted keeps the tokens it sampled and continues
+   * from them after resume (`engines/sglang-token/partial.ts`); false: it is issued again from its
+   * start. Default true.
+   */
+  partialRollouts?: boolean;
   /** Where the call's measurements go (`NO_PROXY_METRICS` when nobody counts). */
   metrics: ProxyMetricsSink;
   logger?: Logger;

@@ -15,7 +15,7 @@ import { getBuilder } from "./builders";
 import type { SessionOptions } from "./capture";
 import type { EngineName } from "./engines";
 import { type RecordingProxy, startProxy } from "./server";
-import { startGenerateDouble } from "./testing/generate-double";
+import { IM_END, startGenerateDouble } from "./testing/generate-double";
 
 const MODEL = "Qwen/Qwen3-0.6B";
 const quiet = { info() {}, warn() {}, error() {} };
@@ -33,7 +33,7 @@ async function sim(opts: SimEngineOptions): Promise<SimEngineHandle> {
 async function proxyFor(
   engine: EngineName,
   urls: string[],
-  extra: { policyVersionWaitMs?: number } = {},
+  extra: { policyVersionWaitMs?: number; partialRollouts?: boolean } = {},
 ): Promise<RecordingProxy> {
   const p = await startProxy({
     engine,
@@ -175,6 +175,124 @@ describe("abort", { timeout: 30_000 }, () => {
     expect(generates).toHaveLength(2);
     expect(generates[1]!.rid).not.toBe(first!.rid);
     expect(generates[1]!.input_ids).toEqual(first!.input_ids);
+  });
+
+  it("token mode continues an aborted turn: the prompt + the kept ids, a smaller budget, one turn recorded with both versions", async () => {
+    const engine = await startGenerateDouble();
+    cleanups.push(() => engine.close());
+    // " fish" + "ing" … sampled before the abort, the rest after: a split the encoder would not make.
+    engine.queue.push({
+      output: [40, 728, 7640, 287, IM_END],
+      delayMs: 5_000,
+      abortedOutput: [40, 728, 7640],
+    });
+    engine.queue.push({ output: [287, IM_END] });
+    const p = await proxyFor("sglang", [engine.url]);
+    p.setPolicyVersion("4");
+    const s = session(p);
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask, max_tokens: 100 });
+    await expect.poll(() => engine.generates().length).toBe(1);
+    await p.pause({ timeoutMs: 5_000, mode: "abort" });
+    p.setPolicyVersion("5");
+    p.resume();
+    const answer = await call;
+    expect(answer.choices[0]!.message.content).toBe("I go fishing");
+    const [first, second] = engine.generates();
+    expect(second!.input_ids).toEqual([...(first!.input_ids as number[]), 40, 728, 7640]);
+    expect(second!.sampling_params).toMatchObject({ max_new_tokens: 97 });
+    expect(second!.rid).not.toBe(first!.rid);
+    const recs = records(p, s.id);
+    expect(recs).toHaveLength(1);
+    expect(recs[0]).toMatchObject({
+      prompt_ids: first!.input_ids,
+      response_ids: [40, 728, 7640, 287, IM_END],
+      policy_version: "4",
+      finish_reason: "stop",
+    });
+    expect(recs[0]!.response_logprobs).toHaveLength(5);
+    expect(recs[0]!.metadata.partial_rollout).toEqual({
+      segments: [
+        {
+          len: 3,
+          policy_version: "4",
+          weight_version_start: "w-double",
+          weight_version: "w-double",
+          rid: first!.rid,
+        },
+        {
+          len: 2,
+          policy_version: "5",
+          weight_version_start: "w-double",
+          weight_version: "w-double",
+          rid: second!.rid,
+        },
+      ],
+    });
+    // The builders hand the stretches on: the trainer gives each token its own version.
+    const trace = getBuilder("conversation")(p.completions(s.id), {
+      session_id: s.id,
+      task_id: "t",
+      config: {},
+    }).traces[0]!;
+    expect((trace.metadata.turns as Array<Record<string, unknown>>)[0]!.version_segments).toEqual([
+      { len: 3, policy_version: "4", weight_version_start: "w-double", weight_version: "w-double" },
+      { len: 2, policy_version: "5", weight_version_start: "w-double", weight_version: "w-double" },
+    ]);
+  });
+
+  it("without partial rollouts the aborted turn is issued again from its start", async () => {
+    const engine = await startGenerateDouble();
+    cleanups.push(() => engine.close());
+    engine.queue.push({
+      output: [40, 728, 7640, 287, IM_END],
+      delayMs: 5_000,
+      abortedOutput: [40, 728, 7640],
+    });
+    const p = await proxyFor("sglang", [engine.url], { partialRollouts: false });
+    const s = session(p);
+    const call = s.openai.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(() => engine.generates().length).toBe(1);
+    await p.pause({ timeoutMs: 5_000, mode: "abort" });
+    p.resume();
+    await call;
+    const [first, second] = engine.generates();
+    expect(second!.input_ids).toEqual(first!.input_ids);
+    expect(records(p, s.id)[0]!.metadata).not.toHaveProperty("partial_rollout");
+  });
+
+  it("the simulated engine continues what it sampled: the turn equals the one an uninterrupted call gets", async () => {
+    // 10 tokens/s: a turn of a few seconds, cut after its first tokens.
+    const engine = await sim({ decodeTokensPerSecond: 10, seed: 2 });
+    const p = await proxyFor("sglang", [engine.url]);
+    p.setPolicyVersion("1");
+    // The simulator's draws are seeded by the routing key, the session id: the same session id
+    // opened again samples the same turn, so the uninterrupted run is the reference.
+    const uninterrupted = session(p);
+    const whole = await uninterrupted.openai.chat.completions.create({ model: "m", messages: ask });
+    const reference = records(p, uninterrupted.id)[0]!;
+    await p.closeSession(uninterrupted.id);
+    const { key } = p.openSession(uninterrupted.id, {});
+    const cut = {
+      id: uninterrupted.id,
+      openai: new OpenAI({ apiKey: key, baseURL: `${p.url}/v1`, maxRetries: 0 }),
+    };
+    const call = cut.openai.chat.completions.create({ model: "m", messages: ask });
+    await expect.poll(async () => (await stats(engine)).running, { timeout: 5000 }).toBe(1);
+    await new Promise((r) => setTimeout(r, 400)); // a few tokens in (not what the test decides on)
+    await p.pause({ timeoutMs: 10_000, mode: "abort" });
+    await updateWeights(engine, "2");
+    p.setPolicyVersion("2");
+    p.resume();
+    const answer = await call;
+    const [rec] = records(p, cut.id);
+    const segments = rec!.metadata.partial_rollout as {
+      segments: Array<{ len: number; policy_version: string }>;
+    };
+    expect(segments.segments.map((x) => x.policy_version)).toEqual(["1", "2"]);
+    expect(segments.segments[0]!.len).toBeGreaterThan(0);
+    expect(answer.choices[0]!.message.content).toBe(whole.choices[0]!.message.content);
+    expect(rec!.response_ids).toEqual(reference.response_ids);
+    expect(rec!.response_ids.length).toBe(segments.segments.reduce((n, x) => n + x.len, 0));
   });
 
   it("vllm: cutting the request aborts it at the engine; the call is served again after resume", async () => {

@@ -97,6 +97,11 @@ export interface ProxyOptions extends TokenModeOptions {
    * (SGLang's default) or `lower_first` (vLLM `--scheduling-policy priority`). See `engine-priority.ts`.
    */
   enginePriority?: EnginePrioritySetting;
+  /**
+   * Token mode: a turn aborted by a pause in `abort` mode keeps what it sampled and is continued
+   * after resume (partial rollouts); false: issued again from its start. Default true.
+   */
+  partialRollouts?: boolean;
   /** Cap on recorded completions per session; default {@link MAX_RECORDS_PER_SESSION}. */
   maxRecordsPerSession?: number;
   /** Cap on recorded bytes per session; default {@link MAX_SESSION_CAPTURE_BYTES}. */
@@ -233,6 +238,7 @@ export class ProxyServer {
       modelServed: opts.modelServed,
       timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
       ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
+      partialRollouts: opts.partialRollouts ?? true,
       metrics: opts.metrics ?? NO_PROXY_METRICS,
       logger: log,
     };

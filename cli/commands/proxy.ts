@@ -44,6 +44,8 @@ export interface ProxyCommandOptions {
   requestTimeoutMs?: number;
   /** Whether and how sessions' `engine_priority` is sent: auto | off | higher_first | lower_first. */
   enginePriority?: string;
+  /** `--no-partial-rollouts` gives false (commander's default for the negated flag is true). */
+  partialRollouts?: boolean;
 }
 
 const TOKEN_FLAGS = [
@@ -128,6 +130,7 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     ...(opts.captureDir ? { captureDir: opts.captureDir } : {}),
     ...(opts.requestTimeoutMs ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
     ...enginePriorityFlag(opts.enginePriority),
+    ...(opts.partialRollouts === false ? { partialRollouts: false } : {}),
   };
 }
 

@@ -63,6 +63,8 @@ export interface ServeGatewayOptions {
   policyVersionWait?: number;
   /** Whether and how tasks' `engine_priority` is sent: auto | off | higher_first | lower_first. */
   enginePriority?: string;
+  /** `--no-partial-rollouts` gives false (commander's default for the negated flag is true). */
+  partialRollouts?: boolean;
 }
 
 /** The link flags (`--journal-max-mb`, `--connect-timeout-seconds`, `--reconnect-max-seconds`), checked. */
@@ -153,6 +155,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...(opts.keepFailedSessions !== undefined ? { keepFailedSessions: opts.keepFailedSessions } : {}),
     ...policyVersionWaitFlag(opts),
     ...enginePriorityFlag(opts.enginePriority),
+    ...(opts.partialRollouts === false ? { partialRollouts: false } : {}),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),

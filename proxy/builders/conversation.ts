@@ -14,6 +14,7 @@
 import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../../protocol";
 import { BRIDGE_FLAGS, type BridgedTurn, type BridgeFlag, emptyFlagCounts } from "../../tokenizer/bridge";
 import type { ChatMessage } from "../../tokenizer/chat-tokenizer";
+import { recordVersionSegments } from "./per-request";
 
 /** The part of a turn the builder reads (a {@link BridgedTurn}, or one rebuilt from a record). */
 export type ConversationTurn = Pick<
@@ -194,6 +195,7 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
   const messages = source.messages;
   const tools = source.tools;
   const policy = record.policy_version !== undefined ? record.policy_version : record.metadata.policy_version;
+  const segments = recordVersionSegments(record);
   return {
     turn_id: bridge.turn_id,
     parent_turn_id: typeof bridge.parent_turn_id === "string" ? bridge.parent_turn_id : null,
@@ -218,6 +220,7 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
       weight_version: record.weight_version,
       replica: record.replica,
       cached_tokens: record.cached_tokens,
+      ...(segments ? { version_segments: segments } : {}),
     },
   };
 }

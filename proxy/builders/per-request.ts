@@ -4,6 +4,7 @@
  * @module
  */
 import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../../protocol";
+import type { VersionSegmentSummary } from "../../tokenizer/bridge";
 
 /** What a builder knows about the session besides its records. */
 export interface BuildContext {
@@ -31,6 +32,32 @@ const objects = (v: unknown): JsonObject[] => (Array.isArray(v) ? v.filter(isObj
 export function recordPolicyVersion(record: CompletionRecord): string | null {
   const v = record.policy_version !== undefined ? record.policy_version : record.metadata.policy_version;
   return typeof v === "string" ? v : null;
+}
+
+/**
+ * A continued turn's version stretches (`metadata.partial_rollout.segments` of a token-mode
+ * record: the tokens a weight-update abort kept, then the continuation), as the builders put them
+ * in a trace's metadata: `{len, policy_version, weight_version_start, weight_version}` each, in
+ * token order. Null for a turn one version sampled.
+ *
+ * @example
+ * ```ts
+ * recordVersionSegments(record); // [{ len: 12, policy_version: "3", … }, { len: 20, policy_version: "4", … }]
+ * ```
+ */
+export function recordVersionSegments(record: CompletionRecord): VersionSegmentSummary[] | null {
+  const partial = record.metadata.partial_rollout;
+  if (!isObject(partial) || !Array.isArray(partial.segments)) return null;
+  const text = (v: unknown) => (typeof v === "string" ? v : null);
+  const segments = objects(partial.segments).map((s) => ({
+    len: typeof s.len === "number" && Number.isInteger(s.len) && s.len >= 0 ? s.len : 0,
+    policy_version: text(s.policy_version),
+    weight_version_start: text(s.weight_version_start),
+    weight_version: text(s.weight_version),
+  }));
+  // Only a split that covers the sampled ids exactly says which token came from where.
+  const covered = segments.reduce((n, s) => n + s.len, 0);
+  return segments.length > 1 && covered === record.response_ids.length ? segments : null;
 }
 
 /**
@@ -67,8 +94,14 @@ export function traceFromRecord(record: CompletionRecord): Trace {
       cached_tokens: record.cached_tokens,
       replica: record.replica,
       latency_ms: record.latency_ms,
+      ...withSegments(record),
     },
   };
+}
+
+function withSegments(record: CompletionRecord): { version_segments?: VersionSegmentSummary[] } {
+  const segments = recordVersionSegments(record);
+  return segments ? { version_segments: segments } : {};
 }
 
 /**

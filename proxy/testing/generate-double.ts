@@ -22,6 +22,11 @@ export interface DoubleReply {
   abort?: boolean;
   /** Wait this long before answering; `/abort_request` for its rid answers it at once as aborted. */
   delayMs?: number;
+  /**
+   * The ids an aborted answer carries (what the request had sampled when it was aborted: SGLang
+   * returns them with `finish_reason.type "abort"`); default none.
+   */
+  abortedOutput?: number[];
 }
 
 /** One request the double received. */
@@ -87,7 +92,7 @@ export async function startGenerateDouble(): Promise<GenerateDouble> {
     const inputIds = Array.isArray(body.input_ids) ? (body.input_ids as number[]) : [];
     const respond = (aborted: boolean) => {
       pending.delete(rid);
-      const out = aborted ? [] : reply.output;
+      const out = aborted ? (reply.abortedOutput ?? []) : reply.output;
       const finish = aborted
         ? { type: "abort", message: "Abort request" }
         : out.at(-1) === IM_END
@@ -124,6 +129,12 @@ export async function startGenerateDouble(): Promise<GenerateDouble> {
       // The proxy reads the weight version here; not a call, so not recorded.
       if (req.method === "GET" && path === "/model_info")
         return answer(res, 200, { weight_version: "w-double" });
+      // Server arguments, read once at start (priority scheduling): off, as SGLang's default.
+      if (req.method === "GET" && (path === "/server_info" || path === "/get_server_info"))
+        return answer(res, 200, {
+          enable_priority_scheduling: false,
+          schedule_low_priority_values_first: false,
+        });
       let body: JsonObject;
       try {
         body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;

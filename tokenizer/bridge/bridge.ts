@@ -49,6 +49,19 @@ export interface TurnProvenance {
   weight_version: string | null;
   replica: string | null;
   cached_tokens: number | null;
+  /**
+   * A turn continued after a weight update (partial rollouts): its sampled tokens in order, as
+   * stretches each sampled under one version. Absent when one version sampled the whole turn.
+   */
+  version_segments?: VersionSegmentSummary[];
+}
+
+/** One stretch of a continued turn's sampled tokens and the versions it was sampled under. */
+export interface VersionSegmentSummary {
+  len: number;
+  policy_version: string | null;
+  weight_version_start: string | null;
+  weight_version: string | null;
 }
 
 /** One committed turn: plain JSON, the input of the `conversation` builder. */

@@ -12,6 +12,7 @@ export {
   type TokenBridgeOptions,
   type TurnOutcome,
   type TurnProvenance,
+  type VersionSegmentSummary,
 } from "./bridge";
 export { type EnginePromptMatch, matchEnginePrompt } from "./engine-prompt";
 export { BRIDGE_FLAGS, type BridgeFlag, emptyFlagCounts } from "./flags";

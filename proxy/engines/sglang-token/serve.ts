@@ -38,6 +38,7 @@ import {
   visibleOutputText,
 } from "./generate";
 import type { TokenMode } from "./mode";
+import { continuable, continuationRequest, joinPartial, keepPartial, type PartialTurn } from "./partial";
 import { turnOutcome } from "./turn";
 
 /** The engine name token-mode records carry. */
@@ -124,10 +125,23 @@ export function serveTokenTurn(
     throw err;
   }
   let tries = 0;
+  // What aborted tries sampled, continued by the next try (partial rollouts, `partial.ts`).
+  let partial: PartialTurn | null = null;
+  const keep = deps.partialRollouts !== false && continuable(request);
   return (a) => {
     // A re-issued call is a new request: SGLang refuses a rid that is still known.
-    const generate = tries++ === 0 ? request : { ...request, rid: newRid(call.session.sessionId, turn) };
-    return sendTokenTurn(deps, mode, call, a, { bridge, prepared, generate, tools });
+    const rid = tries++ === 0 ? String(request.rid) : newRid(call.session.sessionId, turn);
+    const generate = partial
+      ? continuationRequest(request, prepared.promptIds, partial, rid)
+      : { ...request, rid };
+    return sendTokenTurn(deps, mode, call, a, {
+      bridge,
+      prepared,
+      first: request,
+      generate,
+      tools,
+      partial: keep ? { kept: partial, onAborted: (p) => (partial = p) } : null,
+    });
   };
 }
 
@@ -140,11 +154,15 @@ async function sendTokenTurn(
   turnIn: {
     bridge: ReturnType<TokenMode["bridgeFor"]>["bridge"];
     prepared: PreparedTurn;
+    /** The turn's first `/generate` body (what the record keeps); `generate` is this try's. */
+    first: JsonObject;
     generate: JsonObject;
     tools: ToolDefinition[];
+    /** Partial rollouts: what earlier tries kept, and where an abort's output goes; null: off. */
+    partial: { kept: PartialTurn | null; onAborted: (p: PartialTurn | null) => void } | null;
   },
 ): Promise<CompletionRecord> {
-  const { bridge, prepared, generate, tools } = turnIn;
+  const { bridge, prepared, first, generate, tools, partial } = turnIn;
   const chat = call.parsed.chat;
   const policyVersion = a.policyVersion;
   const rid = String(generate.rid);
@@ -161,14 +179,20 @@ async function sendTokenTurn(
       (base) => {
         tried.url = base;
         weightVersionStart = deps.replicas.weightVersion(base);
-        a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId, deps.replicas));
         // A DP-aware router worker: the session stays on its DP rank (SGLang's `routed_dp_rank`).
         const rank = deps.replicas.dpRank(call.session.sessionId, base);
         const body = rank === null ? generate : { ...generate, routed_dp_rank: rank };
-        return postJson(`${base}/generate`, body, headers, {
+        const pending = postJson(`${base}/generate`, body, headers, {
           timeoutMs: deps.timeoutMs,
           signal: a.signal,
         });
+        a.ticket.onAbort(async () => {
+          await abortRequest(base, rid, call.session.sessionId, deps.replicas);
+          // Partial rollouts: the engine answers the aborted request with what it sampled so far;
+          // wait for that answer before the fence cuts the request (the fence bounds this hook).
+          if (partial) await pending.catch(() => {});
+        });
+        return pending;
       },
       a.exclude,
     );
@@ -190,14 +214,26 @@ async function sendTokenTurn(
   if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
   let result: GenerateResult;
   try {
-    result = parseGenerateResponse(raw, prepared.promptIds);
+    result = parseGenerateResponse(raw, generate.input_ids as number[]);
   } catch (err) {
     if (err instanceof GenerateResponseError) throw new EngineContractError(err.field, err.message);
     throw err;
   }
   mode.noteOutputIdsPromptTail(url, result.outputIdsPromptTail ?? 0);
   deps.replicas.observeWeightVersion(url, result.weightVersion);
-  if (a.ticket.aborted) throw new Error("aborted by a weight-update pause; issued again after resume");
+  const segment = { policy_version: policyVersion, weight_version_start: weightVersionStart, rid };
+  if (a.ticket.aborted) {
+    // A weight-update pause aborted it. With partial rollouts its sampled tokens are kept for the
+    // next try (after resume), and an answer that finished before the abort reached the engine is
+    // served as it is; without, the call is issued again from its start.
+    if (!partial) throw new Error("aborted by a weight-update pause; issued again after resume");
+    if (result.finish.type === "abort") {
+      partial.onAborted(keepPartial(partial.kept, result, segment));
+      throw new Error("aborted by a weight-update pause; continued after resume");
+    }
+  }
+  const kept = partial?.kept ?? null;
+  if (kept && result.finish.type !== "abort") result = joinPartial(kept, result);
   if (result.finish.type === "abort") {
     // A weight update or an operator aborted it: a partial turn is no answer; the harness retries.
     throw new ProxyHttpError(
@@ -226,8 +262,9 @@ async function sendTokenTurn(
     ...(view ? { view } : {}),
     provenance: {
       completion_id: completionId,
-      policy_version: policyVersion,
-      weight_version_start: weightVersionStart,
+      // A continued turn is as old as its first tokens.
+      policy_version: kept?.segments[0]?.policy_version ?? policyVersion,
+      weight_version_start: kept?.segments[0]?.weight_version_start ?? weightVersionStart,
       replica: url,
       rid,
     },
@@ -265,7 +302,7 @@ async function sendTokenTurn(
       prompt_tokens_details: { cached_tokens: cached },
     },
   };
-  const { input_ids: _ids, ...generateRest } = generate;
+  const { input_ids: _ids, ...generateRest } = first;
   const meta = isObject(raw.meta_info) ? raw.meta_info : {};
   const {
     output_token_logprobs: _o,
@@ -291,8 +328,8 @@ async function sendTokenTurn(
     response_logprobs: result.logprobs,
     finish_reason: finishReason,
     weight_version: result.weightVersion,
-    weight_version_start: weightVersionStart,
-    policy_version: policyVersion,
+    weight_version_start: kept?.segments[0]?.weight_version_start ?? weightVersionStart,
+    policy_version: kept?.segments[0]?.policy_version ?? policyVersion,
     cached_tokens: result.cachedTokens,
     latency_ms,
     replica: url,
@@ -312,6 +349,21 @@ async function sendTokenTurn(
         rid,
         bridged_count: committed.bridged_count,
       },
+      // A turn continued after a weight update: which sampled tokens came from which weights.
+      ...(kept
+        ? {
+            partial_rollout: {
+              segments: [
+                ...kept.segments,
+                {
+                  len: result.outputIds.length - kept.ids.length,
+                  ...segment,
+                  weight_version: result.weightVersion,
+                },
+              ],
+            },
+          }
+        : {}),
       // The ids sent in `input_ids` when the engine ran others (image pads before expansion).
       ...(committed.sent_prompt_ids ? { sent_prompt_ids: committed.sent_prompt_ids } : {}),
       // The engine's own prompt ids when they could not be recorded as `prompt_ids` (not an

@@ -86,6 +86,9 @@ def token_versions(trace: Dict[str, Any]) -> List[Optional[int]]:
       ``sampled_len`` in ``response_ids``; those tokens get the turn's version, bridged tokens
       (tool results, template glue: mask 0) get None.
     * ``per_request`` traces: ``metadata`` of the one call; every response token gets it.
+    * Either way, a turn continued after a weight update (a partial rollout) has
+      ``version_segments``: consecutive stretches ``{len, policy_version, weight_version_start,
+      weight_version}`` of its sampled tokens, each stretch getting its own version.
     * ``prefix_merging`` traces: ``metadata.policy_versions`` (one per merged call) without offsets:
       every token gets the OLDEST of them (conservative).
 
@@ -104,9 +107,7 @@ def token_versions(trace: Dict[str, Any]) -> List[Optional[int]]:
             start, length = turn.get("sampled_start"), turn.get("sampled_len")
             if not isinstance(start, int) or not isinstance(length, int):
                 continue
-            v = version_of(turn)
-            for i in range(max(0, start), min(n, start + length)):
-                out[i] = v
+            _fill(out, start, length, turn)
         return out
     merged = meta.get("policy_versions")
     if isinstance(merged, list):
@@ -115,7 +116,26 @@ def token_versions(trace: Dict[str, Any]) -> List[Optional[int]]:
             weights = [v for v in (parse_version(x) for x in meta.get("weight_versions") or []) if v is not None]
             known = weights
         return [min(known) if known else None] * n
-    return [version_of(meta)] * n
+    out = [None] * n
+    _fill(out, 0, n, meta)
+    return out
+
+
+def _fill(out: List[Optional[int]], start: int, length: int, turn: Dict[str, Any]) -> None:
+    """Sets the versions of ``length`` tokens from ``start``: per ``version_segments`` stretch when the
+    turn has them (and they cover it exactly), else the turn's one version."""
+    segments = turn.get("version_segments")
+    if isinstance(segments, list) and segments and all(isinstance(s, dict) and isinstance(s.get("len"), int) for s in segments) and sum(s["len"] for s in segments) == length:
+        at = start
+        for s in segments:
+            v = version_of(s)
+            for i in range(max(0, at), min(len(out), at + s["len"])):
+                out[i] = v
+            at += s["len"]
+        return
+    v = version_of(turn)
+    for i in range(max(0, start), min(len(out), start + length)):
+        out[i] = v
 
 
 def oldest(versions: Iterable[Optional[int]], mask: Optional[Iterable[int]] = None) -> Optional[int]:
