@@ -33,8 +33,13 @@
  *     that are dropped); settings after colons override them for one row, so one run compares
  *     several: `async:level=N`, `:bound=N` (max_off_policy_steps), `:admission=in_flight|staleness`,
  *     `:order=accepted|oldest` (consume_order), `:fence=drain|abort` (the weight update's fence
- *     mode), `:end=known` (max_steps = `--steps`), e.g.
+ *     mode), `:end=known` (max_steps = `--steps`), `:priority=oldest_first|none` (the tasks'
+ *     `engine_priority`: −group index, the package's default, or unset; `sync:priority=…` too), e.g.
  *     `--modes sync,async:admission=in_flight:order=accepted,async:bound=4:end=known:fence=abort`.
+ * - The engine schedules by request priority as SGLang does with `--enable-priority-scheduling`
+ *   (higher first, preempting a running request past a difference of `--preemption-threshold`,
+ *   SGLang's default 10) unless `--engine-priority-scheduling off`; the gateway reads that from the
+ *   engine's `/server_info`.
  *
  * Reported per schedule: wall time (first submit → last step's commit), groups trained per minute
  * (every trained group was accepted; `accepted` counts the async groups accepted but not yet
@@ -79,6 +84,8 @@ const { values } = parseArgs({
     "max-init": { type: "string", default: "8" },
     "max-postrun": { type: "string", default: "8" },
     modes: { type: "string", default: "sync,async" },
+    "engine-priority-scheduling": { type: "string", default: "on" },
+    "preemption-threshold": { type: "string", default: "10" },
     out: { type: "string", default: "" },
   },
 });
@@ -103,6 +110,8 @@ interface Mode {
   fence: string;
   /** The scheduler is told the run's length (`max_steps` = `--steps`). */
   end: boolean;
+  /** Tasks' `engine_priority`: `oldest_first` (the package's default, −group index) or `none`. */
+  priority: string;
 }
 const MODE_KEYS: Record<string, RegExp> = {
   level: /^[1-9][0-9]*$/,
@@ -111,12 +120,14 @@ const MODE_KEYS: Record<string, RegExp> = {
   order: /^(accepted|oldest)$/,
   fence: /^(drain|abort)$/,
   end: /^(known|open)$/,
+  priority: /^(oldest_first|none)$/,
 };
 function parseMode(spec: string): Mode {
   const [mode, ...settings] = spec.split(":");
-  if ((mode !== "sync" && mode !== "async") || (mode === "sync" && settings.length > 0)) {
+  const syncKeys = settings.every((s) => s.startsWith("priority="));
+  if ((mode !== "sync" && mode !== "async") || (mode === "sync" && !syncKeys)) {
     console.error(
-      `bench:pipeline: --modes takes sync and async[:level=N][:bound=N][:admission=in_flight|staleness][:order=accepted|oldest][:fence=drain|abort][:end=known|open], got '${spec}'`,
+      `bench:pipeline: --modes takes sync[:priority=oldest_first|none] and async[:level=N][:bound=N][:admission=in_flight|staleness][:order=accepted|oldest][:fence=drain|abort][:end=known|open][:priority=oldest_first|none], got '${spec}'`,
     );
     process.exit(2);
   }
@@ -125,7 +136,7 @@ function parseMode(spec: string): Mode {
     const [k, v] = s.split("=");
     if (k === undefined || v === undefined || !MODE_KEYS[k]?.test(v)) {
       console.error(
-        `bench:pipeline: --modes: '${s}' in '${spec}' is not one of level=N, bound=N, admission=in_flight|staleness, order=accepted|oldest, fence=drain|abort, end=known|open`,
+        `bench:pipeline: --modes: '${s}' in '${spec}' is not one of level=N, bound=N, admission=in_flight|staleness, order=accepted|oldest, fence=drain|abort, end=known|open, priority=oldest_first|none`,
       );
       process.exit(2);
     }
@@ -141,6 +152,7 @@ function parseMode(spec: string): Mode {
     order: kv.order ?? null,
     fence: kv.fence ?? "drain",
     end: kv.end === "known",
+    priority: kv.priority ?? "oldest_first",
   };
 }
 const modes = values.modes.split(",").map(parseMode);
@@ -155,6 +167,12 @@ const agent = [
   `--tool-max ${num("tool-max")}`,
 ].join(" ");
 const maxRunning = num("max-running-requests");
+if (!["on", "off"].includes(values["engine-priority-scheduling"])) {
+  console.error(
+    `bench:pipeline: --engine-priority-scheduling must be on or off, got '${values["engine-priority-scheduling"]}'`,
+  );
+  process.exit(2);
+}
 
 interface DriverResult {
   mode: string;
@@ -187,6 +205,13 @@ const stack = await startLocalStack({
   gateways: 1,
   engine: "sglang",
   engineArgs: [
+    ...(values["engine-priority-scheduling"] === "on"
+      ? [
+          "--enable-priority-scheduling",
+          "--priority-scheduling-preemption-threshold",
+          String(num("preemption-threshold")),
+        ]
+      : []),
     "--prefill-tps",
     String(num("prefill-tps")),
     "--decode-tps",
@@ -202,7 +227,8 @@ const stack = await startLocalStack({
 });
 /** A row's name in the tables: its settings, the package's defaults named as such. */
 function label(m: Mode): string {
-  if (m.mode === "sync") return "synchronous batches";
+  const priority = m.priority === "none" ? ", no engine priority" : "";
+  if (m.mode === "sync") return `synchronous batches${priority}`;
   const bound = m.bound ?? m.level;
   // null: the package's defaults (in-flight admission, acceptance order).
   const parts = [
@@ -213,7 +239,7 @@ function label(m: Mode): string {
     m.fence === "abort" ? "abort fence" : "drain fence",
     m.end ? "max_steps set" : "",
   ];
-  return `async, ${parts.filter((p) => p !== "").join(", ")}`;
+  return `async, ${parts.filter((p) => p !== "").join(", ")}${priority}`;
 }
 const dir = mkdtempSync(join(tmpdir(), "polar-bench-pipeline-"));
 const rows: Array<DriverResult & { spec: string; label: string; load: number }> = [];
@@ -234,6 +260,7 @@ try {
       admission: m.admission,
       consume_order: m.order,
       fence_mode: m.fence,
+      engine_priority: m.priority,
       max_steps: m.end ? num("steps") : null,
       train_seconds: num("train-seconds"),
       agent,
@@ -277,7 +304,9 @@ const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.le
 console.log(
   `\nworkload: ${num("rollout-batch-size")} groups × ${num("group-size")} sessions per step, ${num("steps")} steps, ` +
     `train ${num("train-seconds")} s; agent ${agent}; engine decode ${num("decode-tps")} tok/s, ` +
-    `prefill ${num("prefill-tps")} tok/s, max running ${maxRunning}; gateway max_run ${num("max-run")}\n`,
+    `prefill ${num("prefill-tps")} tok/s, max running ${maxRunning}, priority scheduling ${values["engine-priority-scheduling"]} ` +
+    `(preemption threshold ${num("preemption-threshold")}); ` +
+    `gateway max_run ${num("max-run")}\n`,
 );
 console.log(
   "| schedule | wall | groups trained | trained groups/min | accepted groups/min | engine busy | engine occupancy | staleness (trained) | stale dropped | mean step wait | mean fence | load |",

@@ -8,7 +8,8 @@ Config keys: ``url``, ``token``, ``engine_url``, ``mode`` (``sync`` | ``async``)
 ``steps``, ``rollout_batch_size``, ``group_size``, ``max_async_level``, ``max_off_policy_steps``
 (null: the package's default), ``admission`` and ``consume_order`` (null: the package's default;
 async only), ``max_steps`` (null: none; async only), ``fence_mode`` (``drain`` | ``abort``; async only), ``train_seconds``,
-``agent`` (the agent's command line after ``node agent.mjs``, without ``--group``), ``agent_path``
+``engine_priority`` (``oldest_first`` | ``none``: the package's option; in ``sync`` mode the
+same stamp, −index, set by the driver), ``agent`` (the agent's command line after ``node agent.mjs``, without ``--group``), ``agent_path``
 (the agent file, uploaded into each session), ``timeout_seconds``, ``state_dir``.
 
 Modes (same workload, same simulated training step, a fenced weight update each step in both):
@@ -112,7 +113,7 @@ def run_async(cfg: Dict[str, Any], client: PolarClient) -> Dict[str, Any]:
         max_async_level=cfg["max_async_level"],
         max_off_policy_steps=cfg.get("max_off_policy_steps"),
         poll_wait_seconds=20,
-        **{k: cfg[k] for k in ("admission", "consume_order", "max_steps") if cfg.get(k)},
+        **{k: cfg[k] for k in ("admission", "consume_order", "max_steps", "engine_priority") if cfg.get(k)},
     )
     push = make_push(cfg)
     steps: List[Dict[str, float]] = []
@@ -171,6 +172,8 @@ def run_sync(cfg: Dict[str, Any], client: PolarClient) -> Dict[str, Any]:
         for _ in range(cfg["rollout_batch_size"]):
             gid = sc.group_id(index)
             spec = dict(workload(index), task_id=gid, num_samples=cfg["group_size"], min_policy_version=version)
+            if cfg.get("engine_priority", "oldest_first") == "oldest_first":
+                spec["engine_priority"] = -index  # as the package stamps it
             spec["metadata"] = {**spec["metadata"], "policy_version": version, "group_index": index}
             client.submit({"batch_id": gid, "tasks": [spec]})
             gids.append((gid, index))
