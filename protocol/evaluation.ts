@@ -22,6 +22,10 @@ import { z } from "zod";
  * - `forged_output`: the test output printed passes for tests the report fails (the reward, 0,
  *   is the report's; the verdict says someone tried).
  * - `invalid_reward`: the evaluator returned NaN, an infinity or a non-number.
+ * - `runner_tampered`: the runner guard's records of the test calls disagree with the report, are
+ *   missing or unsigned, or the guard refused something the code under test did to the runner.
+ * - `runner_config_reverted`: as `reverted`, but every dropped change was a default runner hook or
+ *   configuration file (`conftest.py`, `setup.cfg`, `pyproject.toml`, …) that a real fix may touch.
  */
 export const EVALUATION_VERDICTS = [
   "clean",
@@ -34,6 +38,8 @@ export const EVALUATION_VERDICTS = [
   "grader_files_tampered",
   "forged_output",
   "invalid_reward",
+  "runner_tampered",
+  "runner_config_reverted",
 ] as const;
 export const EvaluationVerdict = z.enum(EVALUATION_VERDICTS);
 export type EvaluationVerdict = z.infer<typeof EvaluationVerdict>;

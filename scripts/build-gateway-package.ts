@@ -38,7 +38,7 @@ export const GATEWAY_PACKAGE_DIR = join(REPO, "packages", "polar-gateway");
  *
  * @example
  * ```ts
- * RUNTIME_ASSETS.map((a) => a.to); // ["reaper.mjs", "sandbox-shim.mjs", "forwarders"]
+ * RUNTIME_ASSETS.map((a) => a.to); // ["reaper.mjs", "sandbox-shim.mjs", "forwarders", "polar_pytest_guard.py"]
  * ```
  */
 export const RUNTIME_ASSETS = [
@@ -48,6 +48,8 @@ export const RUNTIME_ASSETS = [
   { from: "gateway-agent/runtime/sandbox-shim.mjs", to: "sandbox-shim.mjs" },
   // gateway-agent/runtime/container-bridge.ts: FORWARDERS_DIR, mounted into containers.
   { from: "gateway-agent/runtime/forwarders", to: "forwarders" },
+  // gateway-agent/evaluator/runner-guard.ts: GUARD_SOURCE, the pytest plugin of guarded test runs.
+  { from: "gateway-agent/evaluator/polar_pytest_guard.py", to: "polar_pytest_guard.py" },
 ];
 
 /**

@@ -10,6 +10,7 @@ import { DEFAULT_RUNTIME_SETTINGS, type Runtime } from "../runtime/types";
 import { harbor, harborReward } from "./harbor";
 import { mergeEvalResult } from "./merge";
 import { filterPatch, isExcluded, parseTestStatusLines } from "./patch";
+import { RUNNER_HOOK_REASON } from "./protected";
 import {
   gradeLog,
   makeEvalScript,
@@ -325,8 +326,17 @@ describeWith(
             fresh.rt,
           ),
         );
-        expect(r.outcome_reward).toBe(expected);
-        expect(r.metadata).toMatchObject({ fresh_eval_runtime: true, apply_method: "git" });
+        expect(r.outcome_reward, JSON.stringify(r.metadata)).toBe(expected);
+        expect(r.metadata).toMatchObject({
+          fresh_eval_runtime: true,
+          apply_method: "git",
+          // A pytest command: graded from pytest's JUnit report, held to the runner guard's records.
+          report_mode: "junit",
+          weak_report: false,
+          verdict: "clean",
+          test_exit_status: expected === 1 ? 0 : 1,
+          runner_guard: { applicable: true, violations: [] },
+        });
         expect(r.metadata.grading_report).toMatchObject({
           patch_successfully_applied: true,
           resolved: expected === 1,
@@ -334,6 +344,85 @@ describeWith(
         await agent.rt.teardown({ keep: false });
         await fresh.rt.teardown({ keep: false });
       }
+    });
+
+    /** Grades `calc` (the agent's calc.py) and `extra` files with swebench_harness in a fresh runtime. */
+    async function grade(
+      name: string,
+      calc: string,
+      extra: Record<string, string>,
+      config: Record<string, unknown> = {},
+    ) {
+      const agent = await runtimeWithRepo(`agent-${name}`);
+      const fresh = await runtimeWithRepo(`fresh-${name}`);
+      await writeFile(path.join(agent.repo, "calc.py"), calc);
+      for (const [file, text] of Object.entries(extra)) await writeFile(path.join(agent.repo, file), text);
+      const r = await swebenchHarness(
+        evalCtx(
+          agent.rt,
+          {
+            instance: { ...INSTANCE, base_commit: fresh.base },
+            repo_dir: agent.repo,
+            patch_command: "git add -A && git diff --cached --binary",
+            test_cmd: "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider",
+            ...config,
+          },
+          fresh.rt,
+        ),
+      );
+      await agent.rt.teardown({ keep: false });
+      await fresh.rt.teardown({ keep: false });
+      return r;
+    }
+    const FIXED = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n";
+    const BROKEN = "def add(a, b):\n    return a - b\n\ndef sub(a, b):\n    return a - b\n";
+    const PATCH_REPORTING = [
+      "import _pytest.reports as _reports",
+      "_made = _reports.TestReport.from_item_and_call.__func__",
+      "def _passed(cls, item, call):",
+      "    report = _made(cls, item, call)",
+      '    report.outcome, report.longrepr = "passed", None',
+      "    return report",
+      "_reports.TestReport.from_item_and_call = classmethod(_passed)",
+      "",
+    ].join("\n");
+
+    it("code under test that patches pytest's reporting: 1 from the log, 0 (runner_tampered) from the report", async () => {
+      const weak = await grade("log", `${BROKEN}${PATCH_REPORTING}`, {}, { report: "log" });
+      expect(weak).toMatchObject({
+        outcome_reward: 1,
+        metadata: { report_mode: "status_lines", weak_report: true },
+      });
+      const held = await grade("junit", `${BROKEN}${PATCH_REPORTING}`, {});
+      expect(held.outcome_reward).toBe(0);
+      expect(held.metadata).toMatchObject({
+        report_mode: "junit",
+        verdict: "runner_tampered",
+        reward_discarded: true,
+        reward_discard_reason: expect.stringMatching(/TestReport\.from_item_and_call/),
+      });
+    });
+
+    it("a real fix that also touches setup.cfg and pyproject.toml: graded without them, and the verdict says so", async () => {
+      const r = await grade("cfg", FIXED, {
+        "setup.cfg": "[metadata]\nname = calc\n",
+        "pyproject.toml": '[project]\nname = "calc"\n',
+      });
+      expect(r.outcome_reward).toBe(1);
+      expect(r.metadata).toMatchObject({
+        verdict: "runner_config_reverted",
+        reward_discarded: false,
+        discarded_paths: [
+          { path: "pyproject.toml", reason: RUNNER_HOOK_REASON },
+          { path: "setup.cfg", reason: RUNNER_HOOK_REASON },
+        ],
+      });
+      // The tests themselves are another matter: an edit of the test patch's file is plainly reverted.
+      const tests = await grade("tests", BROKEN, { "tests/test_calc.py": "def test_add():\n    pass\n" });
+      expect(tests.metadata).toMatchObject({
+        verdict: "reverted",
+        discarded_paths: [{ path: "tests/test_calc.py", reason: "protected path" }],
+      });
     });
   },
 );

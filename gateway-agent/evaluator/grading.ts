@@ -12,7 +12,13 @@ import { SessionFailure } from "../errors";
 import type { Runtime } from "../runtime/types";
 import { checkWorktree, type GuardTarget, listBaseFiles, restoreWorktree } from "./guard";
 import { applyPatch, checkGraderFiles, extractPatch, type PatchConfig, patchConfig } from "./patch";
-import { type ProtectedChange, protectedRules, splitProtected } from "./protected";
+import {
+  isProtected,
+  onlyRunnerConfig,
+  type ProtectedChange,
+  protectedRules,
+  splitProtected,
+} from "./protected";
 import type { EvalContext, EvalResult } from "./types";
 
 /** The grading ran out of time: the trajectory is kept and marked TIMEOUT. */
@@ -94,6 +100,8 @@ export type Prepared =
       env: Record<string, string>;
       grading: Runtime;
       report: Record<string, unknown>;
+      /** Files of the base tree the rules protect (relative to the repository). */
+      protectedFiles: string[];
     };
 
 /** What the grading steps share: where the patch goes, the rules it is held to, the report. */
@@ -172,6 +180,17 @@ function refuseProtected(plan: GradingPlan, changes: ProtectedChange[]): Prepare
   return zeroed(plan, discard("zeroed", why));
 }
 
+/**
+ * The verdict of a grading that dropped protected changes: `runner_config_reverted` when all of
+ * them were default runner hooks or configuration (`conftest.py`, `setup.cfg`, `pyproject.toml`,
+ * …), which a real fix may touch, so a trainer can tell it from tests that were tampered with
+ * (`reverted`).
+ */
+function markReverted(plan: GradingPlan): void {
+  const dropped = plan.report.discarded_paths as ProtectedChange[];
+  plan.report.verdict = onlyRunnerConfig(dropped) ? "runner_config_reverted" : "reverted";
+}
+
 /** Applies the patch, without its protected sections, in the fresh eval runtime; null = applied. */
 async function applyInFreshRuntime(
   ctx: EvalContext,
@@ -181,7 +200,7 @@ async function applyInFreshRuntime(
   const split = splitProtected(plan.patch, plan.rules);
   const early = refuseProtected(plan, split.refused);
   if (early) return early;
-  if (split.refused.length > 0) plan.report.verdict = "reverted";
+  if (split.refused.length > 0) markReverted(plan);
   if (split.patch.trim() === "") {
     plan.report.empty_generation = true;
     return zeroed(plan, {});
@@ -203,7 +222,7 @@ async function guardWorktree(plan: GradingPlan): Promise<Prepared | null> {
   if (late) return late;
   if (violations.length === 0) return null;
   await restoreWorktree(target, violations, baseFiles);
-  plan.report.verdict = "reverted";
+  markReverted(plan);
   const left = await checkWorktree(target, rules, baseFiles);
   if (left.length === 0) return null;
   return zeroed(
@@ -245,5 +264,11 @@ export async function prepareGrading(
   } else if (plan.report.empty_generation) return zeroed(plan, {});
   const stopped = await guardWorktree(plan);
   if (stopped) return stopped;
-  return { cfg: plan.gradingCfg, env: plan.gradingEnv, grading: plan.grading, report: plan.report };
+  return {
+    cfg: plan.gradingCfg,
+    env: plan.gradingEnv,
+    grading: plan.grading,
+    report: plan.report,
+    protectedFiles: plan.baseFiles.filter((f) => isProtected(f, plan.rules)),
+  };
 }

@@ -18,8 +18,10 @@ import type { Runtime } from "../runtime/types";
 import {
   isProtected,
   PACKAGE_SCRIPTS_FILE,
+  PACKAGE_SCRIPTS_REASON,
   type ProtectedChange,
   type ProtectedRules,
+  protectedReason,
   symlinkDestination,
 } from "./protected";
 
@@ -92,7 +94,7 @@ export async function checkWorktree(
     if (!changed.has(p)) changed.set(p, "add");
   const out: ProtectedChange[] = [];
   for (const [p, change] of changed) {
-    if (isProtected(p, rules)) out.push({ path: p, change, reason: "protected path" });
+    if (isProtected(p, rules)) out.push({ path: p, change, reason: protectedReason(p, rules) });
   }
   const flagged = new Set(out.map((v) => v.path));
   const links = nulList(
@@ -118,7 +120,7 @@ export async function checkWorktree(
     const after = change === "delete" ? {} : await readJson(t, `cat -- ${quote([p])}`);
     const scripts = (v: unknown) => (v && typeof v === "object" ? (v as { scripts?: unknown }).scripts : v);
     if (before === undefined || after === undefined || !isDeepStrictEqual(scripts(before), scripts(after)))
-      out.push({ path: p, change, reason: "package.json scripts changed" });
+      out.push({ path: p, change, reason: PACKAGE_SCRIPTS_REASON });
   }
   return out;
 }

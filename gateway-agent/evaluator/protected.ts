@@ -49,6 +49,34 @@ export type ProtectedAction = "revert" | "zero" | "fail";
 export interface ProtectedRules {
   patterns: string[];
   action: ProtectedAction;
+  /**
+   * Of `patterns`, the default runner hooks and configuration ({@link DEFAULT_PROTECTED_PATTERNS}):
+   * a real fix may touch them, so a change refused only for them is named as such.
+   */
+  hooks: string[];
+}
+
+/** The reason of a change refused only because it touches a default runner hook or config file. */
+export const RUNNER_HOOK_REASON = "runner hook or configuration (default protected path)";
+
+/** The reason of a `package.json` whose `scripts` changed (what `npm test` runs). */
+export const PACKAGE_SCRIPTS_REASON = "package.json scripts changed";
+
+/**
+ * True when every change refused is a runner hook or configuration file of the defaults (a
+ * `conftest.py`, `setup.cfg`, `pyproject.toml`, `package.json` scripts, …) rather than the tests, a
+ * path the task listed or git's folder: a real fix may have touched those, the verdict says so.
+ *
+ * @example
+ * ```ts
+ * onlyRunnerConfig([{ path: "setup.cfg", change: "modify", reason: RUNNER_HOOK_REASON }]); // true
+ * ```
+ */
+export function onlyRunnerConfig(changes: readonly ProtectedChange[]): boolean {
+  return (
+    changes.length > 0 &&
+    changes.every((c) => c.reason === RUNNER_HOOK_REASON || c.reason === PACKAGE_SCRIPTS_REASON)
+  );
 }
 
 /** One change the evaluator refused, and why. */
@@ -139,7 +167,28 @@ export function protectedRules(config: Record<string, unknown>, extra: readonly 
       ...(defaults ? [...DEFAULT_PROTECTED_PATTERNS, ...extra] : []),
       ...listed,
     ],
+    hooks: defaults ? [...DEFAULT_PROTECTED_PATTERNS] : [],
   };
+}
+
+/**
+ * Why `file` (protected) is: {@link RUNNER_HOOK_REASON} when only a default runner hook or config
+ * pattern covers it, else `protected path` (the tests, a task-listed path, git's folder, outside).
+ *
+ * @example
+ * ```ts
+ * protectedReason("setup.cfg", rules); // "runner hook or configuration (default protected path)"
+ * protectedReason("tests/test_x.py", rules); // "protected path"
+ * ```
+ */
+export function protectedReason(file: string, rules: ProtectedRules): string {
+  const p = posix.normalize(file);
+  if (posix.isAbsolute(p) || p === ".." || p.startsWith("../")) return "protected path";
+  const rel = p.replace(/^\.\//, "");
+  const hooks = new Set(rules.hooks);
+  const strict = rules.patterns.filter((x) => !hooks.has(x));
+  if (!isExcluded(rel, strict) && isExcluded(rel, rules.hooks)) return RUNNER_HOOK_REASON;
+  return "protected path";
 }
 
 /**
@@ -186,7 +235,7 @@ export function sectionViolation(s: DiffSection, rules: ProtectedRules): Protect
   const label = s.newPath ?? s.oldPath ?? "(unknown)";
   if (s.unparsed) return { path: label, change: s.kind, reason: `unparsed: ${s.unparsed}` };
   const hit = paths.find((p) => isProtected(p, rules));
-  if (hit) return { path: hit, change: s.kind, reason: "protected path" };
+  if (hit) return { path: hit, change: s.kind, reason: protectedReason(hit, rules) };
   if (s.symlink && s.newPath) {
     const dest = s.symlinkTarget === null ? null : symlinkDestination(s.newPath, s.symlinkTarget);
     if (dest === null) return { path: s.newPath, change: "symlink", reason: "symlink out of the repository" };

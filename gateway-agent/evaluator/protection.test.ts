@@ -8,9 +8,18 @@ import { LocalRuntime } from "../runtime/local";
 import { DEFAULT_RUNTIME_SETTINGS, type Runtime } from "../runtime/types";
 import { parseDiff, sectionPaths, unquoteGitPath } from "./diff-sections";
 import { checkWorktree, type GuardTarget, listBaseFiles, restoreWorktree } from "./guard";
-import { parseJunit } from "./junit";
+import { junitKeyOf, parseJunit } from "./junit";
 import { checkGraderFiles, filterPatch, writeGraderFile } from "./patch";
-import { commandPaths, isProtected, protectedRules, splitProtected, symlinkDestination } from "./protected";
+import {
+  commandPaths,
+  isProtected,
+  onlyRunnerConfig,
+  protectedReason,
+  protectedRules,
+  RUNNER_HOOK_REASON,
+  splitProtected,
+  symlinkDestination,
+} from "./protected";
 import { openReportChannel, ReportRefused } from "./report-channel";
 
 const RULES = protectedRules({}, ["test_calculator.js", "tests/**"]);
@@ -111,6 +120,25 @@ describe("protected paths", () => {
     expect(() => protectedRules({ protected_paths: "x" }, [])).toThrow(/protected_paths/);
   });
 
+  it("names a change refused only for a default runner hook or config file, and tells those apart", () => {
+    const rules = protectedRules({ protected_paths: ["fixtures/**"] }, ["tests/**"]);
+    expect(protectedReason("setup.cfg", rules)).toBe(RUNNER_HOOK_REASON);
+    expect(protectedReason("src/pkg/conftest.py", rules)).toBe(RUNNER_HOOK_REASON);
+    expect(protectedReason("pyproject.toml", rules)).toBe(RUNNER_HOOK_REASON);
+    // In the tests' folder, listed by the task, git's own, or outside: not just runner config.
+    expect(protectedReason("tests/conftest.py", rules)).toBe("protected path");
+    expect(protectedReason("fixtures/setup.cfg", rules)).toBe("protected path");
+    expect(protectedReason(".git/config", rules)).toBe("protected path");
+    expect(protectedReason("../setup.cfg", rules)).toBe("protected path");
+    const change = (path: string, reason: string) => ({ path, change: "modify", reason });
+    expect(onlyRunnerConfig([change("setup.cfg", RUNNER_HOOK_REASON)])).toBe(true);
+    expect(onlyRunnerConfig([change("package.json", "package.json scripts changed")])).toBe(true);
+    expect(
+      onlyRunnerConfig([change("setup.cfg", RUNNER_HOOK_REASON), change("tests/t.py", "protected path")]),
+    ).toBe(false);
+    expect(onlyRunnerConfig([])).toBe(false);
+  });
+
   it("finds the files a test command runs among the base tree's files", () => {
     const files = [
       "calculator.js",
@@ -161,7 +189,7 @@ describe("protected paths", () => {
     expect(patch).toBe(ok);
     expect(refused.map((r) => [r.path, r.reason])).toEqual([
       ["test_calculator.js", "protected path"],
-      ["conftest.py", "protected path"],
+      ["conftest.py", RUNNER_HOOK_REASON],
       ["test_calculator.js", "protected path"],
       ["lib", "symlink out of the repository"],
       ["t", "symlink to protected path test_calculator.js"],
@@ -181,18 +209,46 @@ describe("JUnit reports, read strictly", () => {
   it("reads node --test and pytest reports: passed, failed, error, skipped; counts failures", () => {
     const node =
       '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n\t<testcase name="test_add" time="0.1" classname="test"/>\n\t<testcase name="test_subtract" classname="test" failure="x"><failure type="testCodeFailure" message="x">boom &lt;a></failure></testcase>\n</testsuites>\n';
-    expect(parseJunit(node)).toEqual({
+    expect(parseJunit(node)).toMatchObject({
       ok: true,
       tests: { test_add: "PASSED", test_subtract: "FAILED" },
       failures: 1,
     });
     const pytest =
       '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="0" skipped="1" tests="3"><testcase classname="tests.test_calc" name="test_add" time="0.001" /><testcase classname="tests.test_calc" name="test_div"><error message="e">E</error></testcase><testcase classname="tests.test_calc" name="test_slow"><skipped type="pytest.skip" message="later">s</skipped></testcase></testsuite></testsuites>';
-    expect(parseJunit(pytest)).toEqual({
+    expect(parseJunit(pytest)).toMatchObject({
       ok: true,
       tests: { test_add: "PASSED", test_div: "ERROR", test_slow: "SKIPPED" },
       failures: 1,
     });
+  });
+
+  it("keeps each testcase's classname and pytest's expected failures; keys by classname::name on request", () => {
+    const xml =
+      '<testsuites><testsuite><testcase classname="tests.test_a" name="test_x"/><testcase classname="tests.test_b.TestB" name="test_x"><skipped type="pytest.xfail" message="known"/></testcase><testcase classname="tests.test_b" name="test_y"><skipped type="pytest.skip"/></testcase></testsuite></testsuites>';
+    expect(parseJunit(xml)).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/test_x.*more than once/),
+    });
+    const r = parseJunit(xml, "classname");
+    expect(r).toMatchObject({
+      ok: true,
+      tests: {
+        "tests.test_a::test_x": "PASSED",
+        "tests.test_b.TestB::test_x": "SKIPPED",
+        "tests.test_b::test_y": "SKIPPED",
+      },
+      failures: 0,
+    });
+    expect(r.ok && r.cases.map((c) => [c.classname, c.name, c.xfail])).toEqual([
+      ["tests.test_a", "test_x", false],
+      ["tests.test_b.TestB", "test_x", true],
+      ["tests.test_b", "test_y", false],
+    ]);
+    // pytest's own mangling of node ids into those names (junitxml.mangle_test_address).
+    expect(junitKeyOf("tests/test_b.py::TestB::test_x")).toBe("tests.test_b.TestB::test_x");
+    expect(junitKeyOf("tests/test_a.py::test_x[a/b.py-1]")).toBe("tests.test_a::test_x[a/b.py-1]");
+    expect(junitKeyOf("test_top.py::test_z")).toBe("test_top::test_z");
   });
 
   it("refuses two documents, a DOCTYPE, duplicate tests, a foreign root, junk and nothing", () => {
@@ -276,9 +332,9 @@ describe("the worktree and the grader's own files, on a real repository", { time
     const found = await checkWorktree(target, rules, base);
     expect(found.map((v) => [v.path, v.reason]).sort()).toEqual(
       [
-        ["conftest.py", "protected path"],
+        ["conftest.py", RUNNER_HOOK_REASON],
         ["etc", "symlink out of the repository"],
-        ["node_modules/left-pad/index.js", "protected path"],
+        ["node_modules/left-pad/index.js", RUNNER_HOOK_REASON],
         ["package.json", "package.json scripts changed"],
         ["tests/test_calc.py", "protected path"],
       ].sort(),

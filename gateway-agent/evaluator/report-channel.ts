@@ -30,10 +30,17 @@ export interface ReportChannel {
   sandboxPath: string;
   /** The same file on the gateway host. */
   hostPath: string;
+  /** The nonce folder, as the sandbox and the host see it. */
+  folder: { sandbox: string; host: string };
   /** `command` with `{{REPORT}}` replaced by the (quoted) sandbox path. */
   command(testCommand: string): string;
   /** Reads the report: null when the runner wrote none; throws {@link ReportRefused} when unsafe. */
   read(): Promise<string | null>;
+  /**
+   * Reads another file the test run wrote in the folder (`name` relative to it, no `..`), with
+   * the report's checks: null when absent; {@link ReportRefused} for a link, a non-file, too large.
+   */
+  readFile(name: string): Promise<string | null>;
   /** Removes the folder. */
   dispose(): Promise<void>;
 }
@@ -69,34 +76,59 @@ export async function openReportChannel(runtime: Runtime): Promise<ReportChannel
   const made = await lstat(dirHost);
   const sandboxPath = path.posix.join(dirInside, "report.xml");
   const hostPath = path.join(dirHost, "report.xml");
+  const readFile = async (name: string): Promise<string | null> => {
+    // The folder must still be the one the gateway made: not swapped for a link or another folder.
+    const now = await lstat(dirHost).catch(() => null);
+    if (!now?.isDirectory() || now.ino !== made.ino || now.dev !== made.dev)
+      throw new ReportRefused("the report folder was replaced during the tests");
+    const parts = name.split("/");
+    if (parts.some((p) => p === "" || p === "." || p === ".."))
+      throw new SessionFailure("infra", `report channel: '${name}' is not a plain relative name`);
+    // Every folder on the way must be a real folder of this one, not a link planted in it.
+    let dir = dirHost;
+    for (const part of parts.slice(0, -1)) {
+      dir = path.join(dir, part);
+      const info = await lstat(dir).catch(() => null);
+      if (!info) return null;
+      if (!info.isDirectory()) throw new ReportRefused(`${name}: ${part} is not a folder`);
+    }
+    let handle: Awaited<ReturnType<typeof open>>;
+    try {
+      handle = await open(
+        path.join(dirHost, ...parts),
+        constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+      );
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return null;
+      if (code === "ELOOP") throw new ReportRefused(`${name} is a symlink`);
+      throw new ReportRefused(`${name} cannot be opened (${code})`);
+    }
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) throw new ReportRefused(`${name} is not a regular file`);
+      if (info.size > MAX_REPORT_BYTES)
+        throw new ReportRefused(`${name} has ${info.size} bytes (limit ${MAX_REPORT_BYTES})`);
+      return (await handle.readFile()).toString("utf8");
+    } finally {
+      await handle.close();
+    }
+  };
   return {
     sandboxPath,
     hostPath,
+    folder: { sandbox: dirInside, host: dirHost },
     command: (testCommand) => testCommand.split(REPORT_PLACEHOLDER).join(quote([sandboxPath])),
     async read() {
-      // The folder must still be the one the gateway made: not swapped for a link or another folder.
-      const now = await lstat(dirHost).catch(() => null);
-      if (!now?.isDirectory() || now.ino !== made.ino || now.dev !== made.dev)
-        throw new ReportRefused("the report folder was replaced during the tests");
-      let handle: Awaited<ReturnType<typeof open>>;
       try {
-        handle = await open(hostPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        return await readFile("report.xml");
       } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code;
-        if (code === "ENOENT") return null;
-        if (code === "ELOOP") throw new ReportRefused("the report path is a symlink");
-        throw new ReportRefused(`the report cannot be opened (${code})`);
-      }
-      try {
-        const info = await handle.stat();
-        if (!info.isFile()) throw new ReportRefused("the report is not a regular file");
-        if (info.size > MAX_REPORT_BYTES)
-          throw new ReportRefused(`the report has ${info.size} bytes (limit ${MAX_REPORT_BYTES})`);
-        return (await handle.readFile()).toString("utf8");
-      } finally {
-        await handle.close();
+        if (e instanceof ReportRefused)
+          throw new ReportRefused(e.message.replace(/^report\.xml/, "the report"));
+        throw e;
       }
     },
+    readFile,
     dispose: () => rm(dirHost, { recursive: true, force: true }),
   };
 }

@@ -2,19 +2,33 @@
  * The `swebench_harness` evaluator: SWE-bench's grading for one instance, in the eval runtime.
  * The agent's patch is extracted and applied as in `test_on_output`; then the instance's eval
  * script runs — reset the test files to `base_commit`, apply `test_patch`, run the repository's
- * test command on the touched test files between SWE-bench's output markers — and the log is
- * graded SWE-bench's way: resolved iff every FAIL_TO_PASS and every PASS_TO_PASS test passes.
+ * test command on the touched test files between SWE-bench's output markers — and the results are
+ * graded SWE-bench's way: resolved iff every FAIL_TO_PASS and every PASS_TO_PASS test passes
+ * (PASSED, or XFAIL).
+ *
+ * Where the results come from (`report`): for a pytest command (every repository but Django's and
+ * SymPy's, or a `test_cmd` that runs pytest or names `{{REPORT}}`), pytest's JUnit report through
+ * the report channel (`junit`), checked against pytest's exit status and, with the runner guard,
+ * against the outcomes the guard recorded from the test calls; otherwise SWE-bench's log parsing
+ * (`log`, the weaker mode: the code under test prints into that log).
  *
  * Config: `instance`* (the dataset row: `instance_id, repo, base_commit, test_patch, FAIL_TO_PASS,
  * PASS_TO_PASS`; lists may be JSON strings), `test_cmd` (overrides the per-repository command),
- * `repo_dir` (`/testbed`), plus the patch keys of `test_on_output` and `test_timeout` (1800 s).
+ * `report` (`auto`, `junit`, `log`), `runner_guard` (`auto`), `repo_dir` (`/testbed`), plus the
+ * patch keys of `test_on_output` and `test_timeout` (1800 s).
  *
  * @module
  */
+import path from "node:path";
+import { quote } from "shell-quote";
 import { SessionFailure } from "../errors";
-import { EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
+import type { CommandResult } from "../runtime/types";
+import { discard, EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
+import { type JunitCase, junitKeyOf, parseJunit } from "./junit";
 import { ANSI, stringListOf } from "./patch";
-import type { Evaluator } from "./types";
+import { openReportChannel, REPORT_PLACEHOLDER, type ReportChannel, ReportRefused } from "./report-channel";
+import { guardMode, judgeGuard, openRunnerGuard, RUNS_PYTEST, type RunnerGuard } from "./runner-guard";
+import type { EvalResult, Evaluator } from "./types";
 
 /** SWE-bench's markers around the test output in the eval log. */
 export const START_TEST_OUTPUT = ">>>>> Start Test Output";
@@ -147,6 +161,16 @@ export const parseSympyLog: Parser = (log) => {
   return map;
 };
 
+/** Where the eval script sends pytest's report and exit status, and how it wraps the test command. */
+export interface EvalScriptReport {
+  /** The JUnit report's path in the sandbox (`{{REPORT}}`, or appended as `--junitxml`). */
+  report: string;
+  /** A file the script writes the test command's exit status to. */
+  exitStatus: string;
+  /** Wraps the test command line (the runner guard's environment). */
+  wrap?: (command: string) => string;
+}
+
 /**
  * The eval script (bash) of an instance.
  *
@@ -155,7 +179,12 @@ export const parseSympyLog: Parser = (log) => {
  * const script = makeEvalScript(instance, "/testbed");
  * ```
  */
-export function makeEvalScript(inst: SwebenchInstance, repoDir: string, testCmd?: string): string {
+export function makeEvalScript(
+  inst: SwebenchInstance,
+  repoDir: string,
+  testCmd?: string,
+  report?: EvalScriptReport,
+): string {
   const spec = repoSpec(inst.repo);
   const files = touchedFiles(inst.test_patch);
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -171,11 +200,41 @@ export function makeEvalScript(inst: SwebenchInstance, repoDir: string, testCmd?
     delimiter,
     `: '${START_TEST_OUTPUT}'`,
     `echo '${START_TEST_OUTPUT}'`,
-    `${testCmd ?? spec.testCmd} ${spec.directives(files).map(q).join(" ")}`,
+    ...testLines(`${testCmd ?? spec.testCmd} ${spec.directives(files).map(q).join(" ")}`, report),
     `echo '${END_TEST_OUTPUT}'`,
     reset,
     "",
   ].join("\n");
+}
+
+/** The test command's line(s): with a report, pytest writes it and the exit status is kept. */
+function testLines(command: string, report?: EvalScriptReport): string[] {
+  if (!report) return [command];
+  const withReport = command.includes(REPORT_PLACEHOLDER)
+    ? command.split(REPORT_PLACEHOLDER).join(quote([report.report]))
+    : `${command} ${quote([`--junitxml=${report.report}`])}`;
+  return [
+    report.wrap ? `( ${report.wrap(withReport)} )` : withReport,
+    `printf '%s\\n' "$?" > ${quote([report.exitStatus])}`,
+  ];
+}
+
+/**
+ * Where an instance's results come from: `junit` for a pytest command (or one naming
+ * `{{REPORT}}`), else `log`; the `report` key (`auto`, `junit`, `log`) can say otherwise.
+ *
+ * @example
+ * ```ts
+ * swebenchReportMode({}, "pytest --no-header -rA"); // "junit"
+ * swebenchReportMode({}, "./tests/runtests.py --verbosity 2"); // "log"
+ * ```
+ */
+export function swebenchReportMode(config: Record<string, unknown>, command: string): "junit" | "log" {
+  const v = config.report ?? "auto";
+  if (v !== "auto" && v !== "junit" && v !== "log")
+    throw new SessionFailure("configuration", "evaluator.config.report: must be auto, junit or log");
+  if (v !== "auto") return v;
+  return command.includes(REPORT_PLACEHOLDER) || RUNS_PYTEST.test(command) ? "junit" : "log";
 }
 
 /** Statuses SWE-bench counts as a pass. */
@@ -209,6 +268,110 @@ export function gradeLog(inst: SwebenchInstance, log: string) {
 }
 
 /**
+ * SWE-bench's report for the instance's tests as a JUnit report gives them (ids matched through
+ * pytest's own naming, {@link junitKeyOf}; an expected failure is `XFAIL`). An id the log parser
+ * would have cut at a space matches the one testcase whose name goes on from there with a space.
+ *
+ * @example
+ * ```ts
+ * gradeJunit(instance, parsed.cases).resolved;
+ * ```
+ */
+export function gradeJunit(inst: SwebenchInstance, cases: readonly JunitCase[]) {
+  const byKey = new Map(cases.map((c) => [`${c.classname}::${c.name}`, c]));
+  const statusOf = (id: string): string => {
+    const key = junitKeyOf(id);
+    let c = byKey.get(key);
+    if (!c) {
+      const longer = [...byKey.keys()].filter((k) => k.startsWith(`${key} `));
+      if (longer.length === 1) c = byKey.get(longer[0] as string);
+    }
+    if (!c) return "";
+    return c.status === "SKIPPED" && c.xfail ? "XFAIL" : c.status;
+  };
+  const statuses = Object.fromEntries(
+    [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS].map((t) => [t, statusOf(t)]),
+  );
+  const split = (tests: string[]) => ({
+    success: tests.filter((t) => PASS.has(statuses[t] ?? "")),
+    failure: tests.filter((t) => !PASS.has(statuses[t] ?? "")),
+  });
+  const f2p = split(inst.FAIL_TO_PASS);
+  const p2p = split(inst.PASS_TO_PASS);
+  return {
+    patch_successfully_applied: true,
+    resolved: f2p.failure.length === 0 && p2p.failure.length === 0,
+    tests_status: { FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p },
+    statuses,
+  };
+}
+
+/** Grades a run from the report channel; a missing, invalid, inconsistent or refused report gives 0. */
+async function gradeReport(
+  inst: SwebenchInstance,
+  channel: ReportChannel,
+  guard: RunnerGuard | null,
+  r: CommandResult,
+  report: Record<string, unknown>,
+): Promise<EvalResult> {
+  const ran = { instance_id: inst.instance_id, exit_code: r.exitCode };
+  const zero = (verdict: string, reason: string, extra: Record<string, unknown> = {}): EvalResult => ({
+    outcome_reward: 0,
+    metadata: { ...report, ...ran, ...extra, resolved: false, ...discard(verdict, reason) },
+  });
+  let xml: string | null;
+  let status: string | null;
+  try {
+    xml = await channel.read();
+    status = await channel.readFile("exit_status");
+  } catch (e) {
+    if (e instanceof ReportRefused) return zero("report_invalid", e.message);
+    throw e;
+  }
+  if (xml === null) return zero("report_missing", "the test command wrote no report");
+  const junit = parseJunit(xml, "classname");
+  if (!junit.ok) return zero("report_invalid", junit.reason);
+  const exit = status === null ? Number.NaN : Number(status.trim());
+  if (!Number.isInteger(exit))
+    return zero("report_missing", "the eval script recorded no exit status for the tests");
+  // pytest's exit status, kept by the script, must agree: 0 exactly when nothing failed (5: nothing ran).
+  const consistent =
+    junit.failures === 0 ? exit === 0 || (exit === 5 && junit.cases.length === 0) : exit !== 0;
+  if (!consistent)
+    return zero(
+      "report_inconsistent",
+      `the report has ${junit.failures} failing test(s) but the tests exited ${exit}`,
+      { test_exit_status: exit },
+    );
+  if (guard) {
+    const judged = judgeGuard(await guard.records(), junit.cases, (c) =>
+      c.status === "PASSED" ? "pass" : c.status === "SKIPPED" && c.xfail ? "xfail" : null,
+    );
+    report.runner_guard = judged.summary;
+    if (judged.problem) return zero("runner_tampered", judged.problem);
+  }
+  const grade = gradeJunit(inst, junit.cases);
+  const metadata: Record<string, unknown> = {
+    ...report,
+    ...ran,
+    test_exit_status: exit,
+    grading_report: grade,
+    resolved: grade.resolved,
+  };
+  if (!grade.resolved) {
+    // Never a result, but a signal: the log printed a pass for a test the report does not pass.
+    const start = (r.stdout ?? "").indexOf(START_TEST_OUTPUT);
+    const printed = start >= 0 ? repoSpec(inst.repo).parse((r.stdout ?? "").slice(start)) : {};
+    const forged = Object.keys(grade.statuses).filter(
+      (t) => printed[t] === "PASSED" && !PASS.has(grade.statuses[t] ?? ""),
+    );
+    if (forged.length > 0)
+      return { outcome_reward: 0, metadata: { ...metadata, verdict: "forged_output", forged_tests: forged } };
+  }
+  return { outcome_reward: grade.resolved ? 1 : 0, metadata };
+}
+
+/**
  * @example
  * ```ts
  * const { outcome_reward } = await swebenchHarness(ctx);
@@ -220,6 +383,9 @@ export const swebenchHarness: Evaluator = async (ctx) => {
   if (testCmd !== undefined && (typeof testCmd !== "string" || !testCmd))
     throw new SessionFailure("configuration", "evaluator.config.test_cmd: must be a non-empty string");
   const timeout = secondsOf(ctx.config, "test_timeout", 1800);
+  const command = (testCmd as string | undefined) ?? repoSpec(inst.repo).testCmd;
+  const mode = swebenchReportMode(ctx.config, command);
+  const guarded = mode === "junit" && guardMode(ctx.config, command) === "pytest";
   // The test patch's files are the instance's tests: protected (the eval script also resets them).
   const prepared = await prepareGrading(ctx, { repo_dir: "/testbed", base_commit: inst.base_commit }, () =>
     touchedFiles(inst.test_patch),
@@ -227,27 +393,56 @@ export const swebenchHarness: Evaluator = async (ctx) => {
   if (prepared.done)
     return { ...prepared.done, metadata: { ...prepared.done.metadata, instance_id: inst.instance_id } };
   const { cfg, env, grading } = prepared;
-  // SWE-bench grades from the test log, which the code under test can print into: weaker than a report.
-  const report = { ...prepared.report, report_mode: "status_lines", weak_report: true };
-  const r = await grading.exec(makeEvalScript(inst, cfg.repoDir, testCmd as string | undefined), {
-    env,
-    cwd: cfg.repoDir,
-    signal: ctx.signal,
-    timeoutMs: Math.max(1, Math.min(timeout, ctx.timeoutMs)),
-    logName: "eval-swebench",
-    capture: true,
-  });
-  if (r.interrupted) throw ctx.signal.reason;
-  if (r.timedOut) throw new EvaluationTimeout("swebench eval script timed out");
-  const grade = gradeLog(inst, r.stdout ?? "");
-  return {
-    outcome_reward: grade.resolved ? 1 : 0,
-    metadata: {
-      ...report,
-      instance_id: inst.instance_id,
-      exit_code: r.exitCode,
-      grading_report: grade,
-      resolved: grade.resolved,
-    },
+  const report: Record<string, unknown> = {
+    ...prepared.report,
+    // The log is printed output the code under test can print into: weaker than a report.
+    report_mode: mode === "junit" ? "junit" : "status_lines",
+    weak_report: mode === "log",
   };
+  // Made after the patch is applied, so nothing the agent wrote can be at this path already.
+  const channel = mode === "junit" ? await openReportChannel(grading) : null;
+  try {
+    const guard =
+      channel && guarded
+        ? await openRunnerGuard(channel, cfg.repoDir, [
+            ...new Set([...prepared.protectedFiles, ...touchedFiles(inst.test_patch)]),
+          ])
+        : null;
+    const script = makeEvalScript(
+      inst,
+      cfg.repoDir,
+      testCmd as string | undefined,
+      channel
+        ? {
+            report: channel.sandboxPath,
+            exitStatus: path.posix.join(channel.folder.sandbox, "exit_status"),
+            wrap: guard ? (c) => guard.command(c) : undefined,
+          }
+        : undefined,
+    );
+    const r = await grading.exec(script, {
+      env,
+      cwd: cfg.repoDir,
+      signal: ctx.signal,
+      timeoutMs: Math.max(1, Math.min(timeout, ctx.timeoutMs)),
+      logName: "eval-swebench",
+      capture: true,
+    });
+    if (r.interrupted) throw ctx.signal.reason;
+    if (r.timedOut) throw new EvaluationTimeout("swebench eval script timed out");
+    if (channel) return await gradeReport(inst, channel, guard, r, report);
+    const grade = gradeLog(inst, r.stdout ?? "");
+    return {
+      outcome_reward: grade.resolved ? 1 : 0,
+      metadata: {
+        ...report,
+        instance_id: inst.instance_id,
+        exit_code: r.exitCode,
+        grading_report: grade,
+        resolved: grade.resolved,
+      },
+    };
+  } finally {
+    await channel?.dispose();
+  }
 };

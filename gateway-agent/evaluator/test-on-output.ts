@@ -11,10 +11,14 @@
  * - `status_lines`: upstream's `PASSED/FAILED/ERROR/SKIPPED <id>` lines on stdout (exit code
  *   ignored). WEAKER: the code under test prints on the same stdout, so it can print them too.
  *
+ * A pytest test command also gets the runner guard (`runner_guard`, see `runner-guard.ts`): the
+ * report must agree with the outcomes the guard recorded from the test calls themselves, so code
+ * under test that patches pytest's reporting from inside its process scores 0 (`runner_tampered`).
+ *
  * Config: `test_command`*, `expected_output_json`* (object or JSON string), `report`, `repo_dir`
  * (default: the runtime's workdir), `patch_command`, `apply_timeout` (60 s), `test_timeout`
  * (1200 s), `exclude_patterns`, `protected_paths`, `default_protected_paths`,
- * `on_protected_change`, `base_commit`. See docs/evaluators.md.
+ * `on_protected_change`, `base_commit`, `runner_guard` (`auto`). See docs/evaluators.md.
  *
  * @module
  */
@@ -26,6 +30,7 @@ import { parseJunit } from "./junit";
 import { parseTestStatusLines } from "./patch";
 import { commandPaths } from "./protected";
 import { openReportChannel, REPORT_PLACEHOLDER, type ReportChannel, ReportRefused } from "./report-channel";
+import { guardMode, judgeGuard, openRunnerGuard, type RunnerGuard } from "./runner-guard";
 import type { EvalResult, Evaluator } from "./types";
 
 export { EvaluationTimeout, samePlaceIn, secondsOf } from "./grading";
@@ -76,6 +81,7 @@ export function reportMode(config: Record<string, unknown>, testCommand: string)
  */
 async function scoreRun(
   channel: ReportChannel | null,
+  guard: RunnerGuard | null,
   r: CommandResult,
   expected: Record<string, string>,
   report: Record<string, unknown>,
@@ -109,6 +115,14 @@ async function scoreRun(
         `the report has ${junit.failures} failing test(s) but the runner exited ${r.exitCode ?? r.signal}`,
         { parsed_tests: parsed },
       );
+    if (guard) {
+      // The report must agree with what the guard saw of the test calls themselves.
+      const judged = judgeGuard(await guard.records(), junit.cases, (c) =>
+        c.status === "PASSED" ? "pass" : null,
+      );
+      report.runner_guard = judged.summary;
+      if (judged.problem) return zero("runner_tampered", judged.problem, { parsed_tests: parsed });
+    }
   } else parsed = parseTestStatusLines(r.stdout ?? "");
   const resolved = isDeepStrictEqual(parsed, expected);
   if (channel && !resolved) {
@@ -148,14 +162,23 @@ export const testOnOutput: Evaluator = async (ctx) => {
   const expected = expectedMap(ctx.config.expected_output_json);
   const testTimeout = secondsOf(ctx.config, "test_timeout", 1200);
   const mode = reportMode(ctx.config, testCommand);
+  // The guard needs the report channel: what it checks is the report.
+  const guarded = mode === "junit" && guardMode(ctx.config, testCommand) === "pytest";
   const prepared = await prepareGrading(ctx, {}, (files) => commandPaths(testCommand, files));
   if (prepared.done) return prepared.done;
   const { cfg, env, grading } = prepared;
-  const report = { ...prepared.report, report_mode: mode, weak_report: mode === "status_lines" };
+  const report: Record<string, unknown> = {
+    ...prepared.report,
+    report_mode: mode,
+    weak_report: mode === "status_lines",
+  };
   // Made after the patch is applied, so nothing the agent wrote can be at this path already.
   const channel = mode === "junit" ? await openReportChannel(grading) : null;
   try {
-    const r = await grading.exec(channel ? channel.command(testCommand) : testCommand, {
+    const guard =
+      channel && guarded ? await openRunnerGuard(channel, cfg.repoDir, prepared.protectedFiles) : null;
+    const command = channel ? channel.command(testCommand) : testCommand;
+    const r = await grading.exec(guard ? guard.command(command) : command, {
       env,
       cwd: cfg.repoDir,
       signal: ctx.signal,
@@ -168,7 +191,7 @@ export const testOnOutput: Evaluator = async (ctx) => {
       throw new EvaluationTimeout(
         `test_command exceeded ${Math.round(Math.min(testTimeout, ctx.timeoutMs) / 1000)} s`,
       );
-    return await scoreRun(channel, r, expected, report);
+    return await scoreRun(channel, guard, r, expected, report);
   } finally {
     await channel?.dispose();
   }
