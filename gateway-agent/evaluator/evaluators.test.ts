@@ -231,9 +231,15 @@ afterEach(async () => {
 });
 
 const git = (cwd: string, ...args: string[]) =>
-  execFileSync("git", ["-c", "user.email=p@example.com", "-c", "user.name=polar", ...args], {
-    cwd,
-  }).toString();
+  // The session folder may belong to the session's own uid (a root gateway): git on the host must
+  // not refuse it as another user's repository.
+  execFileSync(
+    "git",
+    ["-c", "safe.directory=*", "-c", "user.email=p@example.com", "-c", "user.name=polar", ...args],
+    {
+      cwd,
+    },
+  ).toString();
 
 async function runtimeWithRepo(name: string): Promise<{ rt: Runtime; repo: string; base: string }> {
   const rt = await LocalRuntime.create(RuntimeSpec.parse({}), {

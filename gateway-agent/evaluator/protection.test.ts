@@ -274,9 +274,15 @@ describe("the worktree and the grader's own files, on a real repository", { time
   let rt: Runtime;
   let target: GuardTarget;
   const git = (...args: string[]) =>
-    execFileSync("git", ["-c", "user.email=p@example.com", "-c", "user.name=polar", ...args], {
-      cwd: rt.workdir,
-    });
+    // The session folder may belong to the session's own uid (a root gateway): git on the host must
+    // not refuse it as another user's repository.
+    execFileSync(
+      "git",
+      ["-c", "safe.directory=*", "-c", "user.email=p@example.com", "-c", "user.name=polar", ...args],
+      {
+        cwd: rt.workdir,
+      },
+    );
   beforeAll(async () => {
     root = await mkdtemp(path.join(tmpdir(), "polar-guard-"));
     rt = await LocalRuntime.create(RuntimeSpec.parse({}), {
