@@ -44,4 +44,20 @@ describe("loadTaskFile", () => {
     expect(() => loadTaskFile(file("broken.json", "{"))).toThrow(/broken\.json: not valid JSON/);
     expect(() => loadTaskFile(join(dir, "missing.yaml"))).toThrow(/missing\.yaml: cannot read \(ENOENT\)/);
   });
+
+  it("refuses nesting it could not send, deep JSON or a YAML alias inside itself (fuzz counterexamples)", () => {
+    const deep = `{"task_id":"a","instruction":"hi","agent":{"harness":"shell","custom_shell":{"command":"x"}},"metadata":${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)}}`;
+    const path = file("deep.json", deep);
+    expect(() => loadTaskFile(path)).toThrow(UsageError);
+    expect(() => loadTaskFile(path)).toThrow(
+      /deep\.json: tasks\[0\]\.metadata(\.a)+…: nests more than 128 levels deep \(LIMITS\.maxJsonDepth\)$/,
+    );
+    const cycle = file(
+      "cycle.yaml",
+      "task_id: a\ninstruction: hi\nagent: {harness: shell, custom_shell: {command: x}}\nmetadata: &m {self: *m}\n",
+    );
+    expect(() => loadTaskFile(cycle)).toThrow(
+      /cycle\.yaml: tasks\[0\]\.metadata(\.self)+…?: nests more than 128/,
+    );
+  });
 });

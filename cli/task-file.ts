@@ -5,7 +5,14 @@
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { BatchRequest, type BatchRequestInput, describeIssues, fieldIssues } from "../protocol";
+import {
+  BatchRequest,
+  type BatchRequestInput,
+  describeIssues,
+  fieldIssues,
+  tooDeep,
+  tooDeepMessage,
+} from "../protocol";
 import { UsageError } from "./usage-error";
 
 /**
@@ -43,6 +50,10 @@ export function loadTaskFile(
       : { tasks: [doc] };
   if (overrides.batchId) batch.batch_id = overrides.batchId;
   if (overrides.queue) batch.queue = overrides.queue;
+  // Deeper nesting (or a YAML alias that contains itself) could not be sent: JSON.stringify
+  // overflows the stack or meets a cycle.
+  const deep = tooDeep(batch);
+  if (deep !== null) throw new UsageError(`${file}: ${tooDeepMessage(deep)}`);
   const parsed = BatchRequest.safeParse(batch);
   if (!parsed.success) throw new UsageError(`${file}: ${describeIssues(fieldIssues(parsed.error))}`);
   // Send what the user wrote (defaults are applied by the server), now known to be valid.

@@ -11,6 +11,7 @@ export * from "./close-codes";
 export * from "./errors";
 export * from "./evaluation";
 export * from "./fence";
+export * from "./json-depth";
 export * from "./limits";
 export * from "./logger";
 export * from "./names";

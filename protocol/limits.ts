@@ -63,4 +63,9 @@ export const LIMITS = {
    * and its negation (sent to an engine that runs lower values first) fit every engine's field.
    */
   maxEnginePriority: 2_147_483_647,
+  /**
+   * Deepest nesting of parsed JSON input (request bodies, gateway messages, uploads, task files):
+   * `JSON.stringify` and cloning overflow the stack a few thousand levels down (`json-depth.ts`).
+   */
+  maxJsonDepth: 128,
 } as const;
