@@ -9,7 +9,10 @@ import type { RawResult } from "./batch/dto";
 
 /**
  * R2 key of an artifact: by batch, session and lease, so an upload under a superseded lease never
- * overwrites the current one.
+ * overwrites the current one. The routes only pass identifiers and the ledger's own lease ids, so
+ * no component can hold a `/`; this checks it again, so a key can never reach outside
+ * `batches/<batch>/sessions/<session>/` whatever a caller forgets (R2 keys are flat strings, but
+ * listings and cleanups go by prefix).
  *
  * @example
  * ```ts
@@ -17,6 +20,10 @@ import type { RawResult } from "./batch/dto";
  * ```
  */
 export function artifactKey(batchId: string, sessionId: string, leaseId: string, kind: ArtifactKind): string {
+  for (const part of [batchId, sessionId, leaseId, kind]) {
+    if (part === "" || part === "." || part === ".." || /[/\\]/.test(part))
+      throw new Error(`artifact key component '${part}' would leave its prefix`);
+  }
   return `batches/${batchId}/sessions/${sessionId}/${leaseId}/${kind}.json`;
 }
 

@@ -35,6 +35,31 @@ describe("failed authentications are throttled per source (wrangler.toml: 30 per
     expect((await from(ip, TOKENS.trainer)).status).toBe(429);
   });
 
+  it("bad X-Polar-Control-Token headers and bad gateway tokens on the WebSocket route count too", async () => {
+    const ip = "203.0.113.10";
+    for (let i = 0; i < 16; i++) {
+      const res = await call("/rollout/status", {
+        headers: { "CF-Connecting-IP": ip, "X-Polar-Control-Token": `wrong-${i}` },
+      });
+      expect(res.status).toBe(401);
+    }
+    for (let i = 0; i < 15; i++) {
+      const res = await call("/v1/gateways/connect?queue=q", {
+        headers: {
+          "CF-Connecting-IP": ip,
+          Upgrade: "websocket",
+          Authorization: `Bearer gw_node-${i}.AAAAAAAAAAAAAAAAAAAAAAAA`,
+        },
+      });
+      expect(res.status).toBe(401);
+    }
+    // 31 failures: the source is blocked, for the right gateway token as for anything else.
+    const blocked = await call("/v1/gateways/connect?queue=q", {
+      headers: { "CF-Connecting-IP": ip, Upgrade: "websocket", Authorization: `Bearer ${TOKENS.gateway}` },
+    });
+    expect(blocked.status).toBe(429);
+  });
+
   it("successes do not count, and a source without CF-Connecting-IP or on loopback is never throttled", async () => {
     for (let i = 0; i < 40; i++) expect((await from("203.0.113.9", TOKENS.trainer)).status).toBe(200);
     expect((await from("203.0.113.9", TOKENS.trainer)).status).toBe(200);

@@ -37,6 +37,8 @@ describe("callbackUrlProblem: every spelling of a private host is refused", () =
     "http://[::ffff:10.0.0.1]/cb",
     "http://[::ffff:0:169.254.169.254]/cb", // SIIT
     "http://[64:ff9b::10.0.0.1]/cb", // NAT64
+    "http://[64:ff9b:1:a00:1:0:808:808]/cb", // local-use NAT64 (RFC 8215), whatever its tail looks like
+    "http://[64:ff9b:1::a00:1]/cb",
     "http://[::127.0.0.1]/cb", // IPv4-compatible
     "http://[2002:7f00:1::]/cb", // 6to4
     "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/cb", // Teredo

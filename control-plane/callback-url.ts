@@ -20,11 +20,14 @@ import * as ipaddr from "ipaddr.js";
  */
 const PRIVATE_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa", ".localdomain"];
 
+/** The local-use NAT64 prefix of RFC 8215. */
+const LOCAL_NAT64 = ipaddr.IPv6.parse("64:ff9b:1::");
+
 /**
  * Why the literal address `host` may not be called, or null for a public unicast one. An IPv6
  * address that embeds an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, SIIT `::ffff:0:a.b.c.d`, NAT64
  * `64:ff9b::/96`, the deprecated IPv4-compatible `::a.b.c.d`) is judged by the IPv4 address it
- * reaches. 6to4 and Teredo addresses, which tunnel to an IPv4 host, are refused outright, as is
+ * reaches; local-use NAT64 (`64:ff9b:1::/48`) is refused outright. 6to4 and Teredo addresses, which tunnel to an IPv4 host, are refused outright, as is
  * every range ipaddr.js does not class as `unicast` (loopback, private, link-local, unique-local,
  * carrier-grade NAT, multicast, benchmarking, documentation, reserved).
  */
@@ -35,6 +38,9 @@ function addressProblem(host: string): "private" | "tunnel" | null {
     const v6 = addr as ipaddr.IPv6;
     const range = v6.range();
     if (range === "6to4" || range === "teredo") return "tunnel";
+    // Local-use NAT64 (RFC 8215, 64:ff9b:1::/48) translates into a network's own IPv4 space, with
+    // the IPv4 address at a position the prefix length chooses: never a public destination.
+    if (v6.match(LOCAL_NAT64, 48)) return "private";
     const compat =
       v6.parts.slice(0, 6).every((p) => p === 0) && range !== "unspecified" && range !== "loopback";
     if (range === "ipv4Mapped" || range === "rfc6145" || range === "rfc6052" || compat) {

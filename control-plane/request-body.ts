@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { readBoundedBody } from "../protocol";
+import { LIMITS, readBoundedBody, tooDeep, tooDeepMessage } from "../protocol";
 import { ApiError } from "./errors";
 
 /**
@@ -21,11 +21,31 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
   const text = await readBodyText(request, maxBytes);
   if (text.trim() === "")
     throw ApiError.badRequest("invalid_json", "request body is empty; expected a JSON object");
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (error) {
     throw ApiError.badRequest("invalid_json", `request body is not valid JSON: ${(error as Error).message}`);
   }
+  refuseTooDeep(value);
+  return value;
+}
+
+/**
+ * 400 `validation_failed` naming where `value` nests past `LIMITS.maxJsonDepth`: deeper input
+ * would overflow the stack wherever it is next stringified or sent to a Durable Object.
+ *
+ * @example
+ * ```ts
+ * refuseTooDeep(JSON.parse(text));
+ * ```
+ */
+export function refuseTooDeep(value: unknown): void {
+  const path = tooDeep(value);
+  if (path === null) return;
+  throw ApiError.badRequest("validation_failed", tooDeepMessage(path), [
+    { field: path, message: `nests more than ${LIMITS.maxJsonDepth} levels deep` },
+  ]);
 }
 
 /**

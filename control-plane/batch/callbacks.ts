@@ -9,6 +9,7 @@
 import { and, asc, eq, inArray, isNotNull, isNull, lte } from "drizzle-orm";
 import { LIMITS } from "../../protocol";
 import { callbackUrlProblem } from "../callback-url";
+import { idChunks } from "../sql-chunks";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
 
@@ -81,13 +82,16 @@ export function taskResultSeqs(db: BatchDb, taskIndex: number): number[] {
     .all()
     .map((r) => r.id);
   if (ids.length === 0) return [];
+  // In chunks: a task may have up to 1024 samples (SQLite's parameter limit).
   const bySession = new Map(
-    db
-      .select({ seq: schema.results.seq, sessionId: schema.results.sessionId })
-      .from(schema.results)
-      .where(inArray(schema.results.sessionId, ids))
-      .all()
-      .map((r) => [r.sessionId, r.seq]),
+    idChunks(ids).flatMap((chunk) =>
+      db
+        .select({ seq: schema.results.seq, sessionId: schema.results.sessionId })
+        .from(schema.results)
+        .where(inArray(schema.results.sessionId, chunk))
+        .all()
+        .map((r): [string, number] => [r.sessionId, r.seq]),
+    ),
   );
   return ids.map((id) => bySession.get(id)).filter((s): s is number => s !== undefined);
 }

@@ -17,6 +17,7 @@ import {
   type TaskSpec,
   type TerminalStatus,
 } from "../../protocol";
+import { idChunks } from "../sql-chunks";
 import type { ResultRefs } from "./dto";
 import { recordSessionEvent } from "./events";
 import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
@@ -463,6 +464,7 @@ export function nextTimerAt(db: BatchDb): number | null {
  * ```
  */
 export function sessionsById(db: BatchDb, ids: string[]): SessionRow[] {
-  if (ids.length === 0) return [];
-  return db.select().from(schema.sessions).where(inArray(schema.sessions.sessionId, ids)).all();
+  return idChunks(ids).flatMap((chunk) =>
+    db.select().from(schema.sessions).where(inArray(schema.sessions.sessionId, chunk)).all(),
+  );
 }

@@ -6,6 +6,7 @@
  */
 import { and, asc, eq, inArray, lte, min, sql } from "drizzle-orm";
 import { parseSessionId, type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
+import { idChunks } from "../sql-chunks";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
 
@@ -38,8 +39,7 @@ export function dueOutbox(db: BatchDb, now: number) {
  * ```
  */
 export function deleteOutbox(db: BatchDb, ids: number[]): void {
-  if (ids.length === 0) return;
-  db.delete(schema.outbox).where(inArray(schema.outbox.id, ids)).run();
+  for (const chunk of idChunks(ids)) db.delete(schema.outbox).where(inArray(schema.outbox.id, chunk)).run();
 }
 
 /**

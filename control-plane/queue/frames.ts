@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { CreditMessage, ProgressMessage, ResultMessage } from "../../protocol";
+import type { ArtifactKind, CreditMessage, ProgressMessage, ResultMessage } from "../../protocol";
 import { WIRE_VERSION } from "../../protocol";
 import { artifactKey } from "../artifacts";
 import { parseSessionId } from "../ids";
@@ -53,7 +53,7 @@ export async function handleFrame(
   store.touchGateway(shard.db, nodeId, Date.now());
   if (message.type === "credit") await onCredit(shard, dispatcher, nodeId, message);
   else if (message.type === "progress") await onProgress(shard, ws, nodeId, message);
-  else if (message.type === "result") await onResult(shard, ws, message);
+  else if (message.type === "result") await onResult(shard, ws, nodeId, message);
   else if (!shard.admins.resolve(nodeId, message) && !message.request_id.startsWith(UNAWAITED_REQUEST_PREFIX))
     console.warn(`QueueDO: late admin_ack from ${nodeId} for ${message.request_id}`);
 }
@@ -84,6 +84,15 @@ async function onProgress(shard: Shard, ws: WebSocket, nodeId: string, progress:
   }
 }
 
+/** The key an upload of this session and lease has, or null when the lease id could not be one. */
+function expectedKey(batchId: string, sessionId: string, leaseId: string, kind: ArtifactKind): string | null {
+  try {
+    return artifactKey(batchId, sessionId, leaseId, kind);
+  } catch {
+    return null;
+  }
+}
+
 /** An artifact reference must point at this session's upload under this lease, nothing else. */
 function badArtifactRef(message: ResultMessage): string | null {
   const sessionId = message.result.session_id;
@@ -94,14 +103,14 @@ function badArtifactRef(message: ResultMessage): string | null {
     ["logs", message.logs_ref],
     ["tokens", message.tokens_ref],
   ] as const) {
-    if (ref && (!parts || ref.key !== artifactKey(parts.batchId, sessionId, message.lease_id, kind))) {
+    if (ref && (!parts || ref.key !== expectedKey(parts.batchId, sessionId, message.lease_id, kind))) {
       return `${kind}_ref.key: not the upload of this session and lease`;
     }
   }
   return null;
 }
 
-async function onResult(shard: Shard, ws: WebSocket, message: ResultMessage) {
+async function onResult(shard: Shard, ws: WebSocket, nodeId: string, message: ResultMessage) {
   const { db } = shard;
   const sessionId = message.result.session_id;
   const refError = badArtifactRef(message);
@@ -110,6 +119,18 @@ async function onResult(shard: Shard, ws: WebSocket, message: ResultMessage) {
     return;
   }
   const lease = store.findLease(db, message.lease_id);
+  if (lease && lease.nodeId !== nodeId) {
+    // Another gateway holds this lease (as progress checks): only its holder may end the session.
+    store.bumpCounter(db, "stale_results");
+    send(ws, {
+      v: WIRE_VERSION,
+      type: "ack",
+      lease_id: message.lease_id,
+      session_id: sessionId,
+      status: "stale",
+    });
+    return;
+  }
   const ownLease = lease && lease.sessionId === sessionId ? lease : undefined;
   const batchId = ownLease?.batchId ?? parseSessionId(sessionId)?.batchId ?? message.result.batch_id;
   let status: Awaited<ReturnType<typeof submit>>;

@@ -6,6 +6,7 @@
  * @module
  */
 import { and, eq, inArray, isNotNull, isNull, lte, min, sql } from "drizzle-orm";
+import { idChunks } from "../sql-chunks";
 import { observeDispatch } from "./counter-store";
 import type { LeaseRow, PendingRow, QueueDb } from "./db";
 import * as schema from "./schema";
@@ -156,18 +157,21 @@ export function withdrawSessions(
   db: QueueDb,
   items: { session_id: string; lease_id: string | null }[],
 ): LeaseRow[] {
-  const ids = items.map((i) => i.session_id);
-  if (ids.length === 0) return [];
-  db.delete(schema.pending).where(inArray(schema.pending.sessionId, ids)).run();
-  const leases = db.select().from(schema.leases).where(inArray(schema.leases.sessionId, ids)).all();
-  if (leases.length > 0)
-    db.delete(schema.leases)
-      .where(
-        inArray(
-          schema.leases.leaseId,
-          leases.map((l) => l.leaseId),
-        ),
-      )
-      .run();
+  const leases: LeaseRow[] = [];
+  // In chunks: a cancelled batch withdraws all its sessions at once (SQLite's parameter limit).
+  for (const ids of idChunks(items.map((i) => i.session_id))) {
+    db.delete(schema.pending).where(inArray(schema.pending.sessionId, ids)).run();
+    const found = db.select().from(schema.leases).where(inArray(schema.leases.sessionId, ids)).all();
+    if (found.length > 0)
+      db.delete(schema.leases)
+        .where(
+          inArray(
+            schema.leases.leaseId,
+            found.map((l) => l.leaseId),
+          ),
+        )
+        .run();
+    leases.push(...found);
+  }
   return leases;
 }

@@ -7,6 +7,7 @@
  */
 import { and, asc, desc, eq, inArray, isNotNull, isNull, lte } from "drizzle-orm";
 import type { SessionAssignment } from "../../protocol";
+import { idChunks } from "../sql-chunks";
 import type { QueueDb } from "./db";
 import { enqueueSessions } from "./pending-store";
 import * as schema from "./schema";
@@ -48,15 +49,11 @@ export function lendPending(db: QueueDb, thief: string, k: number, lentUntil: nu
     .limit(k)
     .all();
   if (rows.length === 0) return { token, payloads: [] };
-  db.update(schema.pending)
-    .set({ loanToken: token, lentTo: thief, lentUntil })
-    .where(
-      inArray(
-        schema.pending.sessionId,
-        rows.map((r) => r.sessionId),
-      ),
-    )
-    .run();
+  for (const ids of idChunks(rows.map((r) => r.sessionId)))
+    db.update(schema.pending)
+      .set({ loanToken: token, lentTo: thief, lentUntil })
+      .where(inArray(schema.pending.sessionId, ids))
+      .run();
   return { token, payloads: rows.map((r) => r.payload) };
 }
 
@@ -70,11 +67,14 @@ export function lendPending(db: QueueDb, thief: string, k: number, lentUntil: nu
  */
 export function settleLent(db: QueueDb, token: string, sessionIds: string[]): number {
   if (sessionIds.length === 0 || token === "") return 0;
-  return db
-    .delete(schema.pending)
-    .where(and(eq(schema.pending.loanToken, token), inArray(schema.pending.sessionId, sessionIds)))
-    .returning({ seq: schema.pending.seq })
-    .all().length;
+  let deleted = 0;
+  for (const ids of idChunks(sessionIds))
+    deleted += db
+      .delete(schema.pending)
+      .where(and(eq(schema.pending.loanToken, token), inArray(schema.pending.sessionId, ids)))
+      .returning({ seq: schema.pending.seq })
+      .all().length;
+  return deleted;
 }
 
 /**

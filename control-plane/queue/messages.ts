@@ -12,6 +12,8 @@ import {
   GatewayMessage,
   LIMITS,
   SUPPORTED_WIRE_VERSIONS,
+  tooDeep,
+  tooDeepMessage,
   versionRefusal,
   WIRE_VERSION,
 } from "../../protocol";
@@ -39,7 +41,7 @@ function frameBytes(frame: string | ArrayBuffer): number {
 }
 
 /**
- * Parses a gateway frame: size limit, JSON, protocol version (a `hello` with another `v` must
+ * Parses a gateway frame: size limit, JSON, nesting depth (`LIMITS.maxJsonDepth`), protocol version (a `hello` with another `v` must
  * close the socket; its message names both sides' versions, `versionRefusal`), then the `GatewayMessage` schema with every offending field named.
  *
  * @example
@@ -64,6 +66,9 @@ export function parseGatewayFrame(frame: string | ArrayBuffer): ParsedFrame {
   } catch (error) {
     return { ok: false, code: "invalid_json", message: `message is not JSON: ${(error as Error).message}` };
   }
+  // Deeper nesting would fail as the message is cloned to the ledger or stored (JSON.stringify).
+  const deep = tooDeep(value);
+  if (deep !== null) return { ok: false, code: "invalid_message", message: tooDeepMessage(deep) };
   if (
     typeof value === "object" &&
     value !== null &&

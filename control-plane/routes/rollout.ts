@@ -42,6 +42,16 @@ export const rolloutRoutes = new Hono<UpstreamEnv>();
 rolloutRoutes.use("*", requireUpstreamAuth);
 
 /**
+ * A request value as an error message shows it: a string quoted, anything else as (at most 100
+ * characters of) its JSON. Never `String(value)`, which throws for an object such as
+ * `{"toString": 1}` and would turn a bad request into a 500.
+ */
+function shownValue(value: unknown): string {
+  const text = typeof value === "string" ? `'${value}'` : (JSON.stringify(value) ?? String(value));
+  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
+}
+
+/**
  * The queue a submit runs on: a path credential's own (403 when the task names another), else the
  * task's.
  */
@@ -49,7 +59,7 @@ function submitQueue(scope: UpstreamScope, queue: unknown): unknown {
   if (scope.queue === null) return queue;
   if (queue !== undefined && queue !== scope.queue) {
     throw ApiError.forbidden(
-      `queue: this credential ('${scope.credential}') is scoped to queue '${scope.queue}', not '${String(queue)}'`,
+      `queue: this credential ('${scope.credential}') is scoped to queue '${scope.queue}', not ${shownValue(queue)}`,
     );
   }
   return scope.queue;

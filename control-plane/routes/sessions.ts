@@ -12,6 +12,7 @@ import { authorize } from "../auth";
 import type { SessionView } from "../batch/dto";
 import { ApiError } from "../errors";
 import { parseSessionId } from "../ids";
+import { refuseTooDeep } from "../request-body";
 import {
   checkArtifactShape,
   readStoredArtifact,
@@ -257,6 +258,8 @@ sessionRoutes.put("/:id/artifacts/:kind", async (c) => {
     } catch (error) {
       throw ApiError.badRequest("invalid_json", `artifact is not valid JSON: ${(error as Error).message}`);
     }
+    // Served back through JSON.parse and JSON.stringify: nesting they cannot follow is refused now.
+    refuseTooDeep(json);
     // Logs and token text are served re-shaped: a bad shape is refused now, not at every read.
     checkArtifactShape(kind.data, json);
   }
