@@ -11,8 +11,23 @@ function from(ip: string | null, token: string, path = "/v1/batches"): Promise<R
 
 afterEach(() => resetAuthThrottle());
 
+/** The rate limiting binding's period (wrangler.toml). */
+const PERIOD_MS = 60_000;
+
+/**
+ * Waits, when less than 20 s of the limiter's current period is left, for the next one. The
+ * binding counts in fixed windows of the period aligned to the epoch (miniflare's ratelimit
+ * worker: `Math.floor(Date.now() / period)`), so a run of failures that crossed a window's end
+ * was counted in two windows and tripped nothing on a slow machine.
+ */
+async function freshWindow(): Promise<void> {
+  const left = PERIOD_MS - (Date.now() % PERIOD_MS);
+  if (left < 20_000) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
+
 describe("failed authentications are throttled per source (wrangler.toml: 30 per 60 s)", () => {
   it("the 31st bad token from one address blocks it with 429, even with a good token; others are untouched", async () => {
+    await freshWindow();
     const ip = "203.0.113.7";
     for (let i = 0; i < 30; i++) expect((await from(ip, `wrong-${i}`)).status).toBe(401);
     // The limiter allows 30 in the period: the 31st failure is answered (401) and trips the block.
@@ -29,6 +44,7 @@ describe("failed authentications are throttled per source (wrangler.toml: 30 per
   });
 
   it("wrong path credentials under /u/… count as failures too", async () => {
+    await freshWindow();
     const ip = "203.0.113.8";
     for (let i = 0; i < 31; i++)
       expect((await call(`/u/wrong-${i}/health`, { headers: { "CF-Connecting-IP": ip } })).status).toBe(401);
@@ -36,6 +52,7 @@ describe("failed authentications are throttled per source (wrangler.toml: 30 per
   });
 
   it("bad X-Polar-Control-Token headers and bad gateway tokens on the WebSocket route count too", async () => {
+    await freshWindow();
     const ip = "203.0.113.10";
     for (let i = 0; i < 16; i++) {
       const res = await call("/rollout/status", {

@@ -9,7 +9,7 @@ import type { z } from "zod";
 import { describeIssues, fieldIssues, readBoundedBody } from "../protocol";
 import { ChatTemplateError } from "../tokenizer/chat-tokenizer";
 import { EngineInputError } from "./engine";
-import { PriorityDisabledError } from "./priority";
+import { PriorityDisabledError, PriorityRequestError } from "./priority";
 import { DuplicateRidError, EngineUnavailableError } from "./scheduler";
 
 /**
@@ -106,7 +106,7 @@ export function sendError(res: ServerResponse, error: unknown): void {
   } else if (error instanceof EngineUnavailableError || error instanceof PriorityDisabledError) {
     status = 503;
     type = "ServiceUnavailableError";
-  } else if (error instanceof DuplicateRidError) {
+  } else if (error instanceof DuplicateRidError || error instanceof PriorityRequestError) {
     status = 400;
     type = "BadRequestError";
   } else if (error instanceof EngineInputError || error instanceof ChatTemplateError) {

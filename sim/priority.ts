@@ -29,7 +29,6 @@
  *
  * @module
  */
-import { HttpError } from "./http";
 import type { PrioritySchedulingOptions } from "./scheduler";
 
 /** SGLang's priority server arguments, by their `/server_info` names, with SGLang's defaults. */
@@ -190,6 +189,16 @@ export class PriorityDisabledError extends Error {
 }
 
 /**
+ * A request's `priority` the server refuses (HTTP 400; `sendError` maps it): not an integer, or
+ * (vLLM) a priority under the `fcfs` policy. Its own class so this module needs nothing of the
+ * HTTP layer, which imports it.
+ */
+export class PriorityRequestError extends Error {
+  override readonly name = "PriorityRequestError";
+  readonly status = 400;
+}
+
+/**
  * Reads a request's `priority` as pydantic reads `Optional[int]` in lax mode: absent or null is
  * none; an integer, an integral float, an integer string or a boolean is taken; anything else is
  * a 400 naming the field with pydantic's words.
@@ -198,7 +207,7 @@ export class PriorityDisabledError extends Error {
  * ```ts
  * readPriority(3); // 3
  * readPriority("-2"); // -2
- * readPriority(1.5); // throws HttpError 400 "priority: Input should be a valid integer, got a number with a fractional part"
+ * readPriority(1.5); // throws PriorityRequestError (400) "priority: Input should be a valid integer, got a number with a fractional part"
  * ```
  */
 export function readPriority(value: unknown): number | null {
@@ -218,8 +227,8 @@ export function readPriority(value: unknown): number | null {
   throw badPriority("Input should be a valid integer");
 }
 
-function badPriority(message: string): HttpError {
-  return new HttpError(400, `priority: ${message}`);
+function badPriority(message: string): PriorityRequestError {
+  return new PriorityRequestError(`priority: ${message}`);
 }
 
 /**
@@ -238,7 +247,8 @@ export function requestPriority(config: PriorityConfig, requested: number | null
   if (config.engine === "vllm") {
     const p = requested ?? 0;
     if (config.schedulingPolicy !== "priority") {
-      if (p !== 0) throw new HttpError(400, `Got priority ${p} but Priority scheduling is not enabled.`);
+      if (p !== 0)
+        throw new PriorityRequestError(`Got priority ${p} but Priority scheduling is not enabled.`);
       return undefined;
     }
     return p;

@@ -17,7 +17,13 @@ import { type SupervisedProcess, startSupervised } from "../../cli/child-process
 import { type LocalStack, startLocalStack } from "../../cli/local-stack";
 import { loadTaskFile } from "../../cli/task-file";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
-import { POLAR_VERSION, type SessionResult, SUPPORTED_WIRE_VERSIONS, WIRE_VERSION } from "../../protocol";
+import {
+  POLAR_VERSION,
+  type SessionResult,
+  SUPPORTED_WIRE_VERSIONS,
+  WIRE_VERSION,
+  wireVersionList,
+} from "../../protocol";
 import { installPacked } from "../support/gateway-package";
 import {
   GIT_HISTORY,
@@ -156,7 +162,7 @@ describeWith([GIT_HISTORY], "a gateway of the last wire-v1 release against today
         type: "error",
         code: "unsupported_version",
         message: expect.stringContaining(
-          `gateway 'gpu-future' speaks wire v99 (polar 99.0.0); this control plane (polar ${POLAR_VERSION}) speaks ${SUPPORTED_WIRE_VERSIONS.map((n) => `v${n}`).join(" and ")}: upgrade the control plane`,
+          `gateway 'gpu-future' speaks wire v99 (polar 99.0.0); this control plane (polar ${POLAR_VERSION}) speaks ${wireVersionList(SUPPORTED_WIRE_VERSIONS)}: upgrade the control plane`,
         ),
       },
     ]);
