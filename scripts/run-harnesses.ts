@@ -100,6 +100,8 @@ export interface RunHarnessesOptions {
   maxRun?: number;
   /** Wait for all results at most this long (default 15 min). */
   timeoutMs?: number;
+  /** Samples per harness (default: the task file's `num_samples`, 4). */
+  samples?: number;
   log?: (line: string) => void;
   /** Use a running stack instead of starting one (tests share theirs). */
   stack?: LocalStack;
@@ -196,9 +198,13 @@ export async function runHarnesses(opts: RunHarnessesOptions): Promise<HarnessRu
     }));
   if (opts.keep) log(`stack folder (kept): ${stack.root}`);
   try {
-    const tasks = opts.harnesses.map(harnessTask);
+    const tasks = opts.harnesses
+      .map(harnessTask)
+      .map((t) => (opts.samples === undefined ? t : { ...t, num_samples: opts.samples }));
     const created = await stack.client.submit({ tasks });
-    log(`submitted batch ${created.batch_id}: ${created.tasks} tasks × 4 = ${created.sessions} sessions`);
+    log(
+      `submitted batch ${created.batch_id}: ${created.tasks} tasks, ${created.sessions} sessions (${created.sessions / created.tasks} each)`,
+    );
     const byTask = new Map<string, HarnessRun>(
       tasks.map((t, i) => [t.task_id, { harness: opts.harnesses[i]!, task_id: t.task_id, sessions: [] }]),
     );

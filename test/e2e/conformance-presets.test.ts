@@ -1,6 +1,6 @@
 /**
- * `polar conformance` for every harness preset that `scripts/install-harnesses.sh` installs, with
- * the real CLIs: each one, installed on demand under `.polar/harnesses` (`ensureHarnesses`, as in
+ * `polar conformance` for the harness presets that `scripts/install-harnesses.sh` installs (a
+ * selection by default, see NAMES), with the real CLIs: each one, installed on demand under `.polar/harnesses` (`ensureHarnesses`, as in
  * test/e2e/harnesses.test.ts), runs the calculator example's bug fix against the simulated engine
  * through a token-mode proxy, and the report must show a multi-turn tool session in the CLI's own
  * API family with a verdict on every turn, and whether it drops reasoning. A run on another API
@@ -69,7 +69,25 @@ async function conformanceOf(name: HarnessName) {
   return runConformance({ task, harnessDir: DEFAULT_HARNESS_DIR });
 }
 
-describeEachWith(NEEDS, HARNESS_NAMES)("polar conformance --harness %s", (name) => {
+/**
+ * The presets run here: one per API family, one that drops reasoning and the one whose settings
+ * come from a `--task` file. Every preset's CLI also runs end to end through the whole stack in
+ * test/e2e/harnesses.test.ts, so the rest would repeat those runs for this command's report only;
+ * `POLAR_E2E_CONFORMANCE=all` runs every preset (a comma list picks some).
+ */
+const DEFAULT_RUNS: HarnessName[] = [
+  "claude_code",
+  "codex",
+  "gemini_cli",
+  "pi",
+  "nanocoder",
+  "continue_anthropic",
+];
+const PICKED = process.env.POLAR_E2E_CONFORMANCE;
+const NAMES: HarnessName[] =
+  PICKED === "all" ? [...HARNESS_NAMES] : PICKED ? (PICKED.split(",") as HarnessName[]) : DEFAULT_RUNS;
+
+describeEachWith(NEEDS, NAMES)("polar conformance --harness %s", (name) => {
   it("runs the real CLI: a multi-turn tool session in its API family, a verdict on every turn", async () => {
     const report = await quietly(() => conformanceOf(name));
     expect(report.harness).toBe(presetsOf([name])[0]);
