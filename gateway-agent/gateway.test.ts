@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -43,6 +43,16 @@ let engine: FixtureEngine;
 let cp: FakeControlPlane;
 let gateway: Gateway | null = null;
 let scratch: string;
+/**
+ * A file in the scratch folder that a session reports into: writable by everyone, since a root
+ * gateway runs each session as a user of its own.
+ */
+async function reportFile(name: string): Promise<string> {
+  const file = path.join(scratch, name);
+  await writeFile(file, "");
+  await chmod(file, 0o666);
+  return file;
+}
 let leaseCounter = 0;
 
 beforeAll(async () => {
@@ -246,7 +256,7 @@ describe("gateway agent", { timeout: 40_000 }, () => {
     process.env.SOME_CLOUD_SECRET = "hunter2-secret-value";
     try {
       await start({ keepWorkspaces: true });
-      const out = path.join(scratch, "harness-env.txt");
+      const out = await reportFile("harness-env.txt");
       const a = assign({ command: `env > "$ENV_OUT"`, env: { ENV_OUT: out }, evaluator: null });
       cp.send(a);
       const result = await cp.waitFor(isResult(a.lease_id));
@@ -274,7 +284,7 @@ describe("gateway agent", { timeout: 40_000 }, () => {
 
   it("kills a harness (and its child) that exceeds timeout_seconds and reports TIMEOUT", async () => {
     await start();
-    const pidFile = path.join(scratch, "child.pid");
+    const pidFile = await reportFile("child.pid");
     const a = assign({
       command: `sleep 300 & echo $! > "$PID_FILE"; wait`,
       env: { PID_FILE: pidFile },

@@ -4,14 +4,25 @@
  * work root (other sessions, the result journal) and the gateway user's home hidden, and no
  * network when the task says `allow_internet: false`.
  *
+ * With a session user (the gateway runs as root) bubblewrap still sets the sandbox up as root, and
+ * the command inside starts through `setpriv` as that user (see `session-user.ts`): the private
+ * `/tmp` and `/dev/shm` are world-writable (sticky), the session sees a `passwd`/`group` naming
+ * its user, and the gateway's home is hidden even when it holds the work root.
+ *
  * @module
  */
 import { execFileSync } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
+import { type SessionUser, sessionCommand, switchesUsers } from "./session-user";
 
 /** Where the proxy socket appears inside a network-less sandbox (a private tmpfs). */
 export const SANDBOX_PROXY_SOCKET = "/tmp/.polar-proxy.sock";
+/**
+ * Where the proxy shim appears (read-only) in a session user's sandbox: it starts as root there,
+ * so it must not be a file the session can write.
+ */
+export const SANDBOX_SHIM = "/tmp/.polar-shim.mjs";
 
 /** Inputs of {@link bwrapArgs}. */
 export interface BwrapPlan {
@@ -33,6 +44,11 @@ export interface BwrapPlan {
   harnessDir?: string;
   /** Size of the private `/tmp` tmpfs (bytes; `runtime.storage_mb`), when bwrap has `--size`. */
   tmpSizeBytes?: number;
+  /**
+   * Run the command as this unprivileged user (the gateway is root), with these `passwd` and
+   * `group` files shown at `/etc/passwd` and `/etc/group`.
+   */
+  user?: SessionUser & { passwd?: string; group?: string };
 }
 
 const isInside = (child: string, parent: string) => {
@@ -49,29 +65,55 @@ const isInside = (child: string, parent: string) => {
  * ```
  */
 export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
-  const args = [
-    plan.bwrapPath,
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    ...(plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : []),
-    "--tmpfs",
-    "/tmp",
-    "--tmpfs",
-    plan.workRoot,
-  ];
+  const user = plan.user;
+  const size = plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : [];
+  // bubblewrap makes its tmpfs mounts root's 0755: a session user needs /tmp and /dev/shm sticky 1777.
+  const shared = user ? ["--perms", "1777"] : [];
+  const tmpfs: string[] = [];
+  const made = new Set<string>();
+  /**
+   * With a session user: the folders bubblewrap would create on the way to `dest` inside an
+   * earlier tmpfs, made 0755 first (bubblewrap makes them 0700, which the user cannot pass).
+   */
+  const parents = (dest: string): string[] => {
+    const base = user && [...tmpfs].reverse().find((m) => m !== dest && isInside(dest, m));
+    if (!base) return [];
+    const out: string[] = [];
+    let dir = base;
+    for (const part of path.relative(base, path.dirname(dest)).split(path.sep).filter(Boolean)) {
+      dir = path.join(dir, part);
+      if (!made.has(dir)) out.push("--perms", "0755", "--dir", dir);
+      made.add(dir);
+    }
+    return out;
+  };
+  const mountTmpfs = (dest: string, modifiers: string[] = []): string[] => {
+    const out = [...parents(dest), ...modifiers, "--tmpfs", dest];
+    tmpfs.push(dest);
+    for (const d of made) if (isInside(d, dest)) made.delete(d);
+    return out;
+  };
+  const args = [plan.bwrapPath, "--ro-bind", "/", "/", "--dev", "/dev"];
+  if (user) args.push(...shared, ...size, "--tmpfs", "/dev/shm");
+  args.push("--proc", "/proc", ...mountTmpfs("/tmp", [...shared, ...size]), ...mountTmpfs(plan.workRoot));
   const home = plan.hostHome;
-  if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push("--tmpfs", home);
+  if (home && user && home !== "/") {
+    // A session user could not enter root's home anyway: hide it whole, and show the node binary
+    // (the proxy shim's interpreter) again when it is installed there.
+    args.push(...mountTmpfs(home));
+    if (isInside(process.execPath, home))
+      args.push(...parents(process.execPath), "--ro-bind", process.execPath, process.execPath);
+  } else if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push(...mountTmpfs(home));
+  if (user?.passwd) args.push("--ro-bind", user.passwd, "/etc/passwd");
+  if (user?.group) args.push("--ro-bind", user.group, "/etc/group");
   // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
   // creates the mount point inside the fresh tmpfs, and nothing else of what it hides shows.
   // `-try`: a POLAR_HARNESS_DIR that does not exist (nothing installed yet) binds nothing instead
   // of failing every sandboxed command; sessions then simply find no pre-installed CLI.
-  if (plan.harnessDir) args.push("--ro-bind-try", plan.harnessDir, plan.harnessDir);
+  if (plan.harnessDir)
+    args.push(...parents(plan.harnessDir), "--ro-bind-try", plan.harnessDir, plan.harnessDir);
   args.push(
+    ...parents(plan.sessionDir),
     "--bind",
     plan.sessionDir,
     plan.sessionDir,
@@ -84,23 +126,27 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     "--chdir",
     plan.cwd,
   );
+  // With a session user the environment comes on fd 3 (see ENV_LOADER), not from bwrap's.
+  const inner = user ? sessionCommand(user, command) : ["bash", "-c", command];
   if (!plan.allowInternet) {
     args.push("--unshare-net");
     if (plan.bridge) {
-      args.push("--bind", plan.bridge.socketPath, SANDBOX_PROXY_SOCKET, "--");
+      args.push("--bind", plan.bridge.socketPath, SANDBOX_PROXY_SOCKET);
+      // The shim listens as root (any port), then becomes the user; the command drops itself.
+      if (user) args.push("--ro-bind", plan.bridge.shimPath, SANDBOX_SHIM);
       return [
         ...args,
+        "--",
         process.execPath,
-        plan.bridge.shimPath,
+        user ? SANDBOX_SHIM : plan.bridge.shimPath,
         SANDBOX_PROXY_SOCKET,
         String(plan.bridge.proxyPort),
-        "bash",
-        "-c",
-        command,
+        ...(user ? ["--user", `${user.uid}:${user.gid}`] : []),
+        ...inner,
       ];
     }
   }
-  return [...args, "--", "bash", "-c", command];
+  return [...args, "--", ...inner];
 }
 
 /** True when {@link bwrapArgs} hides the gateway user's `home` (it must not hold what sessions need). */
@@ -125,11 +171,14 @@ function homeHidden(home: string, workRoot: string, shimPath?: string): boolean 
  */
 export function hiddenInSandbox(
   hostPath: string,
-  o: { workRoot: string; hostHome?: string; harnessDir?: string },
+  o: { workRoot: string; hostHome?: string; harnessDir?: string; sessionUser?: boolean },
 ): boolean {
   if (o.harnessDir && isInside(hostPath, o.harnessDir)) return false;
   if (isInside(hostPath, "/tmp") || isInside(hostPath, o.workRoot)) return true;
-  return !!o.hostHome && homeHidden(o.hostHome, o.workRoot) && isInside(hostPath, o.hostHome);
+  // With session users (a root gateway) the home is hidden whole: see bwrapArgs.
+  const sessionUser = o.sessionUser ?? switchesUsers();
+  const hidden = !!o.hostHome && o.hostHome !== "/" && (sessionUser || homeHidden(o.hostHome, o.workRoot));
+  return hidden && isInside(hostPath, o.hostHome as string);
 }
 
 let probed: Map<string, boolean> | null = null;

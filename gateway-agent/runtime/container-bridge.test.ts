@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { realpathSync } from "node:fs";
-import { mkdtemp, rm, symlink } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink } from "node:fs/promises";
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -281,7 +281,10 @@ describeWith(["podman", "python3"], "podman session without internet", { timeout
   beforeAll(async () => {
     image = ensureTestImage();
     scratch = await mkdtemp(path.join(tmpdir(), "polar-ctr-gw-test-"));
-    await symlink(PYTHON as string, path.join(scratch, "python3"));
+    // Its own folder (0755): a root gateway maps the container's root to an unprivileged host
+    // uid, which cannot enter the 0700 scratch folder.
+    await mkdir(path.join(scratch, "bin"), { mode: 0o755 });
+    await symlink(PYTHON as string, path.join(scratch, "bin", "python3"));
     other = http.createServer((_req, res) => res.end("host-service"));
     await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
     otherPort = (other.address() as AddressInfo).port;
@@ -320,7 +323,7 @@ describeWith(["podman", "python3"], "podman session without internet", { timeout
         env: { PATH: "/polar-bin:/bin" },
         volumes: [
           "/usr:/usr:ro",
-          `${scratch}:/polar-bin:ro`,
+          `${path.join(scratch, "bin")}:/polar-bin:ro`,
           ...(prefix === "/usr" || prefix.startsWith("/usr/") ? [] : [`${prefix}:${prefix}:ro`]),
         ],
       },

@@ -7,12 +7,26 @@
  * With `allow_internet: false` the container gets `--network none` and reaches the proxy through
  * a forwarder as its PID 1 (see `container-bridge.ts`) instead of `sleep infinity`.
  *
+ * Every container gets `--pids-limit` (a fork bomb stops there). When the gateway runs as root
+ * and the CLI is podman, the container runs in a user namespace: its root (and every user of the
+ * image) is mapped to unprivileged host uids ({@link CONTAINER_UIDS}, one shared range so image
+ * layers are mapped once), unless `create_args` choose a user namespace themselves. The session
+ * folder then belongs to the container's root on the host, and what the gateway writes into it is
+ * handed over before each command, as for local session users. Docker cannot map per container
+ * (`dockerd --userns-remap` does it daemon-wide): without it a root gateway warns once that the
+ * containers' root is the host's.
+ *
+ * Uploads under the session mount never follow what the container planted: they are staged in a
+ * fresh host folder and moved into place by a command inside the container.
+ *
  * @module
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { cp, mkdir, rm, stat } from "node:fs/promises";
+import { cp, mkdtemp, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { execa } from "execa";
+import { quote } from "shell-quote";
 import type { RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
 import {
@@ -22,9 +36,11 @@ import {
   startContainerBridge,
   waitForForwarder,
 } from "./container-bridge";
+import { SESSION_MAX_PIDS } from "./limits";
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
+import { DEFAULT_SESSION_UIDS, handOver, switchesUsers, type UidRange } from "./session-user";
 import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
@@ -32,6 +48,47 @@ import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./type
 export const CONTAINER_SESSION_PATH = "/polar/session";
 /** Longest a container create+start may take (image unpack on a cold host included). */
 export const CONTAINER_START_TIMEOUT_MS = 600_000;
+/** Host uids the users of a rootful podman container are mapped to (container uid 0 = `first`). */
+export const CONTAINER_UIDS: UidRange = {
+  first: DEFAULT_SESSION_UIDS.first + DEFAULT_SESSION_UIDS.count,
+  count: 65_536,
+};
+
+const cliKinds = new Map<string, "podman" | "docker">();
+/** `podman` or `docker`, from `<cli> --version` (once per CLI). */
+export function cliKind(cli: string): "podman" | "docker" {
+  let kind = cliKinds.get(cli);
+  if (!kind) {
+    let out = "";
+    try {
+      out = execFileSync(cli, ["--version"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+    } catch {
+      // Missing CLI: create fails later and says so.
+    }
+    kind = /podman/i.test(out) ? "podman" : "docker";
+    cliKinds.set(cli, kind);
+  }
+  return kind;
+}
+
+/**
+ * The user-namespace flags for a container (see the module notes): `--uidmap`/`--gidmap` onto
+ * {@link CONTAINER_UIDS} for rootful podman unless `createArgs` pick a namespace themselves;
+ * none otherwise.
+ *
+ * @example
+ * ```ts
+ * userNamespaceArgs("podman", [], true); // ["--uidmap", "0:2100065536:65536", "--gidmap", …]
+ * ```
+ */
+export function userNamespaceArgs(kind: "podman" | "docker", createArgs: string[], root: boolean): string[] {
+  if (kind !== "podman" || !root) return [];
+  if (createArgs.some((a) => /^--(userns|uidmap|gidmap|subuidname|subgidname)(=|$)/.test(a))) return [];
+  const map = `0:${CONTAINER_UIDS.first}:${CONTAINER_UIDS.count}`;
+  return ["--uidmap", map, "--gidmap", map];
+}
+
+let warnedHostRoot = false;
 
 /** Shell used for commands: `kwargs.shell` (`sh` for images without bash), default `bash -lc`. */
 export function shellOf(spec: RuntimeSpec): string[] {
@@ -59,12 +116,18 @@ export function dockerCreateArgs(
     labels: Record<string, string>;
     createArgs: string[];
     forwarder?: { hostDir: string; port: number };
+    /** `--pids-limit` (before `createArgs`, which may override it). */
+    pidsLimit?: number;
+    /** User-namespace flags ({@link userNamespaceArgs}). */
+    userns?: string[];
   },
 ): string[] {
   if (!spec.image)
     throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
   const args = ["create", "--name", o.name];
   for (const [k, v] of Object.entries(o.labels)) args.push("--label", `${k}=${v}`);
+  if (o.pidsLimit !== undefined) args.push("--pids-limit", String(o.pidsLimit));
+  args.push(...(o.userns ?? []));
   args.push(...o.createArgs);
   args.push("-v", `${o.hostDir}:${CONTAINER_SESSION_PATH}`);
   // No internet means no network at all (upstream: `--network none` when allow_internet=false).
@@ -134,6 +197,9 @@ export class DockerRuntime implements Runtime {
   private bridge: ContainerBridge | null = null;
   /** The forwarder running as PID 1 (`node`, `python3`, `socat`), null with internet. */
   forwarder: string | null = null;
+  /** Host uid/gid of the container's root when it runs in a user namespace of ours. */
+  readonly user: { uid: number; gid: number } | null;
+  private readonly userns: string[];
 
   private constructor(
     readonly hostDir: string,
@@ -143,6 +209,9 @@ export class DockerRuntime implements Runtime {
     this.logsDir = path.join(hostDir, "logs");
     const safe = ctx.name.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 80);
     this.container = `polar-${safe}-${randomBytes(3).toString("hex")}`;
+    const { cli, createArgs } = ctx.settings.docker;
+    this.userns = userNamespaceArgs(cliKind(cli), createArgs, switchesUsers(CONTAINER_UIDS));
+    this.user = this.userns.length > 0 ? { uid: CONTAINER_UIDS.first, gid: CONTAINER_UIDS.first } : null;
   }
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<DockerRuntime> {
@@ -183,14 +252,30 @@ export class DockerRuntime implements Runtime {
     return r;
   }
 
+  /** Warns once when a root gateway's docker engine does not remap the containers' root. */
+  private async warnIfHostRoot(): Promise<void> {
+    if (warnedHostRoot || !switchesUsers() || this.user || cliKind(this.ctx.settings.docker.cli) !== "docker")
+      return;
+    warnedHostRoot = true;
+    const r = await this.cli(["info", "--format", "{{json .SecurityOptions}}"], { timeoutMs: 30_000 });
+    if (/userns/.test(String(r.stdout))) return;
+    this.ctx.warn(
+      "CONTAINERS RUN AS THE HOST'S ROOT: the docker engine does not remap user namespaces, so a container's root (the image's default user) is root on this host. Enable dockerd --userns-remap, or use podman (the gateway maps each container's users to unprivileged host uids).",
+    );
+  }
+
   async start(signal?: AbortSignal): Promise<void> {
+    await this.warnIfHostRoot();
     if (!this.spec.allow_internet) this.bridge = await startContainerBridge(this.ctx.proxyUrl);
+    if (this.user) await handOver(this.hostDir, this.user.uid, this.user.gid);
     const args = dockerCreateArgs(this.spec, {
       name: this.container,
       hostDir: this.hostDir,
       labels: { "polar.node": this.ctx.node_id, "polar.session": this.ctx.session_id },
       createArgs: this.ctx.settings.docker.createArgs,
       forwarder: this.bridge ?? undefined,
+      pidsLimit: this.ctx.settings.docker.pidsLimit ?? SESSION_MAX_PIDS,
+      userns: this.userns,
     });
     await this.must(args, "create", { timeoutMs: CONTAINER_START_TIMEOUT_MS, signal });
     this.started = true;
@@ -218,6 +303,7 @@ export class DockerRuntime implements Runtime {
 
   async exec(command: string, opts: ExecOptions): Promise<CommandResult> {
     const { cli, globalArgs } = this.ctx.settings.docker;
+    if (this.user) await handOver(this.hostDir, this.user.uid, this.user.gid);
     const argv = [
       cli,
       ...globalArgs,
@@ -253,11 +339,28 @@ export class DockerRuntime implements Runtime {
 
   private async copyIn(source: string, target: string): Promise<void> {
     const abs = path.posix.isAbsolute(target) ? target : path.posix.join(this.workdir, target);
-    const host = hostPathOf(this, abs);
-    if (host) {
-      // Under the session mount a host copy is enough (and faster than `cp`).
-      await mkdir(path.dirname(host), { recursive: true });
-      await cp(source, host, { recursive: true });
+    if (hostPathOf(this, abs)) {
+      // Under the session mount: a host copy into a fresh folder (faster than `cp`), moved into
+      // place inside the container, so nothing the container planted on the way is followed on
+      // the host.
+      const stage = await mkdtemp(path.join(this.hostDir, ".polar-upload-"));
+      try {
+        await cp(source, path.join(stage, "item"), { recursive: true });
+        if (this.user) await handOver(stage, this.user.uid, this.user.gid);
+        const staged = quote([path.posix.join(CONTAINER_SESSION_PATH, path.basename(stage), "item")]);
+        const dst = quote([abs]);
+        const parent = `mkdir -p "$(dirname ${dst})"`;
+        const place = (await stat(source)).isDirectory()
+          ? `if [ -d ${dst} ]; then cp -a ${staged}/. ${dst}/; else ${parent} && mv ${staged} ${dst}; fi`
+          : `${parent} && rm -f ${dst} && mv ${staged} ${dst}`;
+        // As the container's root, whatever the image's user: the gateway's host copy was root's too.
+        await this.must(
+          ["exec", "--user", "0:0", this.container, ...shellOf(this.spec), place],
+          "exec (upload)",
+        );
+      } finally {
+        await rm(stage, { recursive: true, force: true });
+      }
       return;
     }
     const parent = path.posix.dirname(abs);
@@ -292,5 +395,6 @@ export class DockerRuntime implements Runtime {
     await this.bridge?.close();
     this.bridge = null;
     if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
+    else if (this.user) await handOver(this.hostDir, process.getuid?.() ?? 0, process.getgid?.() ?? 0);
   }
 }

@@ -22,6 +22,7 @@ export * from "./limits";
 export * from "./local";
 export * from "./prepare";
 export * from "./process";
+export * from "./session-user";
 export * from "./storage";
 export * from "./types";
 

@@ -14,6 +14,12 @@
  *    Memory and CPU are NOT enforced (RLIMIT_AS would kill Node/Go harnesses that merely reserve
  *    large virtual ranges) and the runtime says so loudly.
  *
+ * `RLIMIT_NPROC` counts the processes of a real uid, and the kernel never applies it to root. A
+ * session with a uid of its own (the gateway runs as root, see `session-user.ts`) gets it as a
+ * HARD limit of `maxPids` (the session cannot raise it): a per-session process cap on every host,
+ * cgroups or not. Otherwise (the session shares the gateway's uid) only a soft, host-wide brake
+ * of {@link RLIMIT_NPROC_CAP} is set.
+ *
  * Every command joins its session's cgroup through a tiny `bash` wrapper (bash, not `sh`: dash's
  * `ulimit` has no `-u`) that writes its own
  * pid (`$$`) to `cgroup.procs` and then `exec`s the command: the harness is inside the limits from
@@ -173,6 +179,13 @@ function tryV1(own: Map<string, string>): LimitSupport | null {
 
 let detected: LimitSupport | null = null;
 
+/** The fallback: no writable cgroup (also what a gateway told not to use cgroups gets). */
+export const RLIMIT_ONLY: LimitSupport = {
+  mechanism: "rlimit",
+  detail: `rlimits only (RLIMIT_NPROC≤${RLIMIT_NPROC_CAP}, or a hard per-session cap for session users; RLIMIT_NOFILE≤${RLIMIT_NOFILE_CAP}); runtime.memory_mb and runtime.cpus are NOT enforced: no writable cgroup`,
+  parents: {},
+};
+
 /**
  * Finds (once per process) how local sessions can be limited here.
  *
@@ -190,11 +203,7 @@ export function detectLimits(): LimitSupport {
   } catch {
     own = null;
   }
-  detected = (own && (tryV2(own) ?? tryV1(own))) ?? {
-    mechanism: "rlimit",
-    detail: `rlimits only (RLIMIT_NPROC≤${RLIMIT_NPROC_CAP}, RLIMIT_NOFILE≤${RLIMIT_NOFILE_CAP}); runtime.memory_mb and runtime.cpus are NOT enforced: no writable cgroup`,
-    parents: {},
-  };
+  detected = (own && (tryV2(own) ?? tryV1(own))) ?? RLIMIT_ONLY;
   // Empty cgroups outlive their creator: remove this gateway's folders when it exits (sessions
   // are torn down first; a non-empty one is left, and a restart makes a fresh one by pid).
   if (Object.keys(detected.parents).length > 0) process.once("exit", releaseLimits);
@@ -225,17 +234,34 @@ export function releaseLimits(): void {
 export interface LimitRequest {
   cpus?: number;
   memory_mb?: number;
-  /** Process cap under cgroups (default {@link SESSION_MAX_PIDS}). */
+  /** Process cap under cgroups, and of a session user (default {@link SESSION_MAX_PIDS}). */
   maxPids?: number;
+  /**
+   * The session's commands run as a uid of their own: `RLIMIT_NPROC` becomes a hard limit of
+   * `maxPids` (see the module notes) instead of the soft host-wide brake.
+   */
+  ownUid?: boolean;
 }
 
-// `$$` is the shell's pid, which `exec` hands on to the command: writing it first puts the
-// command (and everything it forks) in the cgroup before it runs a single instruction.
-const JOIN_SCRIPT =
-  'p=$$; for f; do shift; [ "$f" = -- ] && break; echo "$p" > "$f" || { echo "polar: cannot join cgroup $f" >&2; exit 125; }; done; ' +
-  `n=$(ulimit -n); [ "$n" = unlimited ] || [ "$n" -gt ${RLIMIT_NOFILE_CAP} ] && ulimit -S -n ${RLIMIT_NOFILE_CAP}; ` +
-  `u=$(ulimit -u); if [ "$u" = unlimited ] || [ "$u" -gt ${RLIMIT_NPROC_CAP} ]; then ulimit -S -u ${RLIMIT_NPROC_CAP} 2>/dev/null; fi; ` +
-  'exec "$@"';
+/**
+ * The wrapper script. `$$` is the shell's pid, which `exec` hands on to the command: writing it
+ * first puts the command (and everything it forks) in the cgroup before it runs a single
+ * instruction.
+ */
+function joinScript(request: LimitRequest): string {
+  const cap = request.maxPids ?? SESSION_MAX_PIDS;
+  const nproc = request.ownUid
+    ? // Soft and hard (the session's uid can never raise it), never above a hard limit already set.
+      `h=$(ulimit -H -u); if [ "$h" != unlimited ] && [ "$h" -lt ${cap} ]; then c=$h; else c=${cap}; fi; ` +
+      'ulimit -u "$c" || { echo "polar: cannot set RLIMIT_NPROC" >&2; exit 125; }; '
+    : `u=$(ulimit -u); if [ "$u" = unlimited ] || [ "$u" -gt ${RLIMIT_NPROC_CAP} ]; then ulimit -S -u ${RLIMIT_NPROC_CAP} 2>/dev/null; fi; `;
+  return (
+    'p=$$; for f; do shift; [ "$f" = -- ] && break; echo "$p" > "$f" || { echo "polar: cannot join cgroup $f" >&2; exit 125; }; done; ' +
+    `n=$(ulimit -n); [ "$n" = unlimited ] || [ "$n" -gt ${RLIMIT_NOFILE_CAP} ] && ulimit -S -n ${RLIMIT_NOFILE_CAP}; ` +
+    nproc +
+    'exec "$@"'
+  );
+}
 
 /**
  * One session's limits: its cgroup(s), the wrapper every command runs through, OOM detection and
@@ -308,7 +334,7 @@ export class SessionLimits {
   /** `argv` behind the join-and-exec wrapper. */
   wrap(argv: string[]): string[] {
     const procs = Object.values(this.dirs).map((d) => path.join(d, "cgroup.procs"));
-    return ["bash", "-c", JOIN_SCRIPT, "polar-limits", ...procs, "--", ...argv];
+    return ["bash", "-c", joinScript(this.request), "polar-limits", ...procs, "--", ...argv];
   }
 
   /** OOM kills so far in the session's memory cgroup (0 without one). */

@@ -10,24 +10,52 @@
  *
  * Layout: `<workRoot>/sessions/<name>/{workspace,logs,home,artifacts}`; commands see the same paths.
  *
+ * When the gateway runs as root every command runs as an unprivileged uid of the session's own
+ * (see `session-user.ts`): the session folder is that user's (0700, in a `sessions/` folder that
+ * others cannot list), its HOME is the session's `home/`, its hard `RLIMIT_NPROC` caps its
+ * processes, and what it leaves running is killed after each command. The gateway never writes
+ * through a path the session controls: uploads are staged in a fresh folder and moved into place
+ * by the session user, a working folder is created only where its real path stays inside the
+ * session folder.
+ *
  * @module
  */
-import { cp, mkdir, rm, stat } from "node:fs/promises";
+import { chmod, chown, cp, lstat, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { quote } from "shell-quote";
 import type { RuntimeSpec } from "../../protocol";
 import { messageOf, SessionFailure } from "../errors";
 import { baseEnv, harnessDir } from "../harness/env";
 import { bwrapArgs, bwrapAvailable, bwrapSupportsSize, gatewayHome } from "./bwrap";
-import { detectLimits, SessionLimits } from "./limits";
+import { detectLimits, RLIMIT_ONLY, SessionLimits } from "./limits";
 import { runProcess } from "./process";
 import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
+import {
+  claimSessionUid,
+  DEFAULT_SESSION_UIDS,
+  findTool,
+  handOver,
+  killUserProcesses,
+  ROOT_STAGE_ENV,
+  SESSION_USER_NAME,
+  type SessionUser,
+  sessionCommand,
+  setprivPath,
+  switchesUsers,
+  type UidClaim,
+  writeIdentityFiles,
+} from "./session-user";
 import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
 const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url));
 let warnedNoBwrap = false;
 let warnedNoLimits = false;
+let warnedUnmapped = false;
+let bashFound: string | null | undefined;
+const warnedOpened = new Set<string>();
 
 /**
  * Creates the session folder, replacing a leftover one of the same name.
@@ -67,6 +95,13 @@ export class LocalRuntime implements Runtime {
   private bridge: ProxyBridge | null = null;
   private shimPath = "";
   private limits: SessionLimits | null = null;
+  /** The session's own user (a root gateway), with the passwd/group files the sandbox shows. */
+  private sessionUser: (SessionUser & { passwd: string; group: string }) | null = null;
+  private claim: UidClaim | null = null;
+  /** Gateway-only folder of this runtime (passwd/group, internal logs); null without a session user. */
+  private privateDir: string | null = null;
+  /** Commands running now (leftovers are killed when the last one ends). */
+  private running = 0;
 
   private constructor(
     readonly hostDir: string,
@@ -96,13 +131,28 @@ export class LocalRuntime implements Runtime {
         `runtime: bubblewrap ('${ctx.settings.local.bwrapPath}') is required by the gateway's local.sandbox=always but does not run here`,
       );
     }
+    const range = ctx.settings.local.sessionUids ?? DEFAULT_SESSION_UIDS;
+    const switching = switchesUsers(range);
+    if (!switching && process.getuid?.() === 0 && !warnedUnmapped) {
+      warnedUnmapped = true;
+      ctx.warn(
+        `SESSIONS RUN AS THE GATEWAY'S ROOT: the gateway is root in a user namespace that does not map the session uids ${range.first}…${range.first + range.count - 1}; map them (or run the gateway as a non-root user) so every session gets a uid of its own`,
+      );
+    }
+    const setpriv = switching ? setprivPath() : null;
+    if (switching && !setpriv) {
+      throw new SessionFailure(
+        "infra",
+        "runtime: the gateway runs as root, so every local session runs as an unprivileged user of its own, which needs `setpriv` (util-linux); it is not installed",
+      );
+    }
     if (!have && mode === "auto" && !warnedNoBwrap) {
       warnedNoBwrap = true;
       ctx.warn(
         "BUBBLEWRAP NOT FOUND: local sessions run WITHOUT a sandbox (plain process isolation only: they can write anywhere this user can and reach the network). Install bubblewrap (apt-get install bubblewrap) on GPU hosts.",
       );
     }
-    const support = detectLimits();
+    const support = ctx.settings.local.cgroups === false ? RLIMIT_ONLY : detectLimits();
     if (support.mechanism === "rlimit" && (spec.cpus !== undefined || spec.memory_mb !== undefined)) {
       // Loud on every such session: the task asked for a limit that this host cannot give.
       ctx.warn(
@@ -120,30 +170,142 @@ export class LocalRuntime implements Runtime {
     }
     const dir = await createSessionDir(ctx.workRoot, ctx.name);
     const rt = new LocalRuntime(dir, spec, ctx, have);
+    if (setpriv) {
+      try {
+        await rt.becomeSessionUser(setpriv);
+      } catch (err) {
+        await rt.releaseUser();
+        await rm(dir, { recursive: true, force: true });
+        throw new SessionFailure("infra", `runtime: cannot set up the session's user: ${messageOf(err)}`);
+      }
+    }
     try {
       rt.limits = await SessionLimits.create(
         ctx.name,
-        { cpus: spec.cpus, memory_mb: spec.memory_mb },
+        {
+          cpus: spec.cpus,
+          memory_mb: spec.memory_mb,
+          ...(ctx.settings.local.maxPids !== undefined ? { maxPids: ctx.settings.local.maxPids } : {}),
+          ownUid: setpriv !== null,
+        },
         support,
       );
     } catch (err) {
+      await rt.releaseUser();
       await rm(dir, { recursive: true, force: true });
       throw new SessionFailure("infra", `runtime: cannot set up the session's cgroup: ${messageOf(err)}`);
     }
     return rt;
   }
 
+  /** Claims a uid for the session and gives it the session folder (see the module notes). */
+  private async becomeSessionUser(setpriv: string): Promise<void> {
+    this.claim = await claimSessionUid(this.ctx.settings.local.sessionUids ?? DEFAULT_SESSION_UIDS);
+    bashFound ??= findTool("bash");
+    const bash = bashFound;
+    if (!bash) throw new Error("no bash in /usr/bin or /bin");
+    const user = { uid: this.claim.uid, gid: this.claim.uid, name: SESSION_USER_NAME, setpriv, bash };
+    this.privateDir = await mkdtemp(path.join(tmpdir(), "polar-user-"));
+    this.sessionUser = {
+      ...user,
+      ...(await writeIdentityFiles(this.privateDir, user, path.join(this.hostDir, "home"))),
+    };
+    // Other sessions' folders: not listable, each its own user's only.
+    await chmod(path.dirname(this.hostDir), 0o711);
+    await chmod(this.hostDir, 0o700);
+    if (!this.sandboxed) await this.openPath();
+    // The folder becomes the user's before its first command (runCommand hands it over), so
+    // what the gateway sets up in it before then is done on a folder still its own.
+  }
+
+  /**
+   * Without bubblewrap the session user reaches its folder through the host's folders above it:
+   * those it cannot pass get `o+x` (pass, not list), said once in a warning; never the gateway
+   * user's home (the probe at start then says what to change).
+   */
+  private async openPath(): Promise<void> {
+    const home = gatewayHome();
+    const opened: string[] = [];
+    for (let dir = path.dirname(this.hostDir); ; dir = path.dirname(dir)) {
+      const mode = (await stat(dir)).mode & 0o7777;
+      if ((mode & 0o001) === 0 && !(home && path.resolve(home) === dir)) {
+        await chmod(dir, mode | 0o001);
+        opened.push(dir);
+      }
+      if (dir === path.dirname(dir)) break;
+    }
+    if (opened.length > 0 && !warnedOpened.has(opened.join(":"))) {
+      warnedOpened.add(opened.join(":"));
+      this.ctx.warn(
+        `local runtime without bubblewrap: made ${opened.join(", ")} passable by other users (o+x, not listable) so each session's own user reaches its folder`,
+      );
+    }
+  }
+
+  /** Releases the session's uid claim and private folder (idempotent). */
+  private async releaseUser(): Promise<void> {
+    await this.claim?.release();
+    this.claim = null;
+    if (this.privateDir) await rm(this.privateDir, { recursive: true, force: true });
+    this.privateDir = null;
+  }
+
+  /** The host uid/gid of the session's commands and files (null: the gateway's own). */
+  get user(): { uid: number; gid: number } | null {
+    return this.sessionUser ? { uid: this.sessionUser.uid, gid: this.sessionUser.gid } : null;
+  }
+
   baseEnv(): Record<string, string> {
-    return baseEnv();
+    const env = baseEnv();
+    // The session user's home is the session's: the gateway's HOME is hidden and not its to write.
+    if (this.sessionUser) {
+      Object.assign(env, {
+        HOME: path.join(this.hostDir, "home"),
+        USER: this.sessionUser.name,
+        LOGNAME: this.sessionUser.name,
+      });
+    }
+    return env;
   }
 
   async start(): Promise<void> {
     if (this.sandboxed && !this.spec.allow_internet) {
-      // Copied into the session so the sandbox can read it wherever the gateway is installed.
-      this.shimPath = path.join(this.hostDir, ".polar-shim.mjs");
+      // Copied into the session so the sandbox can read it wherever the gateway is installed;
+      // a session user's runs as root at first: a copy of the gateway's own, shown read-only.
+      this.shimPath = path.join(this.privateDir ?? this.hostDir, ".polar-shim.mjs");
       await cp(SHIM_SOURCE, this.shimPath);
       this.bridge = await startProxyBridge(this.ctx.proxyUrl);
+      // Connecting needs write access to the socket: the session user's alone.
+      if (this.sessionUser) {
+        await chown(this.bridge.socketPath, this.sessionUser.uid, this.sessionUser.gid);
+        await chmod(this.bridge.socketPath, 0o600);
+      }
     }
+    if (this.sessionUser) await this.probeSessionUser();
+  }
+
+  /** Fails INIT with a clear message when the session user cannot use its folder here. */
+  private async probeSessionUser(): Promise<void> {
+    const dirs = [this.workspace, path.join(this.hostDir, "home")];
+    const r = await this.run(
+      dirs
+        .map((d) => `test -w ${quote([d])} -a -x ${quote([d])} || { echo ${quote([d])} >&2; exit 1; }`)
+        .join("; "),
+      { env: { PATH: baseEnv().PATH ?? "/usr/bin:/bin" }, logName: "probe", cwd: this.hostDir },
+      true,
+    );
+    if (r.exitCode !== 0) {
+      const why = await this.internalLog("probe").catch(() => "");
+      throw new SessionFailure(
+        "infra",
+        `runtime: the session user (uid ${this.sessionUser?.uid}) cannot use its session folder: ${why.trim().slice(0, 400) || `exit ${r.exitCode ?? r.signal}`}. The work root's parent folders must be traversable by other users (o+x)`,
+      );
+    }
+  }
+
+  /** stderr of an internal command (probe, upload placement). */
+  private internalLog(name: string): Promise<string> {
+    return readFile(path.join(this.privateDir ?? this.logsDir, `${name}.stderr.log`), "utf8");
   }
 
   /** Resolves a path as commands see it; refuses anything outside the session folder. */
@@ -158,7 +320,46 @@ export class LocalRuntime implements Runtime {
 
   async exec(command: string, opts: ExecOptions): Promise<CommandResult> {
     const cwd = opts.cwd ? this.resolve(opts.cwd, "cwd") : this.workdir;
-    await mkdir(cwd, { recursive: true });
+    return this.run(command, { ...opts, cwd });
+  }
+
+  /**
+   * Runs a command in the sandbox (as the session user when there is one). `internal`: logs go to
+   * the runtime's private folder, not the session's.
+   */
+  private async run(
+    command: string,
+    opts: ExecOptions & { cwd: string },
+    internal = false,
+  ): Promise<CommandResult> {
+    this.running++;
+    try {
+      return await this.runCommand(command, opts, internal);
+    } finally {
+      this.running--;
+      // Nothing the session started outlives its command, not even what left the process group.
+      if (this.sessionUser && this.running === 0) await killUserProcesses(this.sessionUser.uid);
+    }
+  }
+
+  private async runCommand(
+    command: string,
+    opts: ExecOptions & { cwd: string },
+    internal: boolean,
+  ): Promise<CommandResult> {
+    const { cwd } = opts;
+    const user = this.sessionUser;
+    if (user) {
+      await this.mkdirInside(cwd);
+      const failed = await handOver(this.hostDir, user.uid, user.gid);
+      if (failed)
+        this.ctx.warn(
+          "runtime: could not give the gateway's files in the session folder to the session user",
+          { session_id: this.ctx.session_id, error: failed },
+        );
+    } else {
+      await mkdir(cwd, { recursive: true });
+    }
     const argv = this.sandboxed
       ? bwrapArgs(
           {
@@ -180,17 +381,22 @@ export class LocalRuntime implements Runtime {
             ...(this.spec.storage_mb !== undefined && bwrapSupportsSize(this.ctx.settings.local.bwrapPath)
               ? { tmpSizeBytes: this.spec.storage_mb * 1024 * 1024 }
               : {}),
+            ...(user ? { user } : {}),
           },
           command,
         )
-      : ["bash", "-c", command];
+      : user
+        ? sessionCommand(user, command)
+        : ["bash", "-c", command];
+    const env = internal ? opts.env : { ...this.spec.env, ...opts.env };
     const oomBefore = (await this.limits?.oomKills()) ?? 0;
     const result = await runProcess(this.limits ? this.limits.wrap(argv) : argv, {
-      env: { ...this.spec.env, ...opts.env },
+      // A session user's environment reaches only the command (fd 3), never the root stages.
+      ...(user ? { env: ROOT_STAGE_ENV, envFd: env } : { env }),
       cwd,
       signal: opts.signal,
       timeoutMs: opts.timeoutMs,
-      logsDir: this.logsDir,
+      logsDir: internal ? (this.privateDir ?? this.logsDir) : this.logsDir,
       logName: opts.logName,
       capture: opts.capture,
     });
@@ -219,6 +425,7 @@ export class LocalRuntime implements Runtime {
     const dest = this.resolve(target, "target");
     const info = await stat(source).catch(() => null);
     if (!info?.isFile()) throw new SessionFailure("infra", `upload_file: source '${source}' is not a file`);
+    if (this.sessionUser) return this.placeAsUser(source, dest, "file");
     await mkdir(path.dirname(dest), { recursive: true });
     await cp(source, dest);
   }
@@ -228,14 +435,83 @@ export class LocalRuntime implements Runtime {
     const info = await stat(source).catch(() => null);
     if (!info?.isDirectory())
       throw new SessionFailure("infra", `upload_dir: source '${source}' is not a folder`);
+    if (this.sessionUser) return this.placeAsUser(source, dest, "dir");
     await cp(source, dest, { recursive: true });
+  }
+
+  /**
+   * An upload with a session user: the gateway copies into a fresh folder of its own in the
+   * session folder, then the session user moves the copy into place from inside the sandbox, so a
+   * symlink the session planted on the way leads only where the session itself may write.
+   */
+  private async placeAsUser(source: string, dest: string, kind: "file" | "dir"): Promise<void> {
+    const stage = await mkdtemp(path.join(this.hostDir, ".polar-upload-"));
+    try {
+      const staged = path.join(stage, "item");
+      await cp(source, staged, { recursive: kind === "dir" });
+      const [src, dst] = [quote([staged]), quote([dest])];
+      const parent = `mkdir -p -- "$(dirname -- ${dst})"`;
+      const script =
+        kind === "file"
+          ? `${parent} && mv -fT -- ${src} ${dst}`
+          : // Into an existing folder: merged, as a plain copy would.
+            `if [ -d ${dst} ]; then cp -a -- ${src}/. ${dst}/; else ${parent} && mv -T -- ${src} ${dst}; fi`;
+      const r = await this.run(
+        script,
+        { env: { PATH: baseEnv().PATH ?? "/usr/bin:/bin" }, logName: "upload", cwd: this.hostDir },
+        true,
+      );
+      if (r.exitCode !== 0) {
+        const why = await this.internalLog("upload").catch(() => "");
+        throw new SessionFailure(
+          "infra",
+          `upload_${kind}: cannot place '${source}' at '${dest}': ${why.trim().split("\n").at(-1) || `exit ${r.exitCode ?? r.signal}`}`,
+        );
+      }
+    } finally {
+      await rm(stage, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Creates a working folder (as the gateway) only when its deepest existing parent really lies
+   * inside the session folder: a symlink the session planted cannot make the gateway create
+   * folders elsewhere. (Nothing of the session runs between commands, so the check holds.)
+   */
+  private async mkdirInside(dir: string): Promise<void> {
+    if (
+      await lstat(dir).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    let parent = path.dirname(dir);
+    while (
+      !(await lstat(parent).then(
+        () => true,
+        () => false,
+      ))
+    )
+      parent = path.dirname(parent);
+    const [real, root] = await Promise.all([realpath(parent).catch(() => null), realpath(this.hostDir)]);
+    const rel = real === null ? ".." : path.relative(root, real);
+    if (rel.startsWith("..") || path.isAbsolute(rel))
+      throw new SessionFailure("infra", `cwd: '${dir}' leads outside the session folder`);
+    await mkdir(dir, { recursive: true });
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {
     await this.bridge?.close();
     this.bridge = null;
+    if (this.sessionUser) await killUserProcesses(this.sessionUser.uid);
     await this.limits?.destroy();
     this.limits = null;
     if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
+    else if (this.sessionUser) {
+      // A kept folder goes back to the gateway: its uid may be handed to a later session.
+      await handOver(this.hostDir, process.getuid?.() ?? 0, process.getgid?.() ?? 0);
+    }
+    await this.releaseUser();
   }
 }

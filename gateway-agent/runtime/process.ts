@@ -20,6 +20,11 @@ export interface ProcessOptions {
   capture?: boolean;
   /** Extra cleanup when the process is killed (e.g. kill the tree inside a container). */
   onKill?: () => Promise<void> | void;
+  /**
+   * Variables written NUL-separated (`NAME=value\0`) to the child's fd 3, for a command that
+   * takes its environment from there (a session user's, see `session-user.ts`).
+   */
+  envFd?: Record<string, string>;
 }
 
 /**
@@ -76,8 +81,20 @@ export async function runProcess(argv: string[], opts: ProcessOptions): Promise<
     detached: true,
     cleanup: true,
     reject: false,
-    stdin: "ignore",
     buffer: false,
+    // fd 3: the environment to hand on there, when there is one.
+    stdio: opts.envFd
+      ? [
+          "ignore",
+          "pipe",
+          "pipe",
+          new TextEncoder().encode(
+            Object.entries(opts.envFd)
+              .map(([k, v]) => `${k}=${v}\0`)
+              .join(""),
+          ),
+        ]
+      : ["ignore", "pipe", "pipe"],
   });
   const chunks: Buffer[] = [];
   let captured = 0;

@@ -74,6 +74,13 @@ export interface Runtime {
    * it cannot enforce `storage_mb`: such a task is refused as a configuration error.
    */
   storageBytes?(): Promise<number>;
+  /**
+   * The host uid/gid the session's files and processes belong to when that is not the gateway's
+   * (a root gateway's `local` sessions, a user-namespaced container's root); absent otherwise.
+   * What the gateway writes into the session folder is handed to it before each command, except
+   * entries writable by everyone (`o+w`), which keep their owner.
+   */
+  readonly user?: { uid: number; gid: number } | null;
 }
 
 /** What the gateway tells a runtime factory. */
@@ -98,6 +105,15 @@ export interface RuntimeSettings {
     /** `auto` (use bwrap when installed), `always` (fail without it) or `never`. */
     sandbox: "auto" | "always" | "never";
     bwrapPath: string;
+    /**
+     * Processes (threads included) one session may have at once: the cgroup's `pids.max` and,
+     * for a session user, its hard `RLIMIT_NPROC` (default `SESSION_MAX_PIDS`, 4096).
+     */
+    maxPids?: number;
+    /** `false`: never use cgroups, only rlimits (default: the best mechanism the host allows). */
+    cgroups?: boolean;
+    /** Host uids of session users when the gateway runs as root (default `DEFAULT_SESSION_UIDS`). */
+    sessionUids?: { first: number; count: number };
   };
   docker: {
     /** The docker-compatible CLI (`docker` or `podman`). */
@@ -106,6 +122,8 @@ export interface RuntimeSettings {
     globalArgs: string[];
     /** Extra `create` flags, e.g. `--ulimit nofile=1024:1024`. */
     createArgs: string[];
+    /** `--pids-limit` of every container (default `SESSION_MAX_PIDS`, 4096). */
+    pidsLimit?: number;
   };
   apptainer: { cli: string };
 }
