@@ -56,6 +56,9 @@ export default defineConfig({
                 POLAR_VIEWER_TOKEN: "test-viewer-token",
                 // Queues named sharded-… have 4 shards (control-plane/queue/shards.test.ts).
                 POLAR_QUEUE_SHARDS: "sharded-*=4",
+                // Cases and seed of the fuzz tests (control-plane/fuzz/; npm run test:fuzz).
+                POLAR_FUZZ_RUNS: process.env.POLAR_FUZZ_RUNS ?? "",
+                POLAR_FUZZ_SEED: process.env.POLAR_FUZZ_SEED ?? "",
               },
             },
           }),

@@ -16,7 +16,17 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, type FlatToolCall, messageOf, partsContent, sse, toolCallsOf, usageOf } from "./common";
+import {
+  asText,
+  choiceOf,
+  type FlatToolCall,
+  messageOf,
+  partsContent,
+  refuseTooDeep,
+  sse,
+  toolCallsOf,
+  usageOf,
+} from "./common";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 /** Claude Code puts a billing line in the system prompt; it means nothing to another model. */
@@ -38,7 +48,7 @@ function mediaPart(block: JsonObject, field: string): JsonObject {
   if (!source) throw badField(`${field}.source`, "required object");
   if (source.type === "base64") {
     if (typeof source.data !== "string") throw badField(`${field}.source.data`, "required string");
-    const url = `data:${String(source.media_type ?? "application/octet-stream")};base64,${source.data}`;
+    const url = `data:${asText(source.media_type, "application/octet-stream")};base64,${source.data}`;
     return block.type === "image"
       ? { type: "image_url", image_url: { url } }
       : { type: "file", file: { file_data: url } };
@@ -58,7 +68,7 @@ function mediaPart(block: JsonObject, field: string): JsonObject {
       text: typeof text === "string" ? text : text.map((p) => String(p.text)).join("\n"),
     };
   }
-  throw badField(`${field}.source.type`, `unsupported source type '${String(source.type)}'`);
+  throw badField(`${field}.source.type`, `unsupported source type '${asText(source.type)}'`);
 }
 
 /** The text blocks of a content list as text parts (a string stays a string). */
@@ -75,14 +85,14 @@ function textOfBlocks(content: unknown): string | JsonObject[] {
 function prefixed(lead: string, content: string | JsonObject[]): string | JsonObject[] {
   if (typeof content === "string") return `${lead}${content}`;
   const [first, ...rest] = content;
-  return first ? [{ ...first, text: `${lead}${String(first.text ?? "")}` }, ...rest] : lead;
+  return first ? [{ ...first, text: `${lead}${asText(first.text)}` }, ...rest] : lead;
 }
 
 /** A content block list → OpenAI content parts (text, images, documents). */
 function contentParts(blocks: JsonObject[], field: string): JsonObject[] {
   const parts: JsonObject[] = [];
   blocks.forEach((b, i) => {
-    if (b.type === "text") parts.push({ type: "text", text: String(b.text ?? "") });
+    if (b.type === "text") parts.push({ type: "text", text: asText(b.text) });
     else if (b.type === "image" || b.type === "document") parts.push(mediaPart(b, `${field}[${i}]`));
   });
   return parts;
@@ -130,13 +140,13 @@ function convertMessages(body: JsonObject): JsonObject[] {
       const calls = blocks
         .filter((b) => b.type === "tool_use")
         .map((b) => ({
-          id: String(b.id ?? randomId("toolu_")),
+          id: asText(b.id, randomId("toolu_")),
           type: "function",
-          function: { name: String(b.name ?? ""), arguments: JSON.stringify(b.input ?? {}) },
+          function: { name: asText(b.name), arguments: JSON.stringify(b.input ?? {}) },
         }));
       const text = blocks
         .filter((b) => b.type === "text")
-        .map((b) => String(b.text ?? ""))
+        .map((b) => asText(b.text))
         .join("");
       out.push({
         role: "assistant",
@@ -194,6 +204,7 @@ function convertToolChoice(choice: unknown): { tool_choice?: unknown; parallel_t
  * ```
  */
 export function anthropicToChat(body: unknown): JsonObject {
+  refuseTooDeep(body);
   if (!isObject(body)) throw badField("(body)", "must be a JSON object");
   const chat: JsonObject = { messages: convertMessages(body) };
   if (typeof body.model === "string") chat.model = body.model;

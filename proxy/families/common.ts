@@ -4,9 +4,45 @@
  *
  * @module
  */
-import type { JsonObject } from "../../protocol";
-import { isObject, objects } from "../json";
+import { type JsonObject, tooDeep, tooDeepMessage } from "../../protocol";
+import { badField, isObject, objects } from "../json";
 import type { DeltaEvent } from "./types";
+
+/**
+ * Refuses a request nested deeper than `LIMITS.maxJsonDepth` with a 400 naming where: every family
+ * calls it first, since converting, recording (JSON.stringify) or sending such a body would
+ * overflow the stack and answer a 500 — or, once the answer was sent, fail as it is recorded.
+ *
+ * @example
+ * ```ts
+ * refuseTooDeep(body); // throws badField("metadata.a.a…", "nests more than 128 levels deep …")
+ * ```
+ */
+export function refuseTooDeep(body: unknown): void {
+  const path = tooDeep(body);
+  if (path === null) return;
+  const message = tooDeepMessage(path);
+  const at = message.indexOf(": nests ");
+  throw badField(message.slice(0, at), message.slice(at + 2));
+}
+
+/**
+ * A request value as text: a string as it is, a number or boolean written out, an object or list
+ * as its JSON, `fallback` for null or absent. Never `String(value)`, which throws for an object
+ * such as `{"toString": 1}` and turned such a field into a 500.
+ *
+ * @example
+ * ```ts
+ * asText(part.text); // "" when absent
+ * asText({ cmd: "ls" }); // '{"cmd":"ls"}'
+ * ```
+ */
+export function asText(value: unknown, fallback = ""): string {
+  if (typeof value === "string") return value;
+  if (value === null || value === undefined) return fallback;
+  if (typeof value === "object") return JSON.stringify(value) ?? fallback;
+  return String(value);
+}
 
 /**
  * Merges the leading `system`/`developer` messages into one leading `system` message and turns any
@@ -52,7 +88,7 @@ export function mergeSystem(messages: JsonObject[]): JsonObject[] {
  */
 export function partsContent(parts: JsonObject[]): string | JsonObject[] {
   if (parts.length === 0) return "";
-  if (parts.length === 1 && parts[0]!.type === "text") return String(parts[0]!.text ?? "");
+  if (parts.length === 1 && parts[0]!.type === "text") return asText(parts[0]!.text);
   return parts;
 }
 

@@ -17,7 +17,16 @@ import {
   parseArguments,
   randomId,
 } from "../json";
-import { choiceOf, messageOf, partsContent, sse, toolCallsOf, usageOf } from "./common";
+import {
+  asText,
+  choiceOf,
+  messageOf,
+  partsContent,
+  refuseTooDeep,
+  sse,
+  toolCallsOf,
+  usageOf,
+} from "./common";
 import { normalizeGeminiRequest } from "./google-wire";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
@@ -98,7 +107,7 @@ function convertContents(body: JsonObject): JsonObject[] {
       : null;
   if (sys) {
     const text = objects(sys.parts)
-      .map((p) => String(p.text ?? ""))
+      .map((p) => asText(p.text))
       .join("\n");
     if (text) out.push({ role: "system", content: text });
   }
@@ -119,7 +128,7 @@ function convertContents(body: JsonObject): JsonObject[] {
         if (p.thought === true && typeof p.text === "string") reasoning += p.text;
         else if (typeof p.text === "string") text += p.text;
         else if (isObject(p.functionCall)) {
-          const name = String(p.functionCall.name ?? "");
+          const name = asText(p.functionCall.name);
           const id = typeof p.functionCall.id === "string" ? p.functionCall.id : randomId("call_");
           pendingIds.set(name, [...(pendingIds.get(name) ?? []), id]);
           calls.push({
@@ -141,7 +150,7 @@ function convertContents(body: JsonObject): JsonObject[] {
     const user: JsonObject[] = [];
     parts.forEach((p, j) => {
       if (isObject(p.functionResponse)) {
-        const name = String(p.functionResponse.name ?? "");
+        const name = asText(p.functionResponse.name);
         const queue = pendingIds.get(name) ?? [];
         const id =
           typeof p.functionResponse.id === "string"
@@ -158,8 +167,8 @@ function convertContents(body: JsonObject): JsonObject[] {
         });
       } else if (typeof p.text === "string") user.push({ type: "text", text: p.text });
       else if (isObject(p.inlineData)) {
-        const mime = String(p.inlineData.mimeType ?? "application/octet-stream");
-        const url = `data:${mime};base64,${String(p.inlineData.data ?? "")}`;
+        const mime = asText(p.inlineData.mimeType, "application/octet-stream");
+        const url = `data:${mime};base64,${asText(p.inlineData.data)}`;
         user.push(
           mime.startsWith("image/")
             ? { type: "image_url", image_url: { url } }
@@ -169,7 +178,7 @@ function convertContents(body: JsonObject): JsonObject[] {
         const uri = p.fileData.fileUri;
         if (typeof uri !== "string")
           throw badField(`${field}.parts[${j}].fileData.fileUri`, "required string");
-        const mime = String(p.fileData.mimeType ?? "");
+        const mime = asText(p.fileData.mimeType);
         user.push(
           mime.startsWith("image/")
             ? { type: "image_url", image_url: { url: uri } }
@@ -196,6 +205,7 @@ function convertContents(body: JsonObject): JsonObject[] {
  * ```
  */
 export function googleToChat(raw: unknown, model: string | null): JsonObject {
+  refuseTooDeep(raw);
   const body = normalizeGeminiRequest(raw);
   if (!isObject(body)) throw badField("(body)", "must be a JSON object");
   const chat: JsonObject = { messages: convertContents(body) };
@@ -283,6 +293,7 @@ function answerParts(completion: JsonObject, includeThoughts: boolean): JsonObje
 export const google: Family = {
   api: "google",
   parse(raw, ctx): ParsedRequest {
+    refuseTooDeep(raw);
     const body = normalizeGeminiRequest(raw);
     const model =
       googleModelFromPath(ctx.path) ?? (isObject(body) && typeof body.model === "string" ? body.model : null);

@@ -8,8 +8,8 @@
 import type { JsonObject } from "../../protocol";
 import { validateChatRequest } from "../engines/sglang-openai";
 import { openAiError } from "../errors";
-import { isObject, objects } from "../json";
-import { choiceOf, mergeSystem, sse } from "./common";
+import { badField, isObject, objects } from "../json";
+import { choiceOf, mergeSystem, refuseTooDeep, sse } from "./common";
 import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
 
 /**
@@ -24,7 +24,10 @@ import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from 
 export const openAiChat: Family = {
   api: "openai_chat",
   parse(body): ParsedRequest {
+    refuseTooDeep(body);
     validateChatRequest(body);
+    checkMessages(body.messages as unknown[]);
+    checkTools(body.tools);
     const chat: JsonObject = { ...body, messages: mergeSystem(objects(body.messages)) };
     delete chat.stream;
     delete chat.stream_options;
@@ -47,6 +50,56 @@ export const openAiChat: Family = {
   stream: chatStream,
   errorBody: (e: ErrorInfo) => openAiError(e.message, e.type, e.code, e.param) as unknown as JsonObject,
 };
+
+/**
+ * The messages' parts OpenAI's API requires to be objects, checked before anything reads them
+ * (400 naming the first that is not): `content` is a string, null, or a list of content parts,
+ * each an object; `tool_calls` is absent, null, or a list of `{function: {name, arguments?}}`.
+ * The other families build these themselves; this one passes the harness's on, and token mode's
+ * rendering failed as an internal error on a part or a call that was `null`.
+ */
+function checkMessages(messages: unknown[]): void {
+  messages.forEach((m, i) => {
+    const message = m as JsonObject;
+    const content = message.content;
+    if (content !== undefined && content !== null && typeof content !== "string") {
+      if (!Array.isArray(content))
+        throw badField(`messages[${i}].content`, "must be a string, a list of content parts or null");
+      content.forEach((part, j) => {
+        if (!isObject(part))
+          throw badField(`messages[${i}].content[${j}]`, "must be an object (a content part)");
+      });
+    }
+    const calls = message.tool_calls;
+    if (calls === undefined || calls === null) return;
+    if (!Array.isArray(calls)) throw badField(`messages[${i}].tool_calls`, "must be a list of tool calls");
+    calls.forEach((call, j) => {
+      const at = `messages[${i}].tool_calls[${j}]`;
+      if (!isObject(call)) throw badField(at, "must be an object");
+      if (!isObject(call.function)) throw badField(`${at}.function`, "required object");
+      if (typeof call.function.name !== "string") throw badField(`${at}.function.name`, "required string");
+      const args = call.function.arguments;
+      if (args !== undefined && args !== null && typeof args !== "string" && !isObject(args))
+        throw badField(`${at}.function.arguments`, "must be a JSON string");
+    });
+  });
+}
+
+/**
+ * `tools` is absent, null or a list of function tools, each `{function: {name, …}}` (what OpenAI's
+ * API requires and every engine reads); 400 naming the first that is not. Token mode renders each
+ * tool's `function`, and a tool without one failed as an internal error.
+ */
+function checkTools(tools: unknown): void {
+  if (tools === undefined || tools === null) return;
+  if (!Array.isArray(tools)) throw badField("tools", "must be a list of tools");
+  tools.forEach((tool, i) => {
+    if (!isObject(tool)) throw badField(`tools[${i}]`, "must be an object");
+    if (!isObject(tool.function)) throw badField(`tools[${i}].function`, "required object");
+    if (typeof tool.function.name !== "string")
+      throw badField(`tools[${i}].function.name`, "required string");
+  });
+}
 
 /**
  * OpenAI chunks: role chunk, reasoning/content/tool-call deltas, the finish chunk, the usage chunk

@@ -21,11 +21,13 @@ import {
   randomId,
 } from "../json";
 import {
+  asText,
   choiceOf,
   type FlatToolCall,
   mergeSystem,
   messageOf,
   partsContent,
+  refuseTooDeep,
   sse,
   toolCallsOf,
   usageOf,
@@ -38,7 +40,7 @@ function parts(content: unknown, field: string): string | JsonObject[] {
   const out: JsonObject[] = [];
   objects(content).forEach((p, i) => {
     if (p.type === "input_text" || p.type === "output_text" || p.type === "text")
-      out.push({ type: "text", text: String(p.text ?? "") });
+      out.push({ type: "text", text: asText(p.text) });
     else if (p.type === "input_image") {
       const url = typeof p.image_url === "string" ? p.image_url : null;
       if (!url) throw badField(`${field}[${i}].image_url`, "required string (file ids are not supported)");
@@ -52,20 +54,20 @@ function parts(content: unknown, field: string): string | JsonObject[] {
           ...(p.file_url ? { file_url: p.file_url } : {}),
         },
       });
-    } else if (p.type === "refusal") out.push({ type: "text", text: String(p.refusal ?? "") });
+    } else if (p.type === "refusal") out.push({ type: "text", text: asText(p.refusal) });
   });
   return partsContent(out);
 }
 
 function reasoningText(item: JsonObject): string {
   const fromContent = objects(item.content)
-    .map((c) => String(c.text ?? ""))
+    .map((c) => asText(c.text))
     .join("");
   if (fromContent) return fromContent;
   const decoded = decodeReasoning(item.encrypted_content);
   if (decoded !== null) return decoded;
   return objects(item.summary)
-    .map((s) => String(s.text ?? ""))
+    .map((s) => asText(s.text))
     .join("\n");
 }
 
@@ -120,13 +122,13 @@ function convertInput(body: JsonObject): JsonObject[] {
       const calls = Array.isArray(a.tool_calls) ? a.tool_calls : [];
       const args =
         type === "custom_tool_call"
-          ? JSON.stringify({ input: String(item.input ?? "") })
-          : String(item.arguments ?? "{}");
+          ? JSON.stringify({ input: asText(item.input) })
+          : asText(item.arguments, "{}");
       if (typeof item.call_id !== "string") throw badField(`${field}.call_id`, "required string");
       calls.push({
         id: item.call_id,
         type: "function",
-        function: { name: String(item.name ?? ""), arguments: args },
+        function: { name: asText(item.name), arguments: args },
       });
       a.tool_calls = calls;
     } else if (type === "function_call_output" || type === "custom_tool_call_output") {
@@ -184,6 +186,7 @@ function convertTools(body: JsonObject, customTools: Set<string>): JsonObject[] 
 export const responses: Family = {
   api: "openai_responses",
   parse(body): ParsedRequest {
+    refuseTooDeep(body);
     if (!isObject(body)) throw badField("(body)", "must be a JSON object");
     if (body.previous_response_id != null) {
       throw badField(
