@@ -147,6 +147,11 @@ program
     "--no-partial-rollouts",
     "token mode: issue a turn an abort fence cut again from its start instead of continuing what it sampled",
   )
+  .option(
+    "--engine-retry-seconds <s>",
+    "retry a model call S seconds while no engine replica is available before the harness sees the failure (default 30, 0 = none; a failure that reaches it makes the session an infra failure)",
+    seconds("--engine-retry-seconds"),
+  )
   .action(async (opts) => (await import("./commands/serve-gateway")).runServeGateway(opts));
 
 program
@@ -366,6 +371,11 @@ program
   .option(
     "--no-partial-rollouts",
     "token mode: issue a turn an abort fence cut again from its start instead of continuing what it sampled",
+  )
+  .option(
+    "--engine-retry-seconds <s>",
+    "retry a model call S seconds while no engine replica is available before the harness sees the failure (default 30, 0 = none)",
+    seconds("--engine-retry-seconds"),
   )
   .action(async (opts) => (await import("./commands/proxy")).runProxy(opts));
 

@@ -125,6 +125,11 @@ export interface GatewayOptions extends TokenModeOptions {
    * resume (partial rollouts); false: issued again from its start. Default true.
    */
   partialRollouts?: boolean;
+  /**
+   * How long the proxy retries a model call while every engine replica is unavailable before the
+   * harness gets the failure (ms; the session is then an infra failure); default 30 s.
+   */
+  engineRetryMs?: number;
   /** Reconnect backoff; default 0.5 s doubling to 10 s, jittered. */
   reconnect?: ReconnectPolicy;
   /** Longest a dial of the control plane may take until the socket is open (ms); default 10 s. */
@@ -290,6 +295,7 @@ async function startGatewayProxy(
     ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
     ...(opts.enginePriority === undefined ? {} : { enginePriority: opts.enginePriority }),
     ...(opts.partialRollouts === undefined ? {} : { partialRollouts: opts.partialRollouts }),
+    ...(opts.engineRetryMs === undefined ? {} : { engineRetryMs: opts.engineRetryMs }),
     ...pickTokenModeOptions(opts),
     metrics,
     logger,

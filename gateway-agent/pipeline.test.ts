@@ -222,6 +222,27 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(plain[0]!.body).not.toHaveProperty("priority");
   });
 
+  it("an engine failure the proxy's retries could not hide ends the session as infra, never graded", async () => {
+    const { cp } = await start({ engineRetryMs: 600 });
+    engine.behaviour = { status: 503 };
+    try {
+      // After the refused call the harness would sleep 30 s: whatever it does, the session is an
+      // infra failure (the ledger runs it again), and its harness is stopped at once.
+      const a = makeAssign({ command: `${ASK} || sleep 30` });
+      cp.send(a);
+      const { result } = await cp.waitFor(isResultOf(a.lease_id));
+      expect(result).toMatchObject({
+        status: "ERROR",
+        error: { kind: "infra", message: "an engine failure reached the harness: engine answered HTTP 503" },
+        reward: null,
+      });
+      // Stopped at once, not after the harness's 30 s sleep.
+      expect(result.timing.run_ms).toBeLessThan(20_000);
+    } finally {
+      engine.behaviour = {};
+    }
+  });
+
   it("a per-trace reward count that does not match the traces makes the session ERROR (upstream merge rule)", async () => {
     const { cp } = await start();
     const a = makeAssign({

@@ -174,6 +174,12 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
   const versionGap = (gap: PolicyVersionGap) =>
     new SessionFailure("configuration", policyVersionGapMessage(gap));
   const onPolicyVersionGap = (gap: PolicyVersionGap) => agentAbort.abort(versionGap(gap));
+  // An engine failure the proxy's retries could not hide reached the harness: whatever the agent
+  // does next answers no model, so the session is an infra failure (run again on a fresh runtime,
+  // never scored); stop the harness now.
+  const engineFailed = (failure: string) =>
+    new SessionFailure("infra", `an engine failure reached the harness: ${failure}`);
+  const onEngineFailure = (failure: string) => agentAbort.abort(engineFailed(failure));
   const { key } = deps.proxy.openSession(
     a.session_id,
     {
@@ -188,7 +194,7 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
       // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
       ...(a.agent.sampling === undefined ? {} : { sampling: a.agent.sampling }),
     },
-    { onPolicyVersionGap },
+    { onPolicyVersionGap, onEngineFailure },
   );
   st.sessionOpen = true;
   if (a.evaluator?.refresh_runtime) {
@@ -241,6 +247,8 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
   // Whatever the harness made of the refused call (it may even exit 0), the gap decides.
   const gap = deps.proxy.policyVersionGap?.(a.session_id) ?? null;
   if (gap) throw versionGap(gap);
+  const failure = deps.proxy.engineFailure?.(a.session_id) ?? null;
+  if (failure) throw engineFailed(failure);
   if (agentResult.status === "interrupted") throw agentSignal.reason;
   if (agentResult.status === "failed") {
     const how = agentResult.limitHit

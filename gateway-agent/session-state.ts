@@ -50,11 +50,16 @@ export interface PipelineDeps {
     openSession(
       id: string,
       meta?: Record<string, unknown>,
-      opts?: { onPolicyVersionGap?: (gap: PolicyVersionGap) => void },
+      opts?: {
+        onPolicyVersionGap?: (gap: PolicyVersionGap) => void;
+        onEngineFailure?: (failure: string) => void;
+      },
     ): { key: string };
     completions(id: string): CompletionRecord[];
     /** The version gap that ended the session at the proxy, or null; read before close. */
     policyVersionGap?(id: string): PolicyVersionGap | null;
+    /** The first engine failure that reached the session's harness, or null; read before close. */
+    engineFailure?(id: string): string | null;
     closeSession(id: string): void;
     /** Token mode: the session's turn verdict counts (null for chat engines); read before close. */
     bridgeVerdicts?(sessionId: string): Record<string, number> | null;

@@ -42,6 +42,8 @@ const NodeSpec = z.strictObject({
     engine_priority: z.enum(ENGINE_PRIORITY_SETTINGS).optional(),
     // Token mode: continue a turn an abort fence cut (true, the default) or issue it again.
     partial_rollouts: z.boolean().optional(),
+    // How long a model call is retried while no replica is available (seconds; 0 = none).
+    engine_retry_seconds: z.number().min(0).optional(),
     // Token mode (`engine: sglang`) only; the proxy validates parser names at start-up.
     tokenizer_path: z.string().min(1).optional(),
     tool_call_parser: z.string().min(1).optional(),
@@ -275,6 +277,9 @@ export function gatewayOptionsFromTopology(
     ...(node.inference.partial_rollouts === undefined
       ? {}
       : { partialRollouts: node.inference.partial_rollouts }),
+    ...(node.inference.engine_retry_seconds === undefined
+      ? {}
+      : { engineRetryMs: node.inference.engine_retry_seconds * 1000 }),
     ...(node.port !== undefined ? { http: { host: node.host, port: node.port } } : {}),
     runtimeSettings: {
       ...(rt?.local ? { local: { sandbox: rt.local.sandbox, bwrapPath: rt.local.bwrap_path } } : {}),

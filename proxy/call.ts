@@ -7,6 +7,7 @@
  * @module
  */
 import type http from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { JsonObject, Logger } from "../protocol";
 import type { CaptureStore, SessionView } from "./capture";
 import type { PriorityOrder } from "./engine-priority";
@@ -63,6 +64,12 @@ export interface CallContext {
    * start. Default true.
    */
   partialRollouts?: boolean;
+  /**
+   * How long a call keeps being retried while every replica is unavailable (unreachable, or
+   * 502/503/504), with backoff, before the failure goes to the harness (ms); default
+   * {@link DEFAULT_ENGINE_RETRY_MS}, 0 = one round of replicas only.
+   */
+  engineRetryMs?: number;
   /** Where the call's measurements go (`NO_PROXY_METRICS` when nobody counts). */
   metrics: ProxyMetricsSink;
   logger?: Logger;
@@ -97,12 +104,28 @@ function statusOf(value: unknown): number | null {
 }
 
 /**
- * Tries replicas in turn, each at most once and at most {@link MAX_CALL_ATTEMPTS} of them. A
- * transport failure or a 502/503/504 answer moves on to the next replica: the attempt happens
- * before any byte goes to the harness, and an unavailable replica sampled nothing, so the retried
- * call is the only generation. The session is re-pinned to the replica that answered. When every
- * attempt failed, the last answer (or error) is returned (thrown) to be passed through. A 4xx is
- * the call's own fault and is never retried.
+ * How long a call whose every replica is unavailable keeps being retried before the harness gets
+ * the failure (ms): a restart of the engine, an overloaded router's 503s or a dropped connection
+ * shorter than this never reaches the harness, so it cannot change what the agent does.
+ *
+ * @example
+ * ```ts
+ * startProxy({ engine: "sglang", engineUrl, modelServed, engineRetryMs: DEFAULT_ENGINE_RETRY_MS });
+ * ```
+ */
+export const DEFAULT_ENGINE_RETRY_MS = 30_000;
+
+/** Backoff between rounds of an unavailable call: 0.5 s doubling to 4 s. */
+const RETRY_BACKOFF_MS = { first: 500, max: 4_000 };
+
+/**
+ * Tries replicas in turn, each at most once per round and at most {@link MAX_CALL_ATTEMPTS} of
+ * them. A transport failure or a 502/503/504 answer moves on to the next replica: the attempt
+ * happens before any byte goes to the harness, and an unavailable replica sampled nothing, so the
+ * retried call is the only generation. The session is re-pinned to the replica that answered.
+ * When a whole round was unavailable, the call waits (backoff) and tries another round, for
+ * `engineRetryMs` in all; then the last answer (or error) is returned (thrown) to be passed
+ * through. A 4xx is the call's own fault and is never retried. `signal` ends the waiting.
  *
  * @example
  * ```ts
@@ -114,7 +137,46 @@ export async function withReplica<T>(
   sessionId: string,
   attempt: (url: string) => Promise<T>,
   exclude: ReadonlySet<string> = new Set(),
+  signal?: AbortSignal,
 ): Promise<{ value: T; url: string }> {
+  const budget = deps.engineRetryMs ?? DEFAULT_ENGINE_RETRY_MS;
+  const until = Date.now() + budget;
+  let backoff = RETRY_BACKOFF_MS.first;
+  for (;;) {
+    const round = await replicaRound(deps, sessionId, attempt, exclude);
+    if (round.ok) return round.result;
+    const wait = Math.min(backoff, until - Date.now());
+    if (wait <= 0 || signal?.aborted) {
+      if ("error" in round) throw round.error;
+      return round.result;
+    }
+    deps.logger?.warn("no engine replica available: retrying the call", {
+      session_id: sessionId,
+      retry_in_ms: wait,
+      left_ms: until - Date.now(),
+    });
+    try {
+      await sleep(wait, undefined, signal ? { signal } : {});
+    } catch {
+      if ("error" in round) throw round.error;
+      return round.result;
+    }
+    backoff = Math.min(backoff * 2, RETRY_BACKOFF_MS.max);
+  }
+}
+
+/** One round of {@link withReplica}: `ok` false when every replica tried was unavailable. */
+type Round<T> =
+  | { ok: true; result: { value: T; url: string } }
+  | { ok: false; result: { value: T; url: string } }
+  | { ok: false; error: unknown };
+
+async function replicaRound<T>(
+  deps: InferenceDeps,
+  sessionId: string,
+  attempt: (url: string) => Promise<T>,
+  exclude: ReadonlySet<string>,
+): Promise<Round<T>> {
   // Replicas behind the session's min_policy_version are never tried (nor count as attempts).
   const tried = new Set<string>(exclude);
   const limit = Math.min(deps.replicas.size, MAX_CALL_ATTEMPTS + exclude.size);
@@ -132,18 +194,20 @@ export async function withReplica<T>(
     } catch (err) {
       const transport = err instanceof EngineUnreachableError;
       end({ ok: false, error: err instanceof Error ? err.message : String(err), transport });
-      if (!transport || last) throw err;
+      if (!transport) throw err;
+      if (last) return { ok: false, error: err };
       continue;
     }
     const status = statusOf(value);
     if (status === null || (status >= 200 && status < 300)) {
       end({ ok: true });
-      return { value, url };
+      return { ok: true, result: { value, url } };
     }
     const unavailable = UNAVAILABLE_STATUSES.has(status);
     // A 4xx is the request's fault, not the replica's: no completion, no failure either.
     end({ ok: false, failed: status >= 500, error: `HTTP ${status}`, unavailable });
-    if (!unavailable || last) return { value, url };
+    if (!unavailable) return { ok: true, result: { value, url } };
+    if (last) return { ok: false, result: { value, url } };
   }
 }
 

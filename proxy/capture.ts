@@ -35,6 +35,9 @@ interface SessionEntry {
   /** Set once a call found no replica at its `min_policy_version` in time: the session is over. */
   versionGap: PolicyVersionGap | null;
   onPolicyVersionGap: ((gap: PolicyVersionGap) => void) | null;
+  /** Set once an engine failure reached the harness (after the proxy's retries): the session is tainted. */
+  engineFailure: string | null;
+  onEngineFailure: ((failure: string) => void) | null;
 }
 
 /** Where a session's records go besides memory. */
@@ -46,6 +49,12 @@ export interface SessionOptions {
    * `min_policy_version` within the proxy's bound (the gateway ends the session on it).
    */
   onPolicyVersionGap?: (gap: PolicyVersionGap) => void;
+  /**
+   * Called once, when an engine failure (unreachable, timed out, 5xx, a broken contract) reached
+   * the session's harness after the proxy's retries: what the agent did next answered no model
+   * (the gateway ends the session as an infra failure on it).
+   */
+  onEngineFailure?: (failure: string) => void;
 }
 
 /** A session as seen by a request handler. */
@@ -116,6 +125,8 @@ export class CaptureStore {
       writes: dir ? mkdir(dir, { recursive: true }).then(() => undefined) : Promise.resolve(),
       versionGap: null,
       onPolicyVersionGap: opts.onPolicyVersionGap ?? null,
+      engineFailure: null,
+      onEngineFailure: opts.onEngineFailure ?? null,
     };
     entry.writes = entry.writes.catch((err: Error) => this.onWriteError(sessionId, err));
     this.bySession.set(sessionId, entry);
@@ -194,6 +205,19 @@ export class CaptureStore {
     if (!entry || entry.versionGap) return;
     entry.versionGap = gap;
     entry.onPolicyVersionGap?.(gap);
+  }
+
+  /** Notes an engine failure that reached the session's harness; the first is kept and told once. */
+  noteEngineFailure(sessionId: string, failure: string): void {
+    const entry = this.bySession.get(sessionId);
+    if (!entry || entry.engineFailure) return;
+    entry.engineFailure = failure;
+    entry.onEngineFailure?.(failure);
+  }
+
+  /** The first engine failure that reached the session's harness, or null. */
+  engineFailure(sessionId: string): string | null {
+    return this.bySession.get(sessionId)?.engineFailure ?? null;
   }
 
   /** The version gap that ended the session, or null. */

@@ -106,6 +106,25 @@ export class EngineTimeoutError extends Error {
   }
 }
 
+/**
+ * The words of an engine-side failure that reached a harness (the engine unreachable, timed out,
+ * answering 5xx, or breaking its contract), or null for any other error (the call's own fault, a
+ * fence, a closed client). The gateway ends such a session as an infra failure: it is run again on
+ * a fresh runtime and never scored, since the agent acted on an answer the engine never gave.
+ *
+ * @example
+ * ```ts
+ * engineFailureOf(new EngineStatusError(503, "", null)); // "engine answered HTTP 503"
+ * engineFailureOf(new ProxyHttpError(400, "invalid_request_error", "invalid_request", "x")); // null
+ * ```
+ */
+export function engineFailureOf(err: unknown): string | null {
+  if (err instanceof EngineStatusError) return err.status >= 500 ? err.message : null;
+  if (err instanceof EngineUnreachableError || err instanceof EngineTimeoutError) return err.message;
+  if (err instanceof EngineContractError) return err.message;
+  return null;
+}
+
 /** Why a session's call was not served: every replica stayed behind its `min_policy_version`. */
 export interface PolicyVersionGap {
   /** The session's `min_policy_version`. */

@@ -8,6 +8,7 @@
 
 export { ABORT_REQUEST_TIMEOUT_MS, DEFAULT_POLICY_VERSION_WAIT_MS, HOLD_RECHECK_MS } from "./admission";
 export * from "./builders";
+export { DEFAULT_ENGINE_RETRY_MS } from "./call";
 export {
   CaptureStore,
   COMPLETIONS_FILE,

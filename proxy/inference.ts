@@ -19,6 +19,7 @@ import {
   classifyError,
   EngineContractError,
   EngineStatusError,
+  engineFailureOf,
   PolicyVersionGapError,
   ProxyHttpError,
 } from "./errors";
@@ -96,6 +97,10 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
       (err: unknown) => {
         if (err instanceof PolicyVersionGapError)
           deps.store.endForVersionGap(call.session.sessionId, err.gap);
+        // The harness is about to get an engine failure the retries could not hide.
+        const failure = engineFailureOf(err);
+        if (failure && !clientGone.signal.aborted)
+          deps.store.noteEngineFailure(call.session.sessionId, failure);
         throw err;
       },
     );
@@ -195,6 +200,7 @@ async function serveWhole(
       });
     },
     a.exclude,
+    a.signal,
   );
   const latency_ms = performance.now() - started;
   if (upstream.status < 200 || upstream.status >= 300) {
@@ -260,6 +266,7 @@ async function streamReal(
       });
     },
     a.exclude,
+    a.signal,
   );
   if (!upstream.ok) throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
   const { res, family, parsed } = call;

@@ -132,6 +132,7 @@ describe("proxy metrics", () => {
       modelServed: MODEL,
       logger: quiet,
       healthIntervalMs: 0,
+      engineRetryMs: 0,
       metrics,
     });
     try {

@@ -218,12 +218,15 @@ describe("replicas", () => {
   });
 
   it("passes the 503 through in the family's shape when every replica answers 503", async () => {
-    const p = await proxyFor({ engine: "sglang", engineUrls: [down1.url, down2.url] });
+    // One round of replicas (no retry budget): the failure reaches the harness at once.
+    const p = await proxyFor({ engine: "sglang", engineUrls: [down1.url, down2.url], engineRetryMs: 0 });
     const openai = client(p, "u3");
     const err = await openai.chat.completions.create({ model: "m", messages: ask }).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
     expect(p.completions("u3")).toHaveLength(0);
+    // The harness acted on a failure no model gave: the session is tainted (the gateway ends it as infra).
+    expect(p.engineFailure("u3")).toBe("engine answered HTTP 503");
     expect(p.status().replicas.map((r) => [r.failures, r.completions])).toEqual([
       [1, 0],
       [1, 0],
@@ -242,6 +245,33 @@ describe("replicas", () => {
     expect(p.completions("u4")).toHaveLength(0);
     // Each replica tried once per call, never twice.
     expect(p.status().replicas.map((r) => r.failures)).toEqual([2, 2]);
+  });
+
+  it("retries rounds of unavailable replicas with backoff: a short outage never reaches the harness", async () => {
+    const flaky = await startFixtureEngine({ model: MODEL });
+    cleanups.push(() => flaky.close());
+    flaky.behaviour = { status: 503 };
+    const p = await proxyFor({ engineUrls: [flaky.url], engineRetryMs: 20_000 });
+    const call = client(p, "r1").chat.completions.create({ model: "m", messages: ask });
+    // The engine comes back after it refused the call twice (two rounds: 0.5 s, then 1 s apart).
+    await expect.poll(() => flaky.received.length, { timeout: 10_000 }).toBe(2);
+    flaky.behaviour = {};
+    const answer = await call;
+    expect(answer.choices[0]!.message.content).toBeTruthy();
+    expect(flaky.received).toHaveLength(3);
+    expect(p.completions("r1")).toHaveLength(1);
+    expect(p.engineFailure("r1")).toBeNull();
+  });
+
+  it("an outage longer than engineRetryMs reaches the harness and taints the session", async () => {
+    const p = await proxyFor({ engine: "sglang", engineUrls: [down1.url], engineRetryMs: 1_200 });
+    const err = await client(p, "r2")
+      .chat.completions.create({ model: "m", messages: ask })
+      .catch((e) => e);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    // Rounds at 0, 0.5 s and 1.5 s would pass the budget: 0 and 0.5 s, then 1.2 s (what is left).
+    expect(p.status().replicas[0]!.failures).toBeGreaterThanOrEqual(2);
+    expect(p.engineFailure("r2")).toBe("engine answered HTTP 503");
   });
 
   it("does not retry a 400", async () => {

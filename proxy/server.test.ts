@@ -305,6 +305,7 @@ describe("proxy: engine failures", () => {
       engineUrl: `http://127.0.0.1:${port}`,
       modelServed: MODEL,
       logger: quiet,
+      engineRetryMs: 0,
     });
     try {
       const { key } = p.openSession("down");
@@ -316,6 +317,7 @@ describe("proxy: engine failures", () => {
       expect(res.status).toBe(502);
       expect(((await res.json()) as ErrorJson).error.code).toBe("engine_unreachable");
       expect(p.completions("down")).toHaveLength(0);
+      expect(p.engineFailure("down")).toMatch(/^engine at http:\/\/127\.0\.0\.1:\d+\S* is unreachable/);
     } finally {
       await p.close();
     }

@@ -102,6 +102,12 @@ export interface ProxyOptions extends TokenModeOptions {
    * after resume (partial rollouts); false: issued again from its start. Default true.
    */
   partialRollouts?: boolean;
+  /**
+   * How long a call keeps being retried while every replica is unavailable before the harness
+   * gets the failure (ms); default `DEFAULT_ENGINE_RETRY_MS` (30 s). A failure that does reach the
+   * harness taints the session (`engineFailure`).
+   */
+  engineRetryMs?: number;
   /** Cap on recorded completions per session; default {@link MAX_RECORDS_PER_SESSION}. */
   maxRecordsPerSession?: number;
   /** Cap on recorded bytes per session; default {@link MAX_SESSION_CAPTURE_BYTES}. */
@@ -141,6 +147,11 @@ export interface RecordingProxy {
    * `min_policy_version` within `policyVersionWaitMs`. Null otherwise. Read it before `closeSession`.
    */
   policyVersionGap(sessionId: string): PolicyVersionGap | null;
+  /**
+   * The first engine failure (unreachable, timed out, 5xx, a broken contract) that reached the
+   * session's harness after the proxy's retries, or null. Read it before `closeSession`.
+   */
+  engineFailure(sessionId: string): string | null;
   /** Resolves once the session's records are persisted. */
   flush(sessionId: string): Promise<void>;
   /** Forgets the session; its key stops working. Resolves once its records are persisted. */
@@ -239,6 +250,7 @@ export class ProxyServer {
       timeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
       ...(opts.policyVersionWaitMs === undefined ? {} : { policyVersionWaitMs: opts.policyVersionWaitMs }),
       partialRollouts: opts.partialRollouts ?? true,
+      ...(opts.engineRetryMs === undefined ? {} : { engineRetryMs: opts.engineRetryMs }),
       metrics: opts.metrics ?? NO_PROXY_METRICS,
       logger: log,
     };
@@ -455,6 +467,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RecordingProxy> {
     },
     completions: (sessionId) => server.store.records(sessionId),
     policyVersionGap: (sessionId) => server.store.versionGap(sessionId),
+    engineFailure: (sessionId) => server.store.engineFailure(sessionId),
     flush: (sessionId) => server.store.flush(sessionId),
     closeSession: (sessionId) => {
       server.replicas.forget(sessionId);

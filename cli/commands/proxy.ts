@@ -46,6 +46,8 @@ export interface ProxyCommandOptions {
   enginePriority?: string;
   /** `--no-partial-rollouts` gives false (commander's default for the negated flag is true). */
   partialRollouts?: boolean;
+  /** Longest retry of a model call while no engine replica is available (seconds; 0 = none). */
+  engineRetrySeconds?: number;
 }
 
 const TOKEN_FLAGS = [
@@ -131,6 +133,7 @@ export function proxyOptionsFrom(opts: ProxyCommandOptions, adminToken: string |
     ...(opts.requestTimeoutMs ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
     ...enginePriorityFlag(opts.enginePriority),
     ...(opts.partialRollouts === false ? { partialRollouts: false } : {}),
+    ...(opts.engineRetrySeconds === undefined ? {} : { engineRetryMs: opts.engineRetrySeconds * 1000 }),
   };
 }
 

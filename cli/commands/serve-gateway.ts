@@ -65,6 +65,8 @@ export interface ServeGatewayOptions {
   enginePriority?: string;
   /** `--no-partial-rollouts` gives false (commander's default for the negated flag is true). */
   partialRollouts?: boolean;
+  /** Longest retry of a model call while no engine replica is available (seconds; 0 = none). */
+  engineRetrySeconds?: number;
 }
 
 /** The link flags (`--journal-max-mb`, `--connect-timeout-seconds`, `--reconnect-max-seconds`), checked. */
@@ -156,6 +158,7 @@ export function resolveServeGatewayOptions(opts: ServeGatewayOptions, token: str
     ...policyVersionWaitFlag(opts),
     ...enginePriorityFlag(opts.enginePriority),
     ...(opts.partialRollouts === false ? { partialRollouts: false } : {}),
+    ...(opts.engineRetrySeconds === undefined ? {} : { engineRetryMs: opts.engineRetrySeconds * 1000 }),
     ...(opts.httpPort !== undefined
       ? { http: { host: opts.httpHost ?? "127.0.0.1", port: opts.httpPort } }
       : {}),

@@ -195,6 +195,7 @@ async function sendTokenTurn(
         return pending;
       },
       a.exclude,
+      a.signal,
     );
     upstream = got.value;
     url = got.url;
