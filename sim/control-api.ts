@@ -37,6 +37,15 @@ export function disconnectSignal(res: ServerResponse): AbortSignal {
 
 const body = (req: IncomingMessage) => readJsonBody(req, SIM_LIMITS.maxBodyBytes);
 
+/** `POST /sim/faults`: the fault knobs to change, each a probability per request (stall in ms). */
+const rate = z.number().min(0).max(1).optional();
+const SimFaultsBody = z.strictObject({
+  error_rate: rate,
+  stall_rate: rate,
+  stall_ms: z.number().int().min(0).max(600_000).optional(),
+  abort_rate: rate,
+});
+
 /** A body that may be absent (SGLang accepts bare POSTs on several control endpoints). */
 async function optionalBody(req: IncomingMessage): Promise<unknown> {
   const length = req.headers["content-length"];
@@ -349,6 +358,20 @@ export function controlRoutes(
           num_waiting_reqs: st.waiting,
           loads: [{ dp_rank: 0, num_running_reqs: st.running, num_waiting_reqs: st.waiting }],
         });
+      },
+    },
+    "/sim/faults": {
+      // The simulator's own control (no SGLang route): fault bursts for the fault tests.
+      GET: async (_req, res) => sendJson(res, 200, engine.gpu.setFaults({})),
+      POST: async (req, res) => {
+        const b = parseBody(SimFaultsBody, await body(req));
+        const faults = engine.gpu.setFaults({
+          ...(b.error_rate !== undefined ? { errorRate: b.error_rate } : {}),
+          ...(b.stall_rate !== undefined ? { stallRate: b.stall_rate } : {}),
+          ...(b.stall_ms !== undefined ? { stallMs: b.stall_ms } : {}),
+          ...(b.abort_rate !== undefined ? { abortRate: b.abort_rate } : {}),
+        });
+        sendJson(res, 200, faults);
       },
     },
     "/sim/stats": {

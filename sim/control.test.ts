@@ -277,4 +277,16 @@ describe("fault knobs", () => {
       meta_info: { finish_reason: { type: "abort" } },
     });
   });
+  it("POST /sim/faults changes the knobs from the next request on: a burst of 503s, then none", async () => {
+    await start();
+    expect((await generate({ rid: "before" })).status).toBe(200);
+    expect((await call("/sim/faults", { error_rate: 1 })).json).toMatchObject({ errorRate: 1, stallRate: 0 });
+    expect((await generate({ rid: "burst" })).status).toBe(503);
+    expect((await call("/sim/faults", { error_rate: 0 })).json).toMatchObject({ errorRate: 0 });
+    expect((await generate({ rid: "after" })).status).toBe(200);
+    expect((await call("/sim/stats")).json.faults.errors).toBe(1);
+    const bad = await call("/sim/faults", { error_rate: 2 });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.json)).toContain("error_rate");
+  });
 });

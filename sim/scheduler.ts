@@ -168,7 +168,7 @@ export class GpuScheduler {
   private readonly prefillRate: number;
   private readonly decodeRate: number;
   private readonly maxRunning: number;
-  private readonly faults: Required<FaultOptions>;
+  private faults: Required<FaultOptions>;
   private readonly random: () => number;
   private readonly priority: Required<Omit<PrioritySchedulingOptions, "defaultPriority">> & {
     defaultPriority: number | undefined;
@@ -216,6 +216,24 @@ export class GpuScheduler {
       abortRate: options.faults?.abortRate ?? 0,
     };
     this.random = prng(hash32(`${options.seed ?? 0}\u0000faults`));
+  }
+
+  /**
+   * Changes the fault knobs from now on (the simulator's `POST /sim/faults`, for fault tests that
+   * need bursts); unset fields keep their values. Returns the knobs in force.
+   *
+   * @example
+   * ```ts
+   * gpu.setFaults({ errorRate: 1 }); // every request 503 …
+   * gpu.setFaults({ errorRate: 0 }); // … until now
+   * ```
+   */
+  setFaults(faults: FaultOptions): Required<FaultOptions> {
+    this.faults = {
+      ...this.faults,
+      ...Object.fromEntries(Object.entries(faults).filter(([, v]) => v !== undefined)),
+    };
+    return { ...this.faults };
   }
 
   /** Requests waiting for a slot or running. */
