@@ -12,6 +12,7 @@ import {
   type DeadlineOptions,
   PolarApiError,
   type PolarClient,
+  PolarRequestError,
   type RequestOf,
   type ResponseOf,
   unwrap,
@@ -32,12 +33,14 @@ import {
 } from "../protocol";
 
 /** No usable answer: past the request's deadline, no connection, or an empty or short 2xx body. */
-export { PolarRequestError } from "../clients/typescript/src/index";
 /**
  * A non-2xx answer from the control plane, with its `{error:{code,message}}` body: the client
  * package's exception, under the name the CLI has always used.
  */
-export { PolarApiError as ControlPlaneError };
+export { PolarApiError as ControlPlaneError, PolarRequestError };
+
+/** Page reads of `streamResults` retried in a row before the error is thrown. */
+export const STREAM_READ_RETRIES = 4;
 
 /** `GET /v1/batches`'s answer. */
 export type BatchList = ResponseOf<"listBatches">;
@@ -116,22 +119,39 @@ export class ControlPlaneClient {
 
   /**
    * Yields every result of a batch in sequence order, long-polling until the batch is done (or,
-   * with `follow: false`, until the results stored now are read); throws after `timeoutMs`.
+   * with `follow: false`, until the results stored now are read); throws after `timeoutMs`. A page
+   * read without a usable answer (`PolarRequestError`) is read again with backoff, at most
+   * {@link STREAM_READ_RETRIES} times in a row, after 1 s, 2 s, 4 s, 8 s (`retryBaseMs` × 2^n).
    */
   async *streamResults(
     batchId: string,
-    opts: { timeoutMs?: number; follow?: boolean; after?: number } = {},
+    opts: { timeoutMs?: number; follow?: boolean; after?: number; retryBaseMs?: number } = {},
   ): AsyncGenerator<ResultsPage["results"][number]> {
     const deadline = Date.now() + (opts.timeoutMs ?? 30 * 60_000);
     const follow = opts.follow ?? true;
     let after = opts.after ?? 0;
+    let failures = 0;
     for (;;) {
       const left = Math.ceil((deadline - Date.now()) / 1000);
-      const page = await this.results(
-        batchId,
-        after,
-        follow ? Math.max(0, Math.min(LIMITS.maxResultsWaitSeconds, left)) : 0,
-      );
+      let page: ResultsPage;
+      try {
+        page = await this.results(
+          batchId,
+          after,
+          follow ? Math.max(0, Math.min(LIMITS.maxResultsWaitSeconds, left)) : 0,
+        );
+        failures = 0;
+      } catch (error) {
+        // A page read is idempotent (the cursor says where to go on): a read that got no usable
+        // answer (its deadline passed on a starved or restarting control plane, the connection
+        // dropped, a cut body) is read again, up to STREAM_READ_RETRIES times in a row.
+        if (!(error instanceof PolarRequestError) || ++failures > STREAM_READ_RETRIES) throw error;
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(8_000, (opts.retryBaseMs ?? 500) * 2 ** failures)),
+        );
+        continue;
+      }
       for (const r of page.results) yield r;
       after = page.next;
       if (page.done && page.results.length === 0) return;

@@ -90,6 +90,13 @@ export class BatchDO extends DurableObject<Env> {
   /** Single-flight guard for outbox draining (RPC awaits open the input gate). */
   private draining = false;
   private drainAgain = false;
+  /**
+   * A callback pass is running. Results recorded while a callback POST awaits its answer call
+   * deliverCallbacks again, and the row is still due until the answer is recorded: without this
+   * guard the same callback went out twice although the listener answered 200 both times.
+   */
+  private delivering = false;
+  private deliverAgain = false;
   /** Long-polls waiting for the next accepted result (in memory: a restart ends them early). */
   private readonly waiters = new ResultWaiters();
   /** The fetch used for callbacks (replaceable in tests to observe retries). */
@@ -231,10 +238,26 @@ export class BatchDO extends DurableObject<Env> {
     attempt: number,
     nodeId: string,
   ): Promise<AssignOutcome> {
-    const outcome = this.ctx.storage.transactionSync(() =>
-      store.markAssigned(this.db, sessionId, leaseId, attempt, nodeId, Date.now()),
-    );
+    const { outcome, superseded } = this.ctx.storage.transactionSync(() => {
+      const now = Date.now();
+      const before = store.readSession(this.db, sessionId);
+      const outcome = store.markAssigned(this.db, sessionId, leaseId, attempt, nodeId, now);
+      // A lease still running is superseded by this one (a double dispatch): its gateway is told
+      // to stop now, through every shard of the queue (it may sit on any of them).
+      const superseded =
+        outcome === "assigned" && before?.leaseId && before.leaseId !== leaseId && before.status !== "QUEUED"
+          ? before.leaseId
+          : null;
+      if (superseded)
+        outbox.addWithdrawals(
+          this.db,
+          [{ session_id: sessionId, lease_id: superseded, superseded: true }],
+          now,
+        );
+      return { outcome, superseded };
+    });
     if (outcome === "assigned") this.events.schedule();
+    if (superseded) this.ctx.waitUntil(this.drainOutbox());
     return outcome;
   }
 
@@ -275,6 +298,7 @@ export class BatchDO extends DurableObject<Env> {
           `infra failure on ${result.node_id ?? "the gateway"}: ${result.error.message}`,
           this.noGatewayMs,
           now,
+          true,
         );
         if (lost.outcome === "requeued") {
           outbox.addOutbox(this.db, "enqueue", lost.queue!, lost.taskIndex!, null, now);
@@ -525,9 +549,21 @@ export class BatchDO extends DurableObject<Env> {
 
   /** POSTs every due callback once; failures are rescheduled with backoff. Never throws. */
   async deliverCallbacks(): Promise<void> {
-    if (!store.readBatch(this.db)) return;
-    await deliverDueCallbacks(this.db, this.env, this.callbackFetch);
-    await this.armAlarm();
+    if (this.delivering) {
+      // The running pass looks again when it ends (a callback that fell due meanwhile).
+      this.deliverAgain = true;
+      return;
+    }
+    this.delivering = true;
+    try {
+      do {
+        this.deliverAgain = false;
+        if (store.readBatch(this.db)) await deliverDueCallbacks(this.db, this.env, this.callbackFetch);
+      } while (this.deliverAgain);
+    } finally {
+      this.delivering = false;
+      await this.armAlarm();
+    }
   }
 
   /**

@@ -46,6 +46,23 @@ function asAdmin(path: string, init: RequestInit = {}) {
   return call(path, { ...init, headers: { Authorization: `Bearer ${TOKENS.admin}`, ...init.headers } });
 }
 
+/** Reports INITIALIZING for an assignment and waits until the ledger counts it as started. */
+async function started(
+  batchId: string,
+  gw: Gateway,
+  assign: { lease_id: string; session: { session_id: string } },
+) {
+  gw.send({
+    v: 1,
+    type: "progress",
+    lease_id: assign.lease_id,
+    session_id: assign.session.session_id,
+    status: "INITIALIZING",
+    at: Date.now(),
+  });
+  await expect.poll(async () => (await status(batchId)).counts.INITIALIZING).toBe(1);
+}
+
 /** Makes every timer of a ledger due now and fires its alarm. */
 async function fireLedgerAlarm(batchId: string, sql: string) {
   const stub = env.BATCH.getByName(batchId);
@@ -115,6 +132,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     await first.expect("welcome");
     const a1 = await first.expect("assign");
     expect(a1.session.attempt).toBe(1);
+    await started(batchId, first, a1);
     first.close();
     const queueStub = env.QUEUE.getByName(queue);
     await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
@@ -179,7 +197,8 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     expect((await gw.expect("ack")).status).toBe("accepted");
     const a2 = await gw.expect("assign");
     expect(a2.session.attempt).toBe(2);
-    // The second attempt's gateway disappears: no attempts left → ERROR infra.
+    await started(batchId, gw, a2);
+    // The second attempt's gateway disappears mid-run: no attempts left → ERROR infra.
     gw.close();
     const queueStub = env.QUEUE.getByName(queue);
     await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
@@ -195,6 +214,42 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
       error: { kind: "infra" },
     });
     expect(results.results[0]!.result.error!.message).toContain("max_attempts 2");
+  });
+
+  it("a lease lost before INITIALIZING is requeued without using up an attempt, at most max_attempts times", async () => {
+    // An assign into a socket that just died (or a gateway killed while the session waited in its
+    // INIT queue): nothing of the attempt ran, so it keeps its number; a task whose assignment
+    // itself kills gateways still ends, once it was lost unstarted max_attempts times.
+    const queue = uniqueId("unstarted");
+    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const queueStub = env.QUEUE.getByName(queue);
+    const lose = async (node: string) => {
+      const gw = await connect(queue);
+      gw.hello(node, 1);
+      await gw.expect("welcome");
+      const a = await gw.expect("assign");
+      gw.close();
+      await expect
+        .poll(async () => (await queueStub.stats()).gateways.find((g) => g.node_id === node)?.connected)
+        .toBe(false);
+      await runInDurableObject(queueStub, (_, state) => {
+        state.storage.sql.exec("UPDATE leases SET lost_at = 1");
+      });
+      await runDurableObjectAlarm(queueStub);
+      return a;
+    };
+    const attempts = [];
+    for (const node of ["node-u1", "node-u2", "node-u3", "node-u4"])
+      attempts.push((await lose(node)).session.attempt);
+    // Two free requeues (max_attempts 2), then the losses count: attempt 2, then no attempts left.
+    expect(attempts).toEqual([1, 1, 1, 2]);
+    const results = await page(batchId);
+    expect(results.done).toBe(true);
+    expect(results.results[0]!.result).toMatchObject({
+      status: "ERROR",
+      attempt: 2,
+      error: { kind: "infra" },
+    });
   });
 });
 
@@ -377,6 +432,51 @@ describe("callbacks", () => {
     expect(seen[1]!.body.results).toHaveLength(1);
     await expect.poll(async () => (await stub.callbackState())[0]?.delivered).toBe(true);
     expect(await stub.callbackState()).toMatchObject([{ attempts: 2, delivered: true }]);
+  });
+  it("a callback whose POST is still out when the next result arrives is sent once", async () => {
+    // Each recorded result starts a callback pass; the first task's row stays due until its
+    // answer is recorded, so a second pass used to POST it again (both answered 200).
+    const queue = uniqueId("cb1");
+    const batchId = await submit(queue, [
+      task("t0", { callback_url: "https://trainer.example/cb" }),
+      task("t1", { callback_url: "https://trainer.example/cb" }),
+    ]);
+    const stub = env.BATCH.getByName(batchId);
+    const posted: string[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await runInDurableObject(stub, (instance: BatchDO) => {
+      instance.callbackFetch = async (_url, init) => {
+        const { task_id } = JSON.parse(String(init?.body)) as { task_id: string };
+        posted.push(task_id);
+        if (task_id === "t0") await held;
+        return new Response("ok");
+      };
+    });
+    const gw = await connect(queue);
+    gw.hello("node-cb1", 2);
+    await gw.expect("welcome");
+    const first = await gw.expect("assign");
+    const second = await gw.expect("assign");
+    gw.send({ v: 1, type: "result", lease_id: first.lease_id, result: resultFor(first.session, "node-cb1") });
+    await gw.expect("ack");
+    await expect.poll(() => posted.length).toBe(1);
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: second.lease_id,
+      result: resultFor(second.session, "node-cb1"),
+    });
+    await gw.expect("ack");
+    release();
+    await expect.poll(async () => (await stub.callbackState()).every((c) => c.delivered)).toBe(true);
+    expect(posted.sort()).toEqual(["t0", "t1"]);
+    expect(await stub.callbackState()).toMatchObject([
+      { attempts: 1, delivered: true },
+      { attempts: 1, delivered: true },
+    ]);
   });
 });
 

@@ -33,6 +33,12 @@ type TaskRow = typeof schema.tasks.$inferSelect;
 export interface Withdrawal {
   session_id: string;
   lease_id: string | null;
+  /**
+   * Only this lease ends, the session goes on under a later one: a copy dispatched twice (a shard
+   * loan that ran out while the thief also dispatched it) is stopped as soon as the later
+   * assignment is recorded, instead of running until its result is refused as stale.
+   */
+  superseded?: boolean;
 }
 
 /** Parsed task specs by task index, read once per call. */
@@ -310,12 +316,14 @@ export type LeaseLostOutcome = "requeued" | "failed" | "stale";
 
 /**
  * A gateway lost the session (socket gone past the grace, or it restarted without it), or
- * reported an infra failure: requeue it as attempt + 1, or end it as ERROR kind `infra` once
- * `max_attempts` is used up. A lease that is no longer current is ignored (`stale`).
+ * reported an infra failure (`reported`): requeue it as attempt + 1, or end it as ERROR kind
+ * `infra` once `max_attempts` is used up. A lease lost before its gateway reported INITIALIZING,
+ * which the gateway did not report on, is requeued on the same attempt (nothing of it ran), at
+ * most `max_attempts` times. A lease that is no longer current is ignored (`stale`).
  *
  * @example
  * ```ts
- * leaseLost(db, batchId, "b.0.0", "l_…", "gateway node-a lost", Date.now()); // "requeued"
+ * leaseLost(db, batchId, "b.0.0", "l_…", "gateway node-a lost", 60_000, Date.now()); // "requeued"
  * ```
  */
 export function leaseLost(
@@ -326,6 +334,7 @@ export function leaseLost(
   reason: string,
   noGatewayMs: number,
   now: number,
+  reported = false,
 ): { outcome: LeaseLostOutcome; queue: string | null; taskIndex: number | null } {
   const session = db.select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
   if (!session || session.leaseId !== leaseId || !isOpen(session)) {
@@ -333,7 +342,9 @@ export function leaseLost(
   }
   const tasks = new TaskCache(db);
   const { row, spec } = tasks.get(session.taskIndex);
-  if (session.attempt >= spec.max_attempts) {
+  // Never started (no INITIALIZING came): nothing of this attempt ran, so it is not used up.
+  const unstarted = !reported && session.status === "ASSIGNED" && session.unstartedLosses < spec.max_attempts;
+  if (!unstarted && session.attempt >= spec.max_attempts) {
     endSessions(
       db,
       batchId,
@@ -351,7 +362,8 @@ export function leaseLost(
   db.update(schema.sessions)
     .set({
       status: "QUEUED",
-      attempt: session.attempt + 1,
+      attempt: unstarted ? session.attempt : session.attempt + 1,
+      unstartedLosses: session.unstartedLosses + (unstarted ? 1 : 0),
       leaseId: null,
       nodeId: null,
       startedAt: null,

@@ -82,10 +82,22 @@ async function withdrawEverywhere(
 ): Promise<void> {
   const items = JSON.parse(row.payload ?? "[]") as lifecycle.Withdrawal[];
   // A session may sit on any shard (stolen, or leased by a sibling's gateway): tell each.
+  const ended = items.filter((i) => !i.superseded);
+  const superseded = items.filter((i) => i.superseded);
   await Promise.all(
-    shardsOf(queue, env.POLAR_QUEUE_SHARDS).map((shard) =>
-      env.QUEUE.getByName(shard).withdraw(items, "the session ended on the control plane"),
-    ),
+    shardsOf(queue, env.POLAR_QUEUE_SHARDS).flatMap((shard) => [
+      ...(ended.length > 0
+        ? [env.QUEUE.getByName(shard).withdraw(ended, "the session ended on the control plane")]
+        : []),
+      ...(superseded.length > 0
+        ? [
+            env.QUEUE.getByName(shard).withdraw(
+              superseded,
+              "superseded: the session was assigned again (a later lease runs it)",
+            ),
+          ]
+        : []),
+    ]),
   );
   outbox.deleteOutbox(db, [row.id]);
   unsent.delete(row.id);

@@ -171,7 +171,7 @@ export function addOutbox(
  */
 export function addWithdrawals(
   db: BatchDb,
-  withdrawals: { session_id: string; lease_id: string | null }[],
+  withdrawals: { session_id: string; lease_id: string | null; superseded?: boolean }[],
   now: number,
 ): void {
   if (withdrawals.length === 0) return;

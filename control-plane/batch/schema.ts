@@ -64,6 +64,13 @@ export const sessions = sqliteTable(
     /** Time earlier attempts waited (QUEUED until INITIALIZING, or until they were requeued). */
     queueWaitMs: integer("queue_wait_ms").notNull().default(0),
     /**
+     * Leases lost before their gateway reported INITIALIZING (an assign into a socket that just
+     * died, a gateway killed while the session waited in its INIT queue): requeued without using
+     * up an attempt, at most `max_attempts` times (then they count, so a task whose assignment
+     * itself kills gateways still ends).
+     */
+    unstartedLosses: integer("unstarted_losses").notNull().default(0),
+    /**
      * The session's one timer. Before INITIALIZING: the earlier of `queue_timeout_seconds`
      * running out and the next check for a queue without gateways (see `waiting.ts`); from
      * INITIALIZING: budget + grace. Null once terminal.

@@ -124,7 +124,7 @@ export class Dispatcher {
  */
 export function withdraw(
   shard: Shard,
-  items: { session_id: string; lease_id: string | null }[],
+  items: { session_id: string; lease_id: string | null; superseded?: boolean }[],
   reason: string,
 ): number {
   const leases = shard.ctx.storage.transactionSync(() => store.withdrawSessions(shard.db, items));

@@ -145,7 +145,8 @@ export function nextLostAt(db: QueueDb): number | null {
 }
 
 /**
- * Withdraws sessions that ended on the ledger: drops them from pending and removes their leases.
+ * Withdraws sessions that ended on the ledger: drops them from pending and removes their leases;
+ * an item marked `superseded` removes only its lease (the session runs on under a later one).
  * Returns the leases that a connected gateway must be told to cancel.
  *
  * @example
@@ -155,9 +156,17 @@ export function nextLostAt(db: QueueDb): number | null {
  */
 export function withdrawSessions(
   db: QueueDb,
-  items: { session_id: string; lease_id: string | null }[],
+  items: { session_id: string; lease_id: string | null; superseded?: boolean }[],
 ): LeaseRow[] {
   const leases: LeaseRow[] = [];
+  // A superseded lease ends alone: the session goes on under its later lease (maybe on this shard).
+  const only = items.filter((i) => i.superseded && i.lease_id !== null).map((i) => i.lease_id as string);
+  for (const ids of idChunks(only)) {
+    const found = db.select().from(schema.leases).where(inArray(schema.leases.leaseId, ids)).all();
+    if (found.length > 0) db.delete(schema.leases).where(inArray(schema.leases.leaseId, ids)).run();
+    leases.push(...found);
+  }
+  items = items.filter((i) => !i.superseded);
   // In chunks: a cancelled batch withdraws all its sessions at once (SQLite's parameter limit).
   for (const ids of idChunks(items.map((i) => i.session_id))) {
     db.delete(schema.pending).where(inArray(schema.pending.sessionId, ids)).run();

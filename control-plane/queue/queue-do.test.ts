@@ -236,12 +236,13 @@ describe("gateway WebSocket flow", () => {
     expect(await fresh.expect("cancel")).toMatchObject({ lease_id: "l_unknown" });
     const welcome = await fresh.expect("welcome");
     expect(welcome.kept_leases).toEqual([a.lease_id]);
-    // b went back to the queue as attempt 2 and is handed out again once there is credit.
+    // b went back to the queue and is handed out again once there is credit; it never reported
+    // INITIALIZING, so its attempt was not used up.
     fresh.send({ v: 1, type: "credit", grant: 1 });
     const again = await fresh.expect("assign");
     expect(again.session).toMatchObject({
       session_id: b.session.session_id,
-      attempt: 2,
+      attempt: 1,
     } satisfies Partial<SessionAssignment>);
     expect(again.lease_id).not.toBe(b.lease_id);
     // The old lease of b is superseded in the ledger.

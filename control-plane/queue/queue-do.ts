@@ -154,7 +154,10 @@ export class QueueDO extends DurableObject<Env> {
   }
 
   /** Withdraws sessions that ended on the ledger and tells the gateways holding them to cancel. */
-  async withdraw(items: { session_id: string; lease_id: string | null }[], reason: string): Promise<number> {
+  async withdraw(
+    items: { session_id: string; lease_id: string | null; superseded?: boolean }[],
+    reason: string,
+  ): Promise<number> {
     return withdraw(this.shard, items, reason);
   }
 

@@ -1,3 +1,4 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { ResultsPage } from "../../protocol";
@@ -235,6 +236,56 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect(stats.reduce((n, st) => n + st.leases, 0)).toBe(1);
     gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, node) });
     expect((await gw.expect("ack")).status).toBe("accepted");
+  });
+
+  it("a loan that ran out while the borrower also dispatched it: the earlier copy is cancelled when the later one is assigned", async () => {
+    const queue = uniqueId("sharded");
+    const batchId = await submit(queue, [task("t")]);
+    const sessionId = `${batchId}.0.0`;
+    const home = sessionShard(queue, sessionId, CONFIG);
+    const homeIndex = parseShardName(home).index;
+    const otherIndex = (homeIndex + 1) % SHARDS;
+    const lender = env.QUEUE.getByName(home);
+    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    // A borrower takes it and its gateway runs it, but the settle never reaches the lender.
+    const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
+    await env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)).enqueue([JSON.parse(loan.payloads[0]!)]);
+    const borrowerNode = nodeOnShard(queue, otherIndex, "b");
+    const borrower = await join(queue, borrowerNode, 1);
+    await borrower.expect("welcome");
+    const first = await borrower.expect("assign");
+    // The loan runs out: the lender dispatches its own copy to its gateway.
+    await runInDurableObject(lender, (_, state) => {
+      state.storage.sql.exec("UPDATE pending SET lent_until = 1");
+    });
+    const lenderNode = nodeOnShard(queue, homeIndex, "l");
+    const gw = await join(queue, lenderNode, 1);
+    await gw.expect("welcome");
+    await runDurableObjectAlarm(lender);
+    const second = await gw.expect("assign");
+    expect(second.session.session_id).toBe(sessionId);
+    // The earlier copy is told to stop at once, not when its result is refused.
+    expect(await borrower.expect("cancel")).toMatchObject({
+      lease_id: first.lease_id,
+      session_id: sessionId,
+      reason: expect.stringContaining("superseded"),
+    });
+    const stats = await shardStats(queue);
+    expect(stats.reduce((n, st) => n + st.leases, 0)).toBe(1);
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: second.lease_id,
+      result: resultFor(second.session, lenderNode),
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    borrower.send({
+      v: 1,
+      type: "result",
+      lease_id: first.lease_id,
+      result: resultFor(first.session, borrowerNode),
+    });
+    expect((await borrower.expect("ack")).status).not.toBe("accepted");
   });
 
   it("cancelling a batch withdraws sessions leased through a steal", async () => {

@@ -117,9 +117,10 @@ describe("control plane durability (wrangler dev --persist-to)", () => {
     await waitDone(batch_id, 60_000);
     const results = await allResults(batch_id);
     expect(results).toHaveLength(2);
+    // The lost gateway never reported INITIALIZING: nothing ran, so no attempt was used up.
     for (const r of results)
-      expect(r.result).toMatchObject({ status: "COMPLETED", node_id: "rescue-node", attempt: 2 });
-    expect(rescuer.assigns.map((a) => a.message.session.attempt)).toEqual([2, 2]);
+      expect(r.result).toMatchObject({ status: "COMPLETED", node_id: "rescue-node", attempt: 1 });
+    expect(rescuer.assigns.map((a) => a.message.session.attempt)).toEqual([1, 1]);
     await rescuer.close();
   });
 

@@ -5,6 +5,7 @@ import m0003 from "./0003_swift_roland_deschain.sql";
 import m0004 from "./0004_lean_princess_powerful.sql";
 import m0005 from "./0005_clever_thunderbolt_ross.sql";
 import m0006 from "./0006_real_silhouette.sql";
+import m0007 from "./0007_condemned_flatman.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -17,5 +18,6 @@ export default {
     m0004,
     m0005,
     m0006,
+    m0007,
   },
 };

@@ -1,0 +1,1 @@
+ALTER TABLE `sessions` ADD `unstarted_losses` integer DEFAULT 0 NOT NULL;
