@@ -168,6 +168,9 @@ export function chromiumPath(env: NodeJS.ProcessEnv = process.env): string {
   return "chromium";
 }
 
+/** Debian's libfaketime (package `faketime`): preloaded, it moves a process's wall clock. */
+export const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
 /** The tools the suites of this repository probe, by name. */
 export const TOOLS = {
   bubblewrap: { name: "bubblewrap", install: "apt-get install bubblewrap", probe: bwrapProblem },
@@ -213,6 +216,12 @@ export const TOOLS = {
     // POLAR_CHROMIUM names another binary.
     install: "apt-get install chromium",
     probe: () => runs(chromiumPath(), ["--headless", "--version"]),
+  },
+  faketime: {
+    name: "faketime",
+    // The fault matrix runs one gateway with its wall clock minutes ahead (libfaketime preloaded).
+    install: "apt-get install faketime",
+    probe: () => (existsSync(LIBFAKETIME) ? null : `${LIBFAKETIME} is missing`),
   },
   cgroups: {
     name: "cgroups",
