@@ -100,7 +100,12 @@ describe("the v2 fence on a gateway", { timeout: 40_000 }, () => {
     engine.behaviour = { delayMs: 4000 };
     const a = makeAssign({ command: ASK, prefix: "abort" });
     cp.send(a);
-    await expect.poll(() => engine.received.filter((r) => r.path === "/v1/chat/completions").length).toBe(1);
+    // The session's runtime and harness start first (as a session user of its own when root).
+    await expect
+      .poll(() => engine.received.filter((r) => r.path === "/v1/chat/completions").length, {
+        timeout: 15_000,
+      })
+      .toBe(1);
     const started = Date.now();
     const paused = await admin("f1", "fence", {
       fence: fence(1, true, { mode: "abort", policy_version: "2" }),

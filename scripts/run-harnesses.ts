@@ -102,6 +102,8 @@ export interface RunHarnessesOptions {
   timeoutMs?: number;
   /** Samples per harness (default: the task file's `num_samples`, 4). */
   samples?: number;
+  /** Each session's `timeout_seconds` (default: the task file's, 300). */
+  sessionTimeoutSeconds?: number;
   log?: (line: string) => void;
   /** Use a running stack instead of starting one (tests share theirs). */
   stack?: LocalStack;
@@ -198,9 +200,11 @@ export async function runHarnesses(opts: RunHarnessesOptions): Promise<HarnessRu
     }));
   if (opts.keep) log(`stack folder (kept): ${stack.root}`);
   try {
-    const tasks = opts.harnesses
-      .map(harnessTask)
-      .map((t) => (opts.samples === undefined ? t : { ...t, num_samples: opts.samples }));
+    const tasks = opts.harnesses.map(harnessTask).map((t) => ({
+      ...t,
+      ...(opts.samples === undefined ? {} : { num_samples: opts.samples }),
+      ...(opts.sessionTimeoutSeconds === undefined ? {} : { timeout_seconds: opts.sessionTimeoutSeconds }),
+    }));
     const created = await stack.client.submit({ tasks });
     log(
       `submitted batch ${created.batch_id}: ${created.tasks} tasks, ${created.sessions} sessions (${created.sessions / created.tasks} each)`,

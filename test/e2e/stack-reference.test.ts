@@ -30,7 +30,7 @@ itWith(
   "polar stack --engine reference: a session's trace carries the reference engine's logprobs",
   {
     // Loading torch and the checkpoint beside other suites on a two-core machine took past 90 s.
-    timeout: 300_000,
+    timeout: 480_000,
   },
   async () => {
     const t0 = Date.now();
@@ -51,7 +51,7 @@ itWith(
     const exited = new Promise<number | null>((r) => child!.once("exit", (code) => r(code)));
     await expect
       .poll(() => (child!.exitCode === null ? stdout : `exited: ${stdout}\n${stderr}`), {
-        timeout: 240_000,
+        timeout: 360_000,
         interval: 200,
       })
       .toMatch(/^\{.*\}$/m);
@@ -65,7 +65,7 @@ itWith(
     batch.tasks[0]!.num_samples = 1; // one session is enough to see the engine's logprobs
     const created = await client.submit(batch);
     const results: SessionResult[] = [];
-    for await (const { result } of client.streamResults(created.batch_id, { timeoutMs: 60_000 }))
+    for await (const { result } of client.streamResults(created.batch_id, { timeoutMs: 180_000 }))
       results.push(result);
     expect(results.map((r) => r.status)).toEqual(["COMPLETED"]);
     const traces = results[0]!.trajectory!.traces;
