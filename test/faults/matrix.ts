@@ -58,7 +58,8 @@ export interface MatrixOptions {
   log: (line: string) => void;
 }
 
-const QUEUE = "faults";
+/** The queue every batch of the fault tests goes to. */
+export const QUEUE = "faults";
 const SAMPLES = 5;
 const TASKS_PER_BATCH = 10;
 /** Run budget of a session: the agent works at most 20 s, plus engine waits and retries. */
@@ -78,18 +79,21 @@ function rng(seed: number): () => number {
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The batches of the workload, with what each task is expected to end as. */
-function workload(opts: MatrixOptions): {
-  batches: Array<{ batch_id: string; tasks: TaskSpecInput[] }>;
-  expected: ExpectedTask[];
-} {
-  const draw = rng(opts.seed);
+/**
+ * The batches of the workload (numbered from `firstBatch`), with what each task is expected to end
+ * as.
+ */
+export function workload(
+  opts: Pick<MatrixOptions, "sessions" | "seed" | "hangShare" | "flakyRuntimeShare" | "workSeconds">,
+  firstBatch = 0,
+): { batches: Array<{ batch_id: string; tasks: TaskSpecInput[] }>; expected: ExpectedTask[] } {
+  const draw = rng(opts.seed + firstBatch);
   const batches: Array<{ batch_id: string; tasks: TaskSpecInput[] }> = [];
   const expected: ExpectedTask[] = [];
   const nBatches = Math.ceil(opts.sessions / (SAMPLES * TASKS_PER_BATCH));
-  for (let b = 0; b < nBatches; b++) {
+  for (let b = firstBatch; b < firstBatch + nBatches; b++) {
     const batchId = `fm-${opts.seed}-${b}`;
     const tasks: TaskSpecInput[] = [];
     for (let t = 0; t < TASKS_PER_BATCH; t++) {
@@ -146,7 +150,7 @@ function schedule(
 }
 
 /** Counters of the control plane's shards (`GET /metrics`), summed over shards. */
-async function queueCounters(url: string, token: string): Promise<Record<string, number>> {
+export async function queueCounters(url: string, token: string): Promise<Record<string, number>> {
   const res = await fetch(`${url}/metrics`, {
     headers: { authorization: `Bearer ${token}` },
     signal: AbortSignal.timeout(10_000),
@@ -206,97 +210,8 @@ export async function runFaultMatrix(opts: MatrixOptions): Promise<MatrixReport>
     const meanSeconds = (1 + (opts.workSeconds ?? 20)) / 2;
     const spanMs = Math.max(20_000, ((sessions * meanSeconds) / (opts.gateways * opts.maxRun)) * 1000 * 0.8);
     const plan = schedule(opts.faults, spanMs, opts.seed);
-    let policyVersion = 0;
-    const inject = async (planned: keyof FaultPlan) => {
-      let kind = planned;
-      const draw = Math.random;
-      switch (kind) {
-        case "gatewayKillMidRun": {
-          const i = Math.floor(draw() * Math.max(1, opts.gateways - 1));
-          await stack.killGateway(i);
-          await sleep(1_000 + draw() * 4_000);
-          stack.startGateway(i);
-          break;
-        }
-        case "gatewayKillBeforeAck": {
-          stack.proxy?.set({ kind: "latency", ms: 1_500 });
-          await sleep(6_000);
-          await stack.killGateway(flaky);
-          stack.proxy?.set({ kind: "pass" });
-          await sleep(2_000);
-          stack.startGateway(flaky);
-          break;
-        }
-        case "controlPlaneKill": {
-          await stack.killControlPlane();
-          await sleep(2_000);
-          await stack.startControlPlane();
-          break;
-        }
-        case "controlPlaneKillDuringLoan": {
-          // Waits (at most 30 s) for a shard to lend sessions, then kills at once; a kill that saw
-          // no loan is counted as a plain one.
-          const before = (await queueCounters(stack.url, stack.tokens.viewer).catch(() => ({}))) as Record<
-            string,
-            number
-          >;
-          const until = Date.now() + 30_000;
-          let lent = false;
-          while (Date.now() < until && !lent) {
-            const now = await queueCounters(stack.url, stack.tokens.viewer).catch(() => before);
-            lent = (now.lent_sessions ?? 0) > (before.lent_sessions ?? 0);
-            if (!lent) await sleep(100);
-          }
-          await stack.killControlPlane();
-          if (!lent) kind = "controlPlaneKill";
-          await sleep(2_000);
-          await stack.startControlPlane();
-          break;
-        }
-        case "engineErrorBursts":
-          await setEngineFaults(stack.engineUrl, { error_rate: 1 });
-          await sleep(Math.min(3_000, (opts.engineRetrySeconds * 1000) / 3));
-          await setEngineFaults(stack.engineUrl, { error_rate: 0 });
-          break;
-        case "engineOutages":
-          await setEngineFaults(stack.engineUrl, { error_rate: 1 });
-          await sleep(opts.engineRetrySeconds * 1000 + 5_000);
-          await setEngineFaults(stack.engineUrl, { error_rate: 0 });
-          break;
-        case "engineStalls":
-          await setEngineFaults(stack.engineUrl, { stall_rate: 0.5, stall_ms: 4_000 });
-          await sleep(10_000);
-          await setEngineFaults(stack.engineUrl, { stall_rate: 0 });
-          break;
-        case "flakyLinkCycles":
-          stack.proxy?.set({ kind: "latency", ms: 300 });
-          await sleep(5_000);
-          stack.proxy?.set({ kind: "blackhole" });
-          await sleep(6_000);
-          stack.proxy?.set({ kind: "reset" });
-          await sleep(3_000);
-          stack.proxy?.set({ kind: "pass" });
-          break;
-        case "fenceCycles": {
-          const mode = draw() < 0.5 ? "drain" : "abort";
-          await client.pause(QUEUE, { mode, timeout_seconds: 20 }).catch(() => undefined);
-          await sleep(1_500);
-          policyVersion++;
-          // A trainer resumes until it is acknowledged: a resume lost to a control-plane restart
-          // left the queue paused and every session waiting out its budget.
-          for (let tries = 0; ; tries++) {
-            const resumed = await client.resume(QUEUE, String(policyVersion)).then(
-              () => true,
-              () => false,
-            );
-            if (resumed || tries >= 60) break;
-            await sleep(1_000);
-          }
-          break;
-        }
-      }
-      note(kind);
-    };
+    const injector = new FaultInjector(stack, client, opts.engineRetrySeconds);
+    const inject = async (planned: keyof FaultPlan) => note(await injector.inject(planned));
     // Faults of one kind run one after the other; kinds overlap, as faults do.
     const byKind = new Map<keyof FaultPlan, Array<{ at: number }>>();
     for (const f of plan) byKind.set(f.kind, [...(byKind.get(f.kind) ?? []), f]);
@@ -321,7 +236,7 @@ export async function runFaultMatrix(opts: MatrixOptions): Promise<MatrixReport>
       started + opts.timeoutMs,
       opts.log,
     );
-    const counters = await queueCounters(stack.url, stack.tokens.viewer);
+    const counters = await settledCounters(stack.url, stack.tokens.viewer);
     return checkResults({
       expected,
       results: results.map((r) => r.result),
@@ -339,7 +254,135 @@ export async function runFaultMatrix(opts: MatrixOptions): Promise<MatrixReport>
   }
 }
 
-async function setEngineFaults(url: string, faults: Record<string, number>): Promise<void> {
+/**
+ * Injects one fault of the matrix at a time into a running {@link FaultStack}: kills and restarts
+ * gateways and the control plane, sets the simulated engine's fault knobs, flaps the flaky
+ * gateway's link, cycles the fence. Shared by the matrix and the soak.
+ *
+ * @example
+ * ```ts
+ * const injector = new FaultInjector(stack, client, 30);
+ * await injector.inject("controlPlaneKill"); // "controlPlaneKill"
+ * ```
+ */
+export class FaultInjector {
+  private policyVersion = 0;
+  private readonly flaky: number;
+
+  constructor(
+    private readonly stack: FaultStack,
+    private readonly client: ControlPlaneClient,
+    private readonly engineRetrySeconds: number,
+  ) {
+    this.flaky = stack.opts.flaky ?? stack.opts.gateways - 1;
+  }
+
+  /** Injects `planned` and resolves with the kind that was injected (a loan kill without a loan is a plain one). */
+  async inject(planned: keyof FaultPlan): Promise<keyof FaultPlan> {
+    let kind = planned;
+    const draw = Math.random;
+    switch (kind) {
+      case "gatewayKillMidRun": {
+        const i = Math.floor(draw() * Math.max(1, this.stack.opts.gateways - 1));
+        await this.stack.killGateway(i);
+        await sleep(1_000 + draw() * 4_000);
+        this.stack.startGateway(i);
+        break;
+      }
+      case "gatewayKillBeforeAck": {
+        this.stack.proxy?.set({ kind: "latency", ms: 1_500 });
+        await sleep(6_000);
+        await this.stack.killGateway(this.flaky);
+        this.stack.proxy?.set({ kind: "pass" });
+        await sleep(2_000);
+        this.stack.startGateway(this.flaky);
+        break;
+      }
+      case "controlPlaneKill": {
+        await this.stack.killControlPlane();
+        await sleep(2_000);
+        await this.stack.startControlPlane();
+        break;
+      }
+      case "controlPlaneKillDuringLoan": {
+        // Waits (at most 30 s) for a shard to lend sessions, then kills at once; a kill that saw
+        // no loan is counted as a plain one.
+        const before = (await queueCounters(this.stack.url, this.stack.tokens.viewer).catch(
+          () => ({}),
+        )) as Record<string, number>;
+        const until = Date.now() + 30_000;
+        let lent = false;
+        while (Date.now() < until && !lent) {
+          const now = await queueCounters(this.stack.url, this.stack.tokens.viewer).catch(() => before);
+          lent = (now.lent_sessions ?? 0) > (before.lent_sessions ?? 0);
+          if (!lent) await sleep(100);
+        }
+        await this.stack.killControlPlane();
+        if (!lent) kind = "controlPlaneKill";
+        await sleep(2_000);
+        await this.stack.startControlPlane();
+        break;
+      }
+      case "engineErrorBursts":
+        await setEngineFaults(this.stack.engineUrl, { error_rate: 1 });
+        await sleep(Math.min(3_000, (this.engineRetrySeconds * 1000) / 3));
+        await setEngineFaults(this.stack.engineUrl, { error_rate: 0 });
+        break;
+      case "engineOutages":
+        await setEngineFaults(this.stack.engineUrl, { error_rate: 1 });
+        await sleep(this.engineRetrySeconds * 1000 + 5_000);
+        await setEngineFaults(this.stack.engineUrl, { error_rate: 0 });
+        break;
+      case "engineStalls":
+        await setEngineFaults(this.stack.engineUrl, { stall_rate: 0.5, stall_ms: 4_000 });
+        await sleep(10_000);
+        await setEngineFaults(this.stack.engineUrl, { stall_rate: 0 });
+        break;
+      case "flakyLinkCycles":
+        this.stack.proxy?.set({ kind: "latency", ms: 300 });
+        await sleep(5_000);
+        this.stack.proxy?.set({ kind: "blackhole" });
+        await sleep(6_000);
+        this.stack.proxy?.set({ kind: "reset" });
+        await sleep(3_000);
+        this.stack.proxy?.set({ kind: "pass" });
+        break;
+      case "fenceCycles": {
+        const mode = draw() < 0.5 ? "drain" : "abort";
+        await this.client.pause(QUEUE, { mode, timeout_seconds: 20 }).catch(() => undefined);
+        await sleep(1_500);
+        this.policyVersion++;
+        // A trainer resumes until it is acknowledged: a resume lost to a control-plane restart
+        // left the queue paused and every session waiting out its budget.
+        for (let tries = 0; ; tries++) {
+          const resumed = await this.client.resume(QUEUE, String(this.policyVersion)).then(
+            () => true,
+            () => false,
+          );
+          if (resumed || tries >= 60) break;
+          await sleep(1_000);
+        }
+        break;
+      }
+    }
+    return kind;
+  }
+}
+
+/**
+ * The counters once the control plane answers them (a Durable Object just restarted may not be
+ * ready for the first `/metrics`): up to 10 tries a second apart, else none.
+ */
+export async function settledCounters(url: string, token: string): Promise<Record<string, number>> {
+  for (let i = 0; i < 10; i++) {
+    const counters = await queueCounters(url, token).catch(() => ({}) as Record<string, number>);
+    if (Object.keys(counters).length > 0) return counters;
+    await sleep(1_000);
+  }
+  return {};
+}
+
+export async function setEngineFaults(url: string, faults: Record<string, number>): Promise<void> {
   await fetch(`${url}/sim/faults`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -352,7 +395,7 @@ async function setEngineFaults(url: string, faults: Record<string, number>): Pro
  * Reads every batch's results by cursor until each batch is done, retrying through control-plane
  * restarts; each result with the time from its batch's submission to when it was read.
  */
-async function collect(
+export async function collect(
   client: ControlPlaneClient,
   batchIds: string[],
   submittedAt: Map<string, number>,

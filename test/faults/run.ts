@@ -9,12 +9,17 @@
  *                          [--out report.json]
  *
  * `--times N` injects each fault N times (the fence is cycled 3N times).
+ *
+ * `--soak SECONDS` runs the soak instead (soak.ts): the stack kept busy that long (`--in-flight`
+ * sessions, 400 by default) with a random fault every 20–40 s, then the same checks, plus the
+ * memory of every process and the journal and Durable Object storage before and after.
  */
 import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { reportMarkdown } from "./checks";
 import { runFaultMatrix } from "./matrix";
+import { runSoak, soakMarkdown } from "./soak";
 
 const { values } = parseArgs({
   options: {
@@ -25,6 +30,8 @@ const { values } = parseArgs({
     "engine-retry-seconds": { type: "string", default: "30" },
     "work-seconds": { type: "string", default: "20" },
     times: { type: "string", default: "3" },
+    soak: { type: "string", default: "" },
+    "in-flight": { type: "string", default: "400" },
     out: { type: "string", default: "" },
   },
 });
@@ -38,9 +45,28 @@ function int(name: keyof typeof values, min: number): number {
   return v;
 }
 
-const times = int("times", 0);
 const started = Date.now();
 const load = loadavg()[0]!;
+const footer = () =>
+  `\nload average ${load.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after; ${((Date.now() - started) / 1000).toFixed(0)} s in all`;
+
+if (values.soak) {
+  const soak = await runSoak({
+    durationMs: int("soak", 60) * 1000,
+    gateways: int("gateways", 3),
+    maxRun: int("max-run", 1),
+    seed: int("seed", 0),
+    workSeconds: int("work-seconds", 1),
+    engineRetrySeconds: int("engine-retry-seconds", 1),
+    inFlight: int("in-flight", 1),
+    log: (line) => console.error(`test:faults: ${line}`),
+  });
+  console.log(`${reportMarkdown(soak.matrix)}\n\n${soakMarkdown(soak)}${footer()}`);
+  if (values.out) writeFileSync(values.out, `${JSON.stringify(soak, null, 1)}\n`);
+  process.exit(soak.matrix.violations.length === 0 ? 0 : 1);
+}
+
+const times = int("times", 0);
 const report = await runFaultMatrix({
   sessions: int("sessions", 1),
   gateways: int("gateways", 3),
@@ -64,9 +90,6 @@ const report = await runFaultMatrix({
   },
   log: (line) => console.error(`test:faults: ${line}`),
 });
-console.log(reportMarkdown(report));
-console.log(
-  `\nload average ${load.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after; ${((Date.now() - started) / 1000).toFixed(0)} s in all`,
-);
+console.log(`${reportMarkdown(report)}${footer()}`);
 if (values.out) writeFileSync(values.out, `${JSON.stringify(report, null, 1)}\n`);
 process.exit(report.violations.length === 0 ? 0 : 1);

@@ -184,6 +184,16 @@ export class FaultStack {
     return this.slots.map((s) => s.nodeId);
   }
 
+  /** The control plane's supervising pid (wrangler and workerd run under it); undefined while down. */
+  controlPlanePid(): number | undefined {
+    return this.cp?.pid;
+  }
+
+  /** Gateway `i`'s supervising pid; undefined while it is down. */
+  gatewayPid(i: number): number | undefined {
+    return this.slots[i]?.proc?.pid;
+  }
+
   /** How many times each gateway was started. */
   gatewayStarts(): number[] {
     return this.slots.map((s) => s.starts);
