@@ -35,6 +35,31 @@ export interface Shard {
   readonly admins: AdminFanout;
 }
 
+/** Key of the shard's own name in the Durable Object's key-value storage. */
+const NAME_KEY = "polar:shard-name";
+
+/**
+ * The Durable Object's name, remembered in its storage. `ctx.id.name` is set when a request
+ * reached the object through `getByName`, but not when its alarm started it (workerd: an
+ * alarm-started instance has an id without a name). After a control-plane restart that is how a
+ * shard with a pending alarm comes up first, and it used to call itself "unknown" for its whole
+ * life: wrong siblings to steal from, and /metrics labelled `queue="unknown"`.
+ *
+ * @example
+ * ```ts
+ * rememberedName(ctx); // "default#1", also when ctx.id.name is undefined
+ * ```
+ */
+export function rememberedName(ctx: Pick<DurableObjectState, "id" | "storage">): string {
+  const name = ctx.id.name;
+  const stored = ctx.storage.kv.get<string>(NAME_KEY);
+  if (name) {
+    if (stored !== name) ctx.storage.kv.put(NAME_KEY, name);
+    return name;
+  }
+  return stored ?? "unknown";
+}
+
 /**
  * Builds the shard context of a QueueDO.
  *
@@ -44,7 +69,7 @@ export interface Shard {
  * ```
  */
 export function openShard(ctx: DurableObjectState, env: () => Env, db: QueueDb, admins: AdminFanout): Shard {
-  const shardName = ctx.id.name ?? "unknown";
+  const shardName = rememberedName(ctx);
   const { queue } = parseShardName(shardName);
   return {
     db,
