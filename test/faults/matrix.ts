@@ -200,7 +200,7 @@ export async function runFaultMatrix(opts: MatrixOptions): Promise<MatrixReport>
     const { batches, expected } = workload(opts);
     const submittedAt = new Map<string, number>();
     for (const batch of batches) {
-      await client.submit({ ...batch, queue: QUEUE });
+      await submitOnce(client, batch);
       submittedAt.set(batch.batch_id, Date.now());
     }
     const sessions = expected.reduce((n, t) => n + t.samples, 0);
@@ -366,6 +366,27 @@ export class FaultInjector {
       }
     }
     return kind;
+  }
+}
+
+/**
+ * Submits a batch, again after an answer that may not have stored it (wrangler dev answers 503
+ * "Your worker restarted mid-request" under load; the connection may drop): a repeat of the same
+ * body under the same batch id is answered with the stored batch, so it is safe.
+ */
+export async function submitOnce(
+  client: ControlPlaneClient,
+  batch: { batch_id: string; tasks: TaskSpecInput[] },
+): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      await client.submit({ ...batch, queue: QUEUE });
+      return;
+    } catch (error) {
+      const status = (error as { status?: number }).status;
+      if ((status !== undefined && status < 500) || tries >= 10) throw error;
+      await sleep(2_000);
+    }
   }
 }
 

@@ -21,6 +21,7 @@ import {
   setEngineFaults,
   settledCounters,
   sleep,
+  submitOnce,
   workload,
 } from "./matrix";
 import { FaultStack } from "./stack";
@@ -198,7 +199,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           );
           const batch = batches[0]!;
           try {
-            await client.submit({ ...batch, queue: QUEUE });
+            await submitOnce(client, batch);
           } catch {
             nextBatch--; // the control plane is restarting: the same batch again next round
             await sleep(2_000);
