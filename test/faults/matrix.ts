@@ -226,27 +226,15 @@ export async function runFaultMatrix(opts: MatrixOptions): Promise<MatrixReport>
       }),
     );
     await injecting;
-    // Every gateway up again, the link clean, the engine healthy: the rest must drain.
-    await setEngineFaults(stack.engineUrl, { error_rate: 0, stall_rate: 0 });
-    await stack.waitConnected(opts.gateways, 120_000);
-    const results = await collect(
-      client,
-      batches.map((b) => b.batch_id),
+    return await drainAndCheck(stack, client, {
+      batchIds: batches.map((b) => b.batch_id),
       submittedAt,
-      started + opts.timeoutMs,
-      opts.log,
-    );
-    const counters = await settledCounters(stack.url, stack.tokens.viewer);
-    return checkResults({
+      deadline: started + opts.timeoutMs,
       expected,
-      results: results.map((r) => r.result),
-      latencies: results.map((r) => r.latencyMs),
       seed: opts.seed,
       injected,
-      counters,
-      wallMs: Date.now() - started,
-      gatewayStarts: stack.gatewayStarts(),
-      controlPlaneStarts: stack.controlPlaneStarts,
+      started,
+      log: opts.log,
     });
   } finally {
     await stack.stop();
@@ -367,6 +355,46 @@ export class FaultInjector {
     }
     return kind;
   }
+}
+
+/**
+ * The end of a fault run: the engine healthy and every gateway connected again, every batch's
+ * results read (through restarts), then each session checked (`checks.ts`).
+ *
+ * @example
+ * ```ts
+ * const report = await drainAndCheck(stack, client, { batchIds, submittedAt, deadline, … });
+ * ```
+ */
+export async function drainAndCheck(
+  stack: FaultStack,
+  client: ControlPlaneClient,
+  run: {
+    batchIds: string[];
+    submittedAt: Map<string, number>;
+    deadline: number;
+    expected: ExpectedTask[];
+    seed: number;
+    injected: Record<string, number>;
+    started: number;
+    log: (line: string) => void;
+  },
+): Promise<MatrixReport> {
+  await setEngineFaults(stack.engineUrl, { error_rate: 0, stall_rate: 0 });
+  await stack.waitConnected(stack.opts.gateways, 120_000);
+  const results = await collect(client, run.batchIds, run.submittedAt, run.deadline, run.log);
+  const counters = await settledCounters(stack.url, stack.tokens.viewer);
+  return checkResults({
+    expected: run.expected,
+    results: results.map((r) => r.result),
+    latencies: results.map((r) => r.latencyMs),
+    seed: run.seed,
+    injected: run.injected,
+    counters,
+    wallMs: Date.now() - run.started,
+    gatewayStarts: stack.gatewayStarts(),
+    controlPlaneStarts: stack.controlPlaneStarts,
+  });
 }
 
 /**

@@ -12,18 +12,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneClient } from "../../cli/client";
-import { checkResults, type ExpectedTask, type MatrixReport } from "./checks";
-import {
-  collect,
-  FaultInjector,
-  type FaultPlan,
-  QUEUE,
-  setEngineFaults,
-  settledCounters,
-  sleep,
-  submitOnce,
-  workload,
-} from "./matrix";
+import type { ExpectedTask, MatrixReport } from "./checks";
+import { drainAndCheck, FaultInjector, type FaultPlan, QUEUE, sleep, submitOnce, workload } from "./matrix";
 import { FaultStack } from "./stack";
 
 /** Options of {@link runSoak}. */
@@ -249,22 +239,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       }
     })();
     await Promise.all([feeding, faulting, sampling]);
-    await setEngineFaults(stack.engineUrl, { error_rate: 0, stall_rate: 0 });
-    await stack.waitConnected(opts.gateways, 120_000);
-    const results = await collect(client, batchIds, submittedAt, Date.now() + 1_200_000, opts.log);
-    sample();
-    const counters = await settledCounters(stack.url, stack.tokens.viewer);
-    const matrix = checkResults({
+    const matrix = await drainAndCheck(stack, client, {
+      batchIds,
+      submittedAt,
+      deadline: Date.now() + 1_200_000,
       expected,
-      results: results.map((r) => r.result),
-      latencies: results.map((r) => r.latencyMs),
       seed: opts.seed,
       injected,
-      counters,
-      wallMs: Date.now() - started,
-      gatewayStarts: stack.gatewayStarts(),
-      controlPlaneStarts: stack.controlPlaneStarts,
+      started,
+      log: opts.log,
     });
+    sample();
     const after = [...journals.map(folderBytes), folderBytes(state)];
     const memory = [...series.entries()].map(([process, values]): MemorySeries => {
       const mid = values[Math.floor(values.length / 2)] ?? 0;
