@@ -5,10 +5,11 @@
  * what left the process group.
  */
 import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { link, lstat, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { describeWith, type OptionalTool } from "../../test/support/optional-tools";
 import { bwrapArgs } from "./bwrap";
 import {
@@ -154,9 +155,22 @@ describeWith([ROOT], "handing files over and killing leftovers (as root)", () =>
   it("kills every process of the uid, also one that left its process group", async () => {
     const child = spawn("setsid", ["sleep", "60"], { uid, gid: uid, detached: true, stdio: "ignore" });
     child.unref();
-    for (let i = 0; i < 50 && (await userPids(uid)).length === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
-    expect((await userPids(uid)).length).toBeGreaterThan(0);
+    // `setsid` forks (the spawned process already leads its group) and its parent exits: wait for
+    // the forked `sleep` itself, not the short-lived parent a first look may catch.
+    const sleeping = async () => {
+      const pids = await userPids(uid);
+      return pids.filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep";
+        } catch {
+          return false;
+        }
+      });
+    };
+    await vi.waitFor(async () => expect((await sleeping()).length).toBeGreaterThan(0), {
+      timeout: 10_000,
+      interval: 20,
+    });
     expect(await killUserProcesses(uid)).toBeGreaterThan(0);
     expect(await userPids(uid)).toEqual([]);
   });
