@@ -7,7 +7,7 @@
  * @module
  */
 import { CLOSE_SILENT } from "../../protocol";
-import { leaseGraceMs, livenessMs } from "./settings";
+import { leaseGraceMs, livenessMs, RESTART_LEASE_GRACE_MS } from "./settings";
 import type { Shard } from "./shard";
 import { attachmentOf, closeQuietly } from "./sockets";
 import { STEAL_NUDGE_MS } from "./stealing";
@@ -78,17 +78,18 @@ export function checkLiveness(shard: Shard, now: number): void {
 
 /**
  * Marks the node disconnected (if `connId` is still its connection) and starts the grace period
- * of its leases: a reconnect within it reclaims them, after it they go back to the ledger.
+ * of its leases: a reconnect within it reclaims them, after it they go back to the ledger. The
+ * grace is the configured one, or `minGraceMs` where that is longer (after a restart).
  *
  * @example
  * ```ts
  * disconnect(shard, "node-a", attachment.connId);
  * ```
  */
-export function disconnect(shard: Shard, nodeId: string, connId: string): void {
+export function disconnect(shard: Shard, nodeId: string, connId: string, minGraceMs = 0): void {
   const now = Date.now();
   if (!store.disconnectGateway(shard.db, nodeId, connId, now)) return;
-  store.startLeaseGrace(shard.db, nodeId, now + leaseGraceMs(shard.env));
+  store.startLeaseGrace(shard.db, nodeId, now + Math.max(leaseGraceMs(shard.env), minGraceMs));
   shard.admins.failNode(nodeId, "gateway disconnected");
   shard.ctx.waitUntil(armAlarm(shard));
 }
@@ -108,7 +109,9 @@ export function markDisconnected(shard: Shard, ws: WebSocket): void {
 
 /**
  * A fresh instance has no dispatch in flight: reservations are void, and gateways whose socket
- * did not survive (deploy, restart) are disconnected.
+ * did not survive (deploy, restart) are disconnected, their leases given a grace of at least
+ * {@link RESTART_LEASE_GRACE_MS} from now: the gateways lost the plane, not the other way round,
+ * and need one reconnect backoff to notice it is back.
  *
  * @example
  * ```ts
@@ -119,7 +122,7 @@ export function reconcileAfterRestart(shard: Shard): void {
   store.releaseAllReservations(shard.db);
   const live = new Set(shard.ctx.getWebSockets().map((ws) => attachmentOf(ws)?.connId));
   for (const gw of store.listGateways(shard.db)) {
-    if (gw.connected && !live.has(gw.connId)) disconnect(shard, gw.nodeId, gw.connId);
+    if (gw.connected && !live.has(gw.connId)) disconnect(shard, gw.nodeId, gw.connId, RESTART_LEASE_GRACE_MS);
   }
 }
 

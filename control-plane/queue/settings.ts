@@ -94,6 +94,21 @@ export function leaseGraceMs(env: SettingsEnv): number {
 }
 
 /**
+ * Shortest grace the leases of a gateway get when the shard restarted under it (30 s). A restart
+ * (deploy, crash) drops every gateway's socket at once, while the plane may have been unreachable
+ * long enough for the gateways' reconnect backoff to reach its cap (10 s, plus a dial of up to
+ * 10 s: gateway-agent/connection.ts): a grace measured from the new instance's start but shorter
+ * than one backoff step would hand back sessions that are still running, and each would run again.
+ * A configured grace above it is kept.
+ *
+ * @example
+ * ```ts
+ * const at = now + Math.max(leaseGraceMs(env), RESTART_LEASE_GRACE_MS);
+ * ```
+ */
+export const RESTART_LEASE_GRACE_MS = 30_000;
+
+/**
  * Transit time allowed on top of a pause's timeout for the gateways' answers (ms).
  *
  * @example
