@@ -47,6 +47,20 @@ describe("/health like SGLang's (a one-token generation through the queue)", () 
     expect(stats.generation_tokens_total).toBe(40);
   });
 
+  it("lists the rids of finished requests, not of health checks, so a client sharing the engine finds its own call", async () => {
+    const sim = await start({});
+    const generate = (rid: string) =>
+      fetch(`${sim.url}/generate`, {
+        method: "POST",
+        body: JSON.stringify({ text: "hi", rid, sampling_params: { max_new_tokens: 4 } }),
+      }).then((r) => r.json());
+    await generate("sess-a-t1-0001");
+    expect((await fetch(`${sim.url}/health`)).status).toBe(200);
+    await generate("sess-b-t1-0002");
+    const stats = (await (await fetch(`${sim.url}/sim/stats`)).json()) as { recent_finished_rids: string[] };
+    expect(stats.recent_finished_rids).toEqual(["sess-a-t1-0001", "sess-b-t1-0002"]);
+  });
+
   it("answers 503 when its generation does not finish within the health-check timeout", async () => {
     const sim = await start({ maxRunningRequests: 1, decodeTokensPerSecond: 40, healthCheckTimeoutMs: 100 });
     const { done: ahead } = await saturate(sim.url);

@@ -67,6 +67,9 @@ export class DuplicateRidError extends Error {
 }
 
 /** Counters since start; `busy_seconds` counts time with at least one running request. */
+/** How many finished request ids {@link SchedulerStats.recent_finished_rids} keeps. */
+export const RECENT_FINISHED = 256;
+
 export interface SchedulerStats {
   running: number;
   waiting: number;
@@ -87,6 +90,12 @@ export interface SchedulerStats {
   /** Tokens prefilled again by preempted requests when re-admitted (uncached prompt + decoded). */
   reprefill_tokens_total: number;
   faults: { errors: number; stalls: number; aborts: number };
+  /**
+   * The request ids of the last {@link RECENT_FINISHED} finished requests, oldest first: a client
+   * sharing the engine with others waits for its own call (the proxy's rids name the session and
+   * turn) instead of for `finished_total` to move, which any other client's call moves too.
+   */
+  recent_finished_rids: string[];
   /** How the waiting queue is ordered (see {@link PrioritySchedulingOptions}). */
   scheduling: {
     priority: boolean;
@@ -179,6 +188,7 @@ export class GpuScheduler {
   /** Jobs holding a running slot. */
   private readonly holders = new Set<Entry>();
   private readonly active = new Map<string, AbortController>();
+  private readonly recentFinished: string[] = [];
   private entries = 0;
   private running = 0;
   private lastChange = performance.now();
@@ -344,6 +354,10 @@ export class GpuScheduler {
         return { produced, abortMessage: "simulated fault: aborted by the engine (abort_rate)" };
       }
       counters.finished_total++;
+      if (!job.probe) {
+        this.recentFinished.push(job.rid);
+        if (this.recentFinished.length > RECENT_FINISHED) this.recentFinished.shift();
+      }
       return { produced };
     } catch (error) {
       if (!signal.aborted) throw error;
@@ -482,6 +496,7 @@ export class GpuScheduler {
       uptime_seconds: (now - this.startedAt) / 1000,
       ...this.counters,
       faults: { ...this.faultCounts },
+      recent_finished_rids: [...this.recentFinished],
       scheduling: {
         priority: this.priority.enabled,
         low_values_first: this.priority.lowValuesFirst,

@@ -88,11 +88,14 @@ def test_a_session_spanning_an_update_keeps_each_turns_version(stack, tmp_path, 
         "agent": {"harness": "shell", "custom_shell": {"command": "node two_turns.mjs"}},
         "evaluator": {"strategy": "session_completed"},
     }
-    done = sim_stats(stack)["finished_total"]
     batch = f"{run_id}-span"
     c.submit({"batch_id": batch, "tasks": [task]})
+    [listed] = c.transport.request("GET", f"/v1/batches/{batch}/sessions")["sessions"]
+    # The first turn is over (the "tool" now sleeps 6 s) once the engine lists a finished request of
+    # this session: the proxy's request ids start with the session id. The engine serves the other
+    # suites' sessions too, so a moving finished_total would not say whose call ended.
     deadline = time.monotonic() + 90
-    while sim_stats(stack)["finished_total"] == done:  # the first turn is over; the "tool" sleeps
+    while not any(rid.startswith(f"{listed['session_id']}-t") for rid in sim_stats(stack)["recent_finished_rids"]):
         assert time.monotonic() < deadline, "the session's first model call never finished"
         time.sleep(0.1)
     seen = []
