@@ -13,7 +13,7 @@ import {
   missingAnnotationMessage,
   parseAnnotation,
 } from "./doc-blocks";
-import { synopsisArgvs, words } from "./doc-checks";
+import { checkCovered, synopsisArgvs, words } from "./doc-checks";
 import { POLAR_BIN, polarSubcommand, type RunTarget, substitute } from "./doc-run";
 
 const md = [
@@ -197,6 +197,29 @@ describe("run placeholders", () => {
     expect(substitute("echo npx-polar notnpx polar", target)).toBe("echo npx-polar notnpx polar");
     expect(polarSubcommand(substitute("POLAR_TRAINER_TOKEN=… npx polar submit t.yaml --wait", target))).toBe(
       "submit",
+    );
+  });
+});
+
+describe("covered", () => {
+  const covered = (text: string, file: string) => {
+    const [block] = markdownBlocks("x.md", `<!-- doc-test: covered ${file} -->\n\`\`\`sh\n${text}\n\`\`\`\n`);
+    const [command] = commandsOf(block!);
+    return checkCovered(command!);
+  };
+
+  it("npm run NAME is covered by a test that uses the script package.json runs for NAME", () => {
+    expect(covered("npm run demo", "test/e2e/demo.test.ts")).toBe(
+      "not run here: test/e2e/demo.test.ts (CI) runs scripts/demo",
+    );
+  });
+
+  it("refuses a test that does not use that script, and a script package.json does not have", () => {
+    expect(() => covered("npm run demo", "test/e2e/calculator.test.ts")).toThrow(
+      /does not use scripts\/demo\.ts/,
+    );
+    expect(() => covered("npm run no-such-script", "test/e2e/demo.test.ts")).toThrow(
+      /no script 'no-such-script'/,
     );
   });
 });

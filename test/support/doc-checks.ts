@@ -285,7 +285,8 @@ const PROJECT_ROOTS = [
 
 /**
  * What a covered command runs, and what its covering test must then contain: a script under
- * scripts/ or examples/ (its path without the extension), a deployment file under deploy/ (its
+ * scripts/ or examples/ (its path without the extension; `npm run NAME` runs the one of
+ * package.json's script NAME), a deployment file under deploy/ (its
  * path, also as the installed package's copy), or the gateway package by its npm name (`packGateway`, which builds and packs
  * packages/polar-gateway: the test installs that tarball, the registry's copy of which the
  * command names).
@@ -303,6 +304,24 @@ const COVERED_ARTEFACTS: Array<{ word: RegExp; uses: (w: string) => string }> = 
 ];
 
 /**
+ * The words of a command with, for `npm run NAME`, the words of package.json's script NAME after
+ * them: `npm run demo` runs scripts/demo.ts, which its covering test must then use.
+ */
+function withNpmScript(ws: string[]): string[] {
+  const run = ws.findIndex((w, i) => w === "npm" && ws[i + 1] === "run" && ws[i + 2] !== undefined);
+  if (run < 0) return ws;
+  const name = ws[run + 2]!;
+  const scripts = (
+    JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+      scripts?: Record<string, string>;
+    }
+  ).scripts;
+  const script = scripts?.[name];
+  if (script === undefined) throw new Error(`package.json has no script '${name}'`);
+  return [...ws, ...words(script)];
+}
+
+/**
  * `covered FILE`: FILE is a test CI runs and it uses the script (or deployment file, or
  * package) the command runs.
  *
@@ -316,7 +335,7 @@ export function checkCovered(command: DocCommand): string {
   if (!PROJECT_ROOTS.some((r) => r.test(file))) throw new Error(`${file} is in no vitest project CI runs`);
   const text = readFileSync(join(REPO_ROOT, file), "utf8");
   if (!ciRuns("npm test")) throw new Error(".ci/run does not run npm test");
-  const ws = words(command.text);
+  const ws = withNpmScript(words(command.text));
   const found = COVERED_ARTEFACTS.flatMap(({ word, uses }) => {
     const w = ws.find((x) => word.test(x));
     return w ? [{ w, stem: uses(w) }] : [];
