@@ -1,10 +1,20 @@
-import { availableParallelism } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 import { ensureWebBuild } from "./cli/web-build.ts";
 
 // The workers pool reads wrangler.toml, whose `[assets]` folder (the dashboard's build) must exist.
 await ensureWebBuild();
+
+// The tools a suite needs are probed once per run, not once per file (test/support/optional-tools.ts
+// `probe`): the test files' processes inherit this folder, where a working tool is noted.
+if (!process.env.POLAR_TEST_PROBE_CACHE) {
+  const dir = mkdtempSync(join(tmpdir(), "polar-probes-"));
+  process.env.POLAR_TEST_PROBE_CACHE = dir;
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+}
 
 /**
  * End-to-end files whose assertions bound how long something takes (a silent socket closed at

@@ -13,8 +13,10 @@ import {
   itWith,
   MissingToolError,
   type OptionalTool,
+  PROBE_CACHE_ENV,
   planFor,
   probe,
+  probeShared,
   pythonModule,
   runs,
   STRICT_ENV,
@@ -194,5 +196,43 @@ describe("a real vitest run with tools that cannot exist", { timeout: 60_000 }, 
     );
     expect(run.all).toContain("Optional tools REQUIRED by POLAR_TEST_REQUIRE_ALL=1 but missing (2):");
     expect(run.all).toMatch(/polar-no-such-tool — FAILED 4: a\.fixture\.ts/);
+  });
+});
+
+describe("probes shared by the files of one run", () => {
+  it("a tool found working is noted and not probed again; a missing one is probed every time", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "polar-probe-cache-"));
+    const before = process.env[PROBE_CACHE_ENV];
+    process.env[PROBE_CACHE_ENV] = dir;
+    try {
+      let calls = 0;
+      const works: OptionalTool = {
+        name: "works",
+        install: "-",
+        probe: () => {
+          calls++;
+          return null;
+        },
+      };
+      expect(probeShared("works", works)).toBeNull();
+      expect(probeShared("works", works)).toBeNull();
+      expect(calls).toBe(1);
+      let missingCalls = 0;
+      const missing: OptionalTool = {
+        name: "missing",
+        install: "-",
+        probe: () => {
+          missingCalls++;
+          return "not here";
+        },
+      };
+      expect(probeShared("missing", missing)).toBe("not here");
+      expect(probeShared("missing", missing)).toBe("not here");
+      expect(missingCalls).toBe(2);
+    } finally {
+      if (before === undefined) delete process.env[PROBE_CACHE_ENV];
+      else process.env[PROBE_CACHE_ENV] = before;
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -15,7 +15,7 @@
  * @module
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it, type TestOptions } from "vitest";
@@ -245,6 +245,35 @@ export interface Needs {
 
 const probed = new Map<OptionalTool, string | null>();
 
+/** Folder where one test run's processes share the tools found working (set by vitest.config.ts). */
+export const PROBE_CACHE_ENV = "POLAR_TEST_PROBE_CACHE";
+
+/**
+ * A named tool's probe, shared by the test files of one run: each file runs in a process of its
+ * own, and some probes cost seconds of CPU (`import torch, transformers` about 6 s). A tool found
+ * working is written to {@link PROBE_CACHE_ENV}'s folder and not probed again in that run; a
+ * missing one is probed again by every file (it may have been installed meanwhile).
+ *
+ * @example
+ * ```ts
+ * probeShared("torch", TOOLS.torch); // null, from the run's note when another file found it working
+ * ```
+ */
+export function probeShared(name: string, tool: OptionalTool): string | null {
+  const dir = process.env[PROBE_CACHE_ENV];
+  const file = dir ? path.join(dir, `${name}.ok`) : null;
+  if (file && existsSync(file)) return null;
+  const reason = tool.probe();
+  if (file && reason === null) {
+    try {
+      writeFileSync(file, "");
+    } catch {
+      // the folder is gone: the next file probes again
+    }
+  }
+  return reason;
+}
+
 /**
  * Why `need` does not work here (null when it does); cached per process for each tool object.
  *
@@ -255,7 +284,7 @@ const probed = new Map<OptionalTool, string | null>();
  */
 export function probe(need: Need): MissingTool | null {
   const tool = typeof need === "string" ? TOOLS[need] : need;
-  if (!probed.has(tool)) probed.set(tool, tool.probe());
+  if (!probed.has(tool)) probed.set(tool, typeof need === "string" ? probeShared(need, tool) : tool.probe());
   const reason = probed.get(tool) ?? null;
   return reason === null ? null : { tool: tool.name, install: tool.install, reason };
 }
