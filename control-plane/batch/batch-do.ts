@@ -10,7 +10,14 @@
 import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
-import { type BatchRequest, type GatewayStage, isTerminal, LIMITS, type SessionResult } from "../../protocol";
+import {
+  type BatchRequest,
+  type GatewayStage,
+  isTerminal,
+  LIMITS,
+  type SessionResult,
+  type SessionStatus,
+} from "../../protocol";
 import { EventFlusher, outboxEvents } from "../events/outbox";
 import { shardsOf } from "../queue/shards";
 import type { GatewayPresence } from "../queue/stats";
@@ -405,6 +412,18 @@ export class BatchDO extends DurableObject<Env> {
     if (session.leaseId === leaseId && !isTerminal(session.status)) return "current";
     store.bumpCounter(this.db, "stale_uploads");
     return "stale";
+  }
+
+  /**
+   * Where a session stands (status, attempt, current lease), or null when this ledger has no such
+   * session: what a dispatcher asks before it dispatches again a session it lent to a sibling
+   * shard that never settled the loan.
+   */
+  async sessionState(
+    sessionId: string,
+  ): Promise<{ status: SessionStatus; attempt: number; lease_id: string | null } | null> {
+    const session = store.readSession(this.db, sessionId);
+    return session ? { status: session.status, attempt: session.attempt, lease_id: session.leaseId } : null;
   }
 
   /** One session with its accepted result (trajectory not spliced), or null. */

@@ -1,7 +1,8 @@
 /**
  * Loans of pending sessions to sibling shards (work stealing), in the `pending` table's loan
  * columns: a lent row stays here, skipped by dispatch, until the thief settles it (then it is
- * deleted) or `lent_until` passes (then it is dispatched here again).
+ * deleted) or `lent_until` passes (then the ledger decides: dispatched here again if the session
+ * is still queued there, deleted if it runs or ran elsewhere).
  *
  * @module
  */
@@ -103,19 +104,60 @@ export function adoptStolen(db: QueueDb, items: SessionAssignment[], now: number
   return adopted;
 }
 
+/** A lent row whose loan ran out unsettled, as {@link expiredLoans} lists it. */
+export interface ExpiredLoan {
+  sessionId: string;
+  batchId: string;
+  attempt: number;
+  loanToken: string;
+}
+
 /**
- * Returns lent sessions whose thief never settled them (it failed mid-steal) to the pending list.
+ * The lent rows whose `lent_until` has passed without the thief settling them (it failed after
+ * taking them, or before): whether each goes back to this shard's dispatch is the ledger's call
+ * (see `reclaimExpiredLoans`).
  *
  * @example
  * ```ts
- * releaseExpiredLoans(db, Date.now()); // number released
+ * expiredLoans(db, Date.now()); // [{ sessionId, batchId, attempt, loanToken }]
  * ```
  */
-export function releaseExpiredLoans(db: QueueDb, now: number): number {
+export function expiredLoans(db: QueueDb, now: number, limit = 100): ExpiredLoan[] {
   return db
-    .update(schema.pending)
-    .set(NOT_LENT)
+    .select({
+      sessionId: schema.pending.sessionId,
+      batchId: schema.pending.batchId,
+      attempt: schema.pending.attempt,
+      loanToken: schema.pending.loanToken,
+    })
+    .from(schema.pending)
     .where(and(isNotNull(schema.pending.loanToken), lte(schema.pending.lentUntil, now)))
-    .returning({ seq: schema.pending.seq })
-    .all().length;
+    .orderBy(asc(schema.pending.lentUntil))
+    .limit(limit)
+    .all()
+    .map((r) => ({ ...r, loanToken: r.loanToken! }));
+}
+
+/**
+ * Ends an expired loan: `release` makes the row this shard's to dispatch again, `drop` deletes it
+ * (the session runs, or ran, elsewhere). Only while the row is still lent under `token`: a settle
+ * or a steal-back that came first wins. Returns whether the row changed.
+ *
+ * @example
+ * ```ts
+ * endExpiredLoan(db, "b_1.0.0", "loan_…", "release"); // true
+ * ```
+ */
+export function endExpiredLoan(
+  db: QueueDb,
+  sessionId: string,
+  token: string,
+  how: "release" | "drop",
+): boolean {
+  const where = and(eq(schema.pending.sessionId, sessionId), eq(schema.pending.loanToken, token));
+  const changed =
+    how === "release"
+      ? db.update(schema.pending).set(NOT_LENT).where(where).returning({ seq: schema.pending.seq }).all()
+      : db.delete(schema.pending).where(where).returning({ seq: schema.pending.seq }).all();
+  return changed.length > 0;
 }

@@ -4,7 +4,7 @@ import { drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
 import { describe, expect, it } from "vitest";
 import migrations from "./drizzle/migrations.js";
-import { lendPending, releaseExpiredLoans, settleLent } from "./loan-store";
+import { endExpiredLoan, expiredLoans, lendPending, settleLent } from "./loan-store";
 import { nextPending } from "./pending-store";
 import * as schema from "./schema";
 
@@ -69,7 +69,7 @@ describe("queue migrations on an existing database", () => {
     });
   });
 
-  it("a loan made after the migration expires back to dispatch and is settled by its token", async () => {
+  it("a loan made after the migration expires, is released back to dispatch by its token, and is settled by its token", async () => {
     await runInDurableObject(env.QUEUE.getByName("migrate-loans"), async (_obj, state) => {
       const db = drizzle(state.storage, { schema });
       state.storage.sql.exec(
@@ -79,8 +79,13 @@ describe("queue migrations on an existing database", () => {
       const loan = lendPending(db, "q#1", 1, 1000);
       expect(loan.payloads).toHaveLength(1);
       expect(nextPending(db)?.sessionId).toBe("c.0.1");
-      expect(releaseExpiredLoans(db, 999)).toBe(0);
-      expect(releaseExpiredLoans(db, 1000)).toBe(1);
+      expect(expiredLoans(db, 999)).toEqual([]);
+      expect(expiredLoans(db, 1000)).toEqual([
+        { sessionId: "c.0.0", batchId: "c", attempt: 0, loanToken: loan.token },
+      ]);
+      expect(endExpiredLoan(db, "c.0.0", "loan_other", "release")).toBe(false);
+      expect(endExpiredLoan(db, "c.0.0", loan.token, "release")).toBe(true);
+      expect(expiredLoans(db, 1000)).toEqual([]);
       expect(settleLent(db, loan.token, ["c.0.0"])).toBe(0);
       const again = lendPending(db, "q#1", 2, 5000);
       expect(settleLent(db, again.token, ["c.0.0", "c.0.1"])).toBe(2);

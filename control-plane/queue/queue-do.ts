@@ -120,13 +120,13 @@ export class QueueDO extends DurableObject<Env> {
 
   /**
    * Alarm: declares silent gateways dead (liveness from the auto-response ping timestamps), hands
-   * leases whose grace ran out back to their ledgers, releases expired loans, retries dispatch,
+   * leases whose grace ran out back to their ledgers, resolves expired loans with the ledgers, retries dispatch,
    * reminds siblings of a backlog, and re-arms.
    */
   override async alarm(): Promise<void> {
     checkLiveness(this.shard, Date.now());
     await processLostLeases(this.shard);
-    store.releaseExpiredLoans(this.shard.db, Date.now());
+    await this.stealing.reclaimExpiredLoans();
     await this.dispatcher.run();
     await this.stealing.pokeSiblingsIfBacklogged();
     this.announce();

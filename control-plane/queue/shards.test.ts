@@ -238,7 +238,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect((await gw.expect("ack")).status).toBe("accepted");
   });
 
-  it("a loan that ran out while the borrower also dispatched it: the earlier copy is cancelled when the later one is assigned", async () => {
+  it("a loan that ran out after the borrower dispatched it: the lender drops its copy, none runs twice", async () => {
     const queue = uniqueId("sharded");
     const batchId = await submit(queue, [task("t")]);
     const sessionId = `${batchId}.0.0`;
@@ -254,7 +254,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const borrower = await join(queue, borrowerNode, 1);
     await borrower.expect("welcome");
     const first = await borrower.expect("assign");
-    // The loan runs out: the lender dispatches its own copy to its gateway.
+    // The loan runs out with a gateway of the lender's own waiting for work.
     await runInDurableObject(lender, (_, state) => {
       state.storage.sql.exec("UPDATE pending SET lent_until = 1");
     });
@@ -262,30 +262,94 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const gw = await join(queue, lenderNode, 1);
     await gw.expect("welcome");
     await runDurableObjectAlarm(lender);
-    const second = await gw.expect("assign");
-    expect(second.session.session_id).toBe(sessionId);
-    // The earlier copy is told to stop at once, not when its result is refused.
-    expect(await borrower.expect("cancel")).toMatchObject({
-      lease_id: first.lease_id,
-      session_id: sessionId,
-      reason: expect.stringContaining("superseded"),
-    });
+    // The ledger says the session is assigned: the lender's copy is gone, not dispatched.
+    expect((await lender.stats()).pending).toBe(0);
     const stats = await shardStats(queue);
     expect(stats.reduce((n, st) => n + st.leases, 0)).toBe(1);
-    gw.send({
-      v: 1,
-      type: "result",
-      lease_id: second.lease_id,
-      result: resultFor(second.session, lenderNode),
-    });
-    expect((await gw.expect("ack")).status).toBe("accepted");
+    await gw.expectSilence();
+    await borrower.expectSilence();
     borrower.send({
       v: 1,
       type: "result",
       lease_id: first.lease_id,
       result: resultFor(first.session, borrowerNode),
     });
-    expect((await borrower.expect("ack")).status).not.toBe("accepted");
+    expect((await borrower.expect("ack")).status).toBe("accepted");
+  });
+
+  it("a loan that ran out before the borrower dispatched anything: the lender dispatches its copy again", async () => {
+    const queue = uniqueId("sharded");
+    const batchId = await submit(queue, [task("t")]);
+    const sessionId = `${batchId}.0.0`;
+    const home = sessionShard(queue, sessionId, CONFIG);
+    const homeIndex = parseShardName(home).index;
+    const lender = env.QUEUE.getByName(home);
+    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    // A borrower took it and failed before storing or settling it.
+    const loan = await lender.steal(shardName(queue, (homeIndex + 1) % SHARDS, SHARDS), 1);
+    expect(loan.payloads).toHaveLength(1);
+    const lenderNode = nodeOnShard(queue, homeIndex, "l");
+    const gw = await join(queue, lenderNode, 1);
+    await gw.expect("welcome");
+    // Still lent: the lender's gateway waits.
+    await gw.expectSilence();
+    await runInDurableObject(lender, (_, state) => {
+      state.storage.sql.exec("UPDATE pending SET lent_until = 1");
+    });
+    await runDurableObjectAlarm(lender);
+    const assign = await gw.expect("assign");
+    expect(assign.session.session_id).toBe(sessionId);
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: assign.lease_id,
+      result: resultFor(assign.session, lenderNode),
+    });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+  });
+
+  it("a loan that ran out while the borrower held it undispatched: when both copies run, the earlier is cancelled as the later is assigned", async () => {
+    const queue = uniqueId("sharded");
+    const batchId = await submit(queue, [task("t")]);
+    const sessionId = `${batchId}.0.0`;
+    const home = sessionShard(queue, sessionId, CONFIG);
+    const homeIndex = parseShardName(home).index;
+    const otherIndex = (homeIndex + 1) % SHARDS;
+    const lender = env.QUEUE.getByName(home);
+    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    // The borrower stored the session (no gateway of its own yet) but the settle was lost.
+    const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
+    await env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)).enqueue([JSON.parse(loan.payloads[0]!)]);
+    await runInDurableObject(lender, (_, state) => {
+      state.storage.sql.exec("UPDATE pending SET lent_until = 1");
+    });
+    // The ledger still has it queued: the lender takes its copy back and dispatches it.
+    await runDurableObjectAlarm(lender);
+    const lenderNode = nodeOnShard(queue, homeIndex, "l");
+    const gw = await join(queue, lenderNode, 1);
+    await gw.expect("welcome");
+    const first = await gw.expect("assign");
+    expect(first.session.session_id).toBe(sessionId);
+    // The borrower's gateway arrives and the borrower dispatches its copy too: the earlier lease
+    // is told to stop at once, not when its result is refused.
+    const borrowerNode = nodeOnShard(queue, otherIndex, "b");
+    const borrower = await join(queue, borrowerNode, 1);
+    await borrower.expect("welcome");
+    const second = await borrower.expect("assign");
+    expect(await gw.expect("cancel")).toMatchObject({
+      lease_id: first.lease_id,
+      session_id: sessionId,
+      reason: expect.stringContaining("superseded"),
+    });
+    borrower.send({
+      v: 1,
+      type: "result",
+      lease_id: second.lease_id,
+      result: resultFor(second.session, borrowerNode),
+    });
+    expect((await borrower.expect("ack")).status).toBe("accepted");
+    gw.send({ v: 1, type: "result", lease_id: first.lease_id, result: resultFor(first.session, lenderNode) });
+    expect((await gw.expect("ack")).status).not.toBe("accepted");
   });
 
   it("cancelling a batch withdraws sessions leased through a steal", async () => {

@@ -1,9 +1,12 @@
 /**
  * Work stealing between the shards of one queue: a shard whose gateways are idle takes pending
  * sessions from its siblings. The lender keeps them, lent (see `loan-store`), until the thief
- * settles them; a loan never settled returns to the lender's dispatch after STEAL_LOAN_MS. The
- * ledger's leases fence the rare double dispatch that can follow (the later assignment
- * supersedes the earlier one).
+ * settles them. A loan never settled within STEAL_LOAN_MS is resolved by the ledger: the lender
+ * dispatches its copy again only if the session is still queued at that attempt there; one the
+ * thief (or anyone) has dispatched is dropped, so a stale copy does not start beside the running
+ * one. The ledger's leases fence the rare double dispatch that can still follow (a thief that
+ * stored the sessions but had not dispatched them when the loan ran out): the later assignment
+ * supersedes the earlier one, whose gateway is told to stop.
  *
  * @module
  */
@@ -51,11 +54,40 @@ export class Stealing {
     if (thief === this.shard.shardName || k <= 0) return { token: "", payloads: [] };
     const now = Date.now();
     return ctx.storage.transactionSync(() => {
-      store.releaseExpiredLoans(db, now);
       const loan = store.lendPending(db, thief, Math.min(k, MAX_STEAL_PER_CALL), now + STEAL_LOAN_MS);
       if (loan.payloads.length > 0) store.bumpCounter(db, "lent_sessions", loan.payloads.length);
       return loan;
     });
+  }
+
+  /**
+   * Lender side: resolves loans that ran out unsettled by asking each session's ledger. Still
+   * queued at the lent attempt: the row is this shard's to dispatch again. Dispatched since (the
+   * thief ran it), requeued at a later attempt, or ended: the row is deleted. A ledger that does
+   * not answer leaves the row lent for the next alarm. Returns how many were released and dropped.
+   */
+  async reclaimExpiredLoans(now = Date.now()): Promise<{ released: number; dropped: number }> {
+    const { db, env, shardName } = this.shard;
+    let released = 0;
+    let dropped = 0;
+    for (const loan of store.expiredLoans(db, now)) {
+      const state = await env.BATCH.getByName(loan.batchId)
+        .sessionState(loan.sessionId)
+        .catch((error: unknown) => {
+          console.warn(
+            `QueueDO ${shardName}: no answer from the ledger of ${loan.sessionId} (expired loan):`,
+            error,
+          );
+          return undefined;
+        });
+      if (state === undefined) continue;
+      const again = state !== null && state.status === "QUEUED" && state.attempt === loan.attempt;
+      if (store.endExpiredLoan(db, loan.sessionId, loan.loanToken, again ? "release" : "drop")) {
+        if (again) released++;
+        else dropped++;
+      }
+    }
+    return { released, dropped };
   }
 
   /** Lender side: the thief has taken over sessions lent under `token`; they leave this shard. */
