@@ -51,7 +51,11 @@ const PARALLEL = Math.max(3, availableParallelism() - 1);
  */
 export default defineConfig({
   test: {
-    reporters: ["default", "./test/support/optional-tools-reporter.ts"],
+    reporters: [
+      "default",
+      "./test/support/optional-tools-reporter.ts",
+      "./test/support/slowest-files-reporter.ts",
+    ],
     maxWorkers: PARALLEL,
     projects: [
       {

@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { formatSlowest } from "./slowest-files-reporter";
+
+describe("the slowest files summary", () => {
+  it("lists the slowest files first with seconds and their share, at most count of them", () => {
+    const lines = formatSlowest(
+      [
+        { file: "a.test.ts", project: "node", ms: 1_000 },
+        { file: "b.test.ts", project: "e2e", ms: 6_000 },
+        { file: "c.test.ts", project: "workers", ms: 3_000 },
+      ],
+      2,
+    );
+    expect(lines).toEqual([
+      "slowest test files (2 of 3, 10.0 s summed over files):",
+      "    6.0 s   60%  e2e      b.test.ts",
+      "    3.0 s   30%  workers  c.test.ts",
+    ]);
+  });
+
+  it("says nothing for a run without files", () => {
+    expect(formatSlowest([])).toEqual([]);
+  });
+});
