@@ -8,15 +8,15 @@
  * @module
  */
 import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type SupervisedProcess, startSupervised } from "./child-process";
 import type { RoleTokens } from "./dev-tokens";
 import { freePort, waitForHttp } from "./ports";
-import { REPO_ROOT } from "./repo-root";
 import { ensureWebBuild } from "./web-build";
-import { prebuiltWorker } from "./worker-build";
 
-export { REPO_ROOT };
+/** Repository root (the folder holding `wrangler.toml`). */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 export interface ControlPlaneDevOptions {
   /** Port to listen on; a free one when omitted. */
@@ -26,13 +26,6 @@ export interface ControlPlaneDevOptions {
   tokens: RoleTokens;
   /** Forward wrangler's output to this process's stdout/stderr (for `polar dev`). */
   inheritOutput?: boolean;
-  /**
-   * Let wrangler bundle the Worker itself and watch its sources, reloading on an edit (`polar
-   * dev`). Default false: the Worker built once from the current sources (`prebuiltWorker`,
-   * cached until a source changes) runs with `--no-bundle`, which starts with less CPU and does
-   * not poll the sources while it runs.
-   */
-  watch?: boolean;
   /** How long to wait for `/health` (wrangler bundles the Worker first). */
   readyTimeoutMs?: number;
   /** Extra Worker variables, e.g. `POLAR_LEASE_GRACE_SECONDS` for short grace periods in tests. */
@@ -68,12 +61,10 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
   await ensureWebBuild();
   const port = opts.port ?? (await freePort());
   mkdirSync(opts.persistTo, { recursive: true });
-  const entry = opts.watch ? [] : ["--no-bundle", await prebuiltWorker()];
   const args = [
     "dev",
     "--config",
     join(REPO_ROOT, "wrangler.toml"),
-    ...entry,
     "--ip",
     "127.0.0.1",
     "--port",

@@ -26,8 +26,6 @@ export async function runDev(opts: DevOptions): Promise<void> {
     persistTo: resolve(opts.persistTo),
     tokens,
     inheritOutput: true,
-    // A developer's control plane: wrangler bundles and watches the sources, an edit reloads.
-    watch: true,
   });
   const usingDefaults =
     tokens.trainer === DEV_TOKENS.trainer ||
