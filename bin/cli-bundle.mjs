@@ -6,7 +6,7 @@
 // and a chunk per lazily imported subcommand, third-party packages external (resolved from
 // node_modules as before), the same settings as the gateway package's build. The folder sits one
 // level below the root, as the package's `dist/` does, so the code that finds the root one level
-// up (cli/repo-root.ts, cli/version.ts) and the files it finds beside itself (cli/runtime-assets.json,
+// up (cli/wrangler-dev.ts, cli/version.ts) and the files it finds beside itself (cli/runtime-assets.json,
 // copied in) work unchanged.
 //
 // `current.json` names the entry and every input of the build with its size and mtime; a change to

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, statSync, utimesSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { bundledCli } from "../bin/cli-bundle.mjs";
-import { REPO_ROOT } from "./repo-root";
+import { REPO_ROOT } from "./wrangler-dev";
 
 const bundle = bundledCli as (root: string) => Promise<string | null>;
 const manifest = () =>

@@ -94,7 +94,15 @@ export async function startControlPlaneDev(opts: ControlPlaneDevOptions): Promis
     stdio: opts.inheritOutput ? "inherit" : "pipe",
     outputLimit: 20_000,
     // wrangler would otherwise try to reach the network for metrics and update checks.
-    env: { WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CI: "true", NO_COLOR: "1" },
+    // CLOUDFLARE_CF_FETCH_ENABLED=false: miniflare would fetch the `Request.cf` object from
+    // Cloudflare at start (up to 3 s, then a placeholder) where the control plane reads no cf field.
+    env: {
+      WRANGLER_SEND_METRICS: "false",
+      WRANGLER_HIDE_BANNER: "true",
+      CI: "true",
+      NO_COLOR: "1",
+      CLOUDFLARE_CF_FETCH_ENABLED: "false",
+    },
   });
   const url = `http://127.0.0.1:${port}`;
   try {
