@@ -608,6 +608,25 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as { nodes: { node_id: string; ok: boolean; paused: boolean }[] };
     expect(body.nodes.find((n) => n.node_id === "node-adm")).toMatchObject({ ok: true, paused: true });
+    // Every gateway failing its ack: 502, each failure reported (the fence is stored all the same).
+    const failing = asAdmin("/v1/admin/inference/resume", { method: "POST", body: JSON.stringify({}) });
+    const again = await gw.expect("admin");
+    expect(again).toMatchObject({ action: "resume" });
+    gw.send({
+      v: 1,
+      type: "admin_ack",
+      request_id: again.request_id,
+      ok: false,
+      paused: true,
+      inflight: 0,
+      policy_version: null,
+      error: "engine unreachable",
+    });
+    const failed = await failing;
+    expect(failed.status).toBe(502);
+    const failedBody = (await failed.json()) as { ok: boolean; nodes: { node_id: string; ok: boolean }[] };
+    expect(failedBody.ok).toBe(false);
+    expect(failedBody.nodes.find((n) => n.node_id === "node-adm")).toMatchObject({ ok: false });
     expect(
       (
         await call("/v1/admin/inference/resume", {
