@@ -184,6 +184,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const assigns = [];
     for (let i = 0; i < 6; i++) assigns.push(await gw.expect("assign"));
     const stolen = assigns.find((m) => sessionShard(queue, m.session.session_id, CONFIG) !== `${queue}#3`)!;
+    expect(stolen, "shard 3's gateway stole none of the 6 sessions").toBeDefined();
     const home = sessionShard(queue, stolen.session.session_id, CONFIG);
     const lentBefore = (await env.QUEUE.getByName(home).stats()).counters.lent_sessions;
     const infra = (m: typeof stolen) => ({
@@ -202,12 +203,14 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect((await gw.expect("ack")).status).toBe("accepted");
     const session = (await (await getAsTrainer(`/v1/sessions/${stolen.session.session_id}`)).json()) as {
       status: string;
+      attempt: number;
+      batch_id: string;
       result: { error: { kind: string } };
     };
-    expect(session.status).toBe("ERROR");
+    // Ended at max_attempts (2): not handed out a third time.
+    expect(session).toMatchObject({ status: "ERROR", attempt: 2, batch_id: batchId });
     expect(session.result.error.kind).toBe("infra");
     await gw.expectSilence();
-    expect(batchId).toBeTruthy();
   });
 
   it("a session that goes round the shards back to its lender before the loan settles is kept once", async () => {
