@@ -190,7 +190,7 @@ describe("gateway WebSocket flow", () => {
     expect(order).toEqual([`${high}.0.0`, `${mid}.0.0`, `${mid}.1.0`, `${low}.0.0`]);
   });
 
-  it("chooses the gateway by upstream's stage pressure: run pressure first, then init", async () => {
+  it("chooses the gateway by stage pressure: one reporting every run slot busy gets nothing while another idles (the order: scoring.test.ts)", async () => {
     const queue = uniqueId("pick");
     const busy = await connect(queue);
     busy.hello("node-a-busy", 4);
