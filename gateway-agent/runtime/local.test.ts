@@ -1,10 +1,10 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { PrepareAction, RuntimeSpec } from "../../protocol";
 import { describeWith } from "../../test/support/optional-tools";
 import { SessionFailure } from "../errors";
@@ -24,6 +24,22 @@ afterEach(async () => {
 
 const action = (a: unknown) => PrepareAction.parse(a);
 const spec = (s: Record<string, unknown> = {}) => RuntimeSpec.parse(s);
+/** Live (not zombie) processes whose command line is `sleep ARG`, from the host's /proc. */
+function sleepsWith(arg: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, "utf8") !== `sleep\0${arg}\0`) continue;
+      if (/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${name}/stat`, "utf8"))) continue;
+      found.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
 function ctx(
   name: string,
   sandbox: "auto" | "never" | "always" = "never",
@@ -117,26 +133,46 @@ describe("LocalRuntime (plain processes)", () => {
     });
   });
 
-  it("kills the whole process group on abort and on timeout", async () => {
+  it("kills the whole process group on abort and on timeout, the background child too", async () => {
     const rt = await LocalRuntime.create(spec(), ctx("s4"));
+    // Durations no other process uses, so the host's /proc tells these sleeps apart (a sandbox's
+    // PID namespace is visible from the host).
+    const abortArg = `30.${process.pid}1`;
+    const timeoutArg = `30.${process.pid}2`;
     const ac = new AbortController();
-    const started = Date.now();
-    setTimeout(() => ac.abort(new Error("stop")), 200);
-    const r = await rt.exec("sleep 30 & sleep 30; wait", { env: PATH_ENV, signal: ac.signal, logName: "k" });
-    expect(r).toMatchObject({ interrupted: true, exitCode: null });
-    const t = await rt.exec("sleep 30 & sleep 30; wait", { env: PATH_ENV, timeoutMs: 200, logName: "t" });
+    const aborted = rt.exec(`sleep ${abortArg} & sleep ${abortArg}; wait`, {
+      env: PATH_ENV,
+      signal: ac.signal,
+      logName: "k",
+    });
+    // Both sleeps, the background one included, run before the abort.
+    await vi.waitFor(() => expect(sleepsWith(abortArg)).toHaveLength(2), { timeout: 15_000, interval: 50 });
+    ac.abort(new Error("stop"));
+    expect(await aborted).toMatchObject({ interrupted: true, exitCode: null });
+    await vi.waitFor(() => expect(sleepsWith(abortArg)).toEqual([]), { timeout: 10_000, interval: 50 });
+
+    const t = await rt.exec(`sleep ${timeoutArg} & sleep ${timeoutArg}; wait`, {
+      env: PATH_ENV,
+      timeoutMs: 1_000,
+      logName: "t",
+    });
     expect(t).toMatchObject({ timedOut: true, interrupted: false, exitCode: null });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    await vi.waitFor(() => expect(sleepsWith(timeoutArg)).toEqual([]), { timeout: 10_000, interval: 50 });
   });
 
   it("refuses a session id that is not a plain folder name", async () => {
     await expect(LocalRuntime.create(spec(), ctx("../evil"))).rejects.toThrow(/not a plain folder name/);
   });
 
-  it("fails loudly when the sandbox is required but bwrap is missing, and warns in auto mode", async () => {
+  it("fails loudly when the sandbox is required but bwrap is missing; in auto mode runs without it", async () => {
     const c = ctx("s5", "always");
     c.settings = { ...c.settings, local: { sandbox: "always", bwrapPath: "/nonexistent/bwrap" } };
     await expect(LocalRuntime.create(spec(), c)).rejects.toThrow(/bubblewrap.*required/);
+    const auto = ctx("s6", "auto");
+    auto.settings = { ...auto.settings, local: { sandbox: "auto", bwrapPath: "/nonexistent/bwrap" } };
+    const rt = await LocalRuntime.create(spec(), auto);
+    expect(rt.sandboxed).toBe(false);
+    expect(await rt.exec("echo unsandboxed", { env: PATH_ENV, logName: "a" })).toMatchObject({ exitCode: 0 });
   });
 });
 
