@@ -200,6 +200,8 @@ describe("gateway agent", { timeout: 40_000 }, () => {
     const a = assign({ command: ASK, instruction });
     cp.send(a);
     const result = ResultMessageSchema.parse(await cp.waitFor(isResult(a.lease_id)));
+    // On the first connection: the malformed messages did not cost a reconnect.
+    expect(cp.upgrades).toHaveLength(1);
 
     const stages = cp.received
       .map((r) => r.message)

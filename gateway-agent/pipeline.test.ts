@@ -341,6 +341,11 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
     const m = await cp.waitFor(isResultOf(a.lease_id));
     expect(m.completions_ref).toBeDefined();
     expect(cp.uploadAttempts).toBe(4); // 2 failures, then the records and the logs
+    // The waits before the retries: 50-100% of 10 ms, then of 20 ms (the test's policy doubles
+    // from 10 ms). A wait can only come out longer on a loaded machine, never shorter.
+    const [first, second, third] = cp.uploadTimes;
+    expect(second! - first!).toBeGreaterThanOrEqual(5);
+    expect(third! - second!).toBeGreaterThanOrEqual(10);
   });
 
   it("without the route: the result still arrives, inline, noting the failed upload", async () => {

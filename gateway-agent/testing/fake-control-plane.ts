@@ -59,6 +59,8 @@ export interface FakeControlPlane {
   artifacts: StoredArtifact[];
   /** Upload attempts, including refused ones. */
   uploadAttempts: number;
+  /** When each upload attempt arrived (`performance.now()`), in order. */
+  uploadTimes: number[];
   /** How the artifact route answers from now on (see the option `artifacts`). */
   artifactMode: "store" | "missing" | "hang" | number;
   /** While true the fake sends nothing at all, not even `pong` (a silent socket). */
@@ -96,6 +98,7 @@ function initialState(opts: FakeControlPlaneOptions) {
     upgrades: [] as Array<{ url: string; authorization: string | undefined }>,
     artifacts: [] as StoredArtifact[],
     uploadAttempts: 0,
+    uploadTimes: [] as number[],
     artifactMode: (opts.artifacts ?? "store") as FakeControlPlane["artifactMode"],
     mute: false,
     lastSentAt: 0,
@@ -132,6 +135,7 @@ function serveArtifact(
     return;
   }
   state.uploadAttempts++;
+  state.uploadTimes.push(performance.now());
   if (req.headers.authorization !== `Bearer ${token}`) {
     res.writeHead(401).end();
     return;
