@@ -269,6 +269,29 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
     expect(delay).toBeLessThanOrEqual(100);
   });
 
+  it("backs off doubling from 100 ms to its 400 ms cap while dials fail, and starts again at 100 ms after a welcome", async () => {
+    // Four dials refused (503, as a control plane that is down), then one let through.
+    cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: (i) => (i < 4 ? 503 : null) });
+    const { lines, logger } = recordingLogger();
+    conn = open(cp.url, logger);
+    // Connections count the upgrades let through: the fifth dial is connection 0.
+    await cp.waitFor(helloOn(0));
+    expect(cp.upgrades).toHaveLength(5);
+    await expect.poll(() => conn?.connected).toBe(true);
+    cp.drop();
+    await cp.waitFor(helloOn(1));
+    const delays = lines
+      .filter((l) => l.msg === "control plane connection closed; reconnecting")
+      .map((l) => (l.fields as { delay_ms: number }).delay_ms);
+    expect(delays).toHaveLength(5);
+    // Each wait is half to all of its ceiling (the jitter): 100, 200, 400, 400 (the cap), then 100.
+    const ceilings = [100, 200, 400, 400, 100];
+    delays.forEach((d, i) => {
+      expect(d, `wait ${i + 1}: ${delays.join(", ")}`).toBeGreaterThanOrEqual(ceilings[i]! / 2);
+      expect(d, `wait ${i + 1}: ${delays.join(", ")}`).toBeLessThanOrEqual(ceilings[i]!);
+    });
+  });
+
   it("replaces a socket silent for 3 ping intervals, and keeps one that answers its pings", async () => {
     cp = await startFakeControlPlane({ token: TOKEN, pingIntervalSeconds: 0.3 });
     const { lines, logger } = recordingLogger();
