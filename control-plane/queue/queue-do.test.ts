@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { BatchStatusBody, POLAR_VERSION, ResultsPage, type SessionAssignment } from "../../protocol";
+import { artifactKey } from "../artifacts";
 import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
@@ -257,6 +258,39 @@ describe("gateway WebSocket flow", () => {
     expect((await fresh.expect("ack")).status).toBe("accepted");
     const stats = await env.QUEUE.getByName(queue).stats();
     expect(stats.gateways).toMatchObject([{ node_id: "node-r", credit: 0, connected: true, leases: 1 }]);
+  });
+
+  it("a result whose artifact ref is another session's upload is refused, naming the field; the session stays open", async () => {
+    const queue = uniqueId("refs");
+    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
+    const gw = await connect(queue);
+    gw.hello("node-ref", 2);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    const b = await gw.expect("assign");
+    // The key of b's upload, sent with a's result: a gateway must not point at another's data.
+    const ref = {
+      key: artifactKey(batchId, b.session.session_id, b.lease_id, "completions"),
+      bytes: 10,
+      sha256: "0".repeat(64),
+    };
+    gw.send({
+      v: 1,
+      type: "result",
+      lease_id: a.lease_id,
+      result: resultFor(a.session, "node-ref"),
+      completions_ref: ref,
+    });
+    expect(await gw.expect("error")).toMatchObject({
+      code: "invalid_message",
+      message: expect.stringContaining("completions_ref.key"),
+    });
+    const session = (await (await getAsTrainer(`/v1/sessions/${a.session.session_id}`)).json()) as {
+      status: string;
+    };
+    expect(session.status).not.toBe("COMPLETED");
+    gw.send({ v: 1, type: "result", lease_id: a.lease_id, result: resultFor(a.session, "node-ref") });
+    expect((await gw.expect("ack")).status).toBe("accepted");
   });
 
   it("marks a closed gateway disconnected and keeps its leases", async () => {
