@@ -305,6 +305,35 @@ describe("Qwen3 thinking", () => {
     expect(t2.prepared.verdict).toBe("extended");
   });
 
+  it("a new question after a tool follow-up: the template drops the earlier reasoning from the history (history not intact)", () => {
+    const bridge = new TokenBridge(tok);
+    const tools = sglangToolDumps(toolDefs);
+    const t1 = scriptedTurn(tok, bridge, { messages: m1, tools, toolDefs }, [
+      ...ids(`<think>\nCheck with a tool.\n</think>\n\n${call("bash", { cmd: "factor 91" })}`),
+      EOT,
+    ]);
+    const m2: ChatMessage[] = [...m1, t1.message, { role: "tool", tool_call_id: "x", content: "91: 7 13" }];
+    const t2 = scriptedTurn(tok, bridge, { messages: m2, tools, toolDefs }, [...ids("No."), EOT]);
+    expect(t2.prepared.verdict).toBe("extended");
+    // Turn 2's prompt held turn 1's <think> block (after the last user message then); the render
+    // for a new question drops it, so the history before turn 2's reply is not what it saw.
+    const think = tok.tokenId("<think>")!;
+    expect(t2.prepared.promptIds.filter((id) => id === think)).toHaveLength(1);
+    const m3: ChatMessage[] = [...m2, t2.message, { role: "user", content: "And 97?" }];
+    expect(tok.encode(tok.render(m3, { tools })).filter((id) => id === think)).toHaveLength(0);
+    const t3 = scriptedTurn(tok, bridge, { messages: m3, tools, toolDefs }, [...ids("Prime."), EOT]);
+    expect(t3.prepared.verdict).toBe("template_mismatch");
+    expect(t3.prepared.reason).toMatch(/renders the history before t\d+'s reply differently/);
+    expect(t3.prepared.parentTurnId).toBe(t2.committed.turn_id);
+    // Still one chain: what the model saw stays the prefix of what comes next.
+    const [trace, ...more] = buildConversationTraces(bridge.turns());
+    expect(more).toHaveLength(0);
+    expect([...trace!.prompt_ids, ...trace!.response_ids]).toEqual([
+      ...t3.prepared.promptIds,
+      ...t3.outputIds,
+    ]);
+  });
+
   it("with onTemplateMismatch: new_chain sends the template's render instead", () => {
     const bridge = new TokenBridge(tok, { onTemplateMismatch: "new_chain" });
     const t1 = scriptedTurn(tok, bridge, { messages: m1 }, out1());
