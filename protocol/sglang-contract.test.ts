@@ -36,6 +36,9 @@ describe("sampling bounds (SamplingParams.verify)", () => {
     ["min_new_tokens", -1],
     ["max_new_tokens", -1],
     ["temperature", "hot"],
+    // npm run test:fuzz: an object whose toString is no function was a 500 (String() threw).
+    ["top_k", { toString: 1 }],
+    ["top_p", [0.5]],
   ])("refuses %s = %s", (field, value) => {
     expect(samplingBoundViolation(field, value)?.field).toBe(field);
   });

@@ -199,7 +199,10 @@ export function samplingBoundViolation(field: string, value: unknown): ContractV
   if (value === undefined || value === null) return null;
   const bound = samplingBound(field);
   if (!bound) return null;
-  const shown = typeof value === "string" ? JSON.stringify(value) : String(value);
+  // An object or list is shown as JSON: String() throws on one whose toString is not a function
+  // (`{"toString": 1}` from a request body), which made a 400 a 500.
+  const shown =
+    typeof value === "string" || typeof value === "object" ? JSON.stringify(value) : String(value);
   if (typeof value !== "number" || Number.isNaN(value)) {
     return {
       field,

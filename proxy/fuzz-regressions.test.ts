@@ -67,7 +67,7 @@ describe("fuzz counterexamples: the proxy", () => {
     }
   });
 
-  it("an OpenAI Chat content part or tool call that is not an object is a 400 naming it (token mode crashed on [null])", async () => {
+  it("an OpenAI Chat content part or tool call that is not an object, or a part whose type or text is not a string, is a 400 naming it (token mode crashed on [null] and on objects there)", async () => {
     const body = (content: unknown) =>
       JSON.stringify({
         model: "m",
@@ -82,6 +82,11 @@ describe("fuzz counterexamples: the proxy", () => {
       [[{ type: "text", text: "a" }, 5], "messages[1].content[1]"],
       [5, "messages[1].content"],
       [{ type: "text", text: "a" }, "messages[1].content"],
+      // npm run test:fuzz, seed 1460910933: an object as a part's type was a 500 in token mode.
+      [[{ type: { toString: 1 }, text: "What is 2+2?" }], "messages[1].content[0].type"],
+      [[{ type: 7, text: "a" }], "messages[1].content[0].type"],
+      [[{ text: "no type" }], "messages[1].content[0].type"],
+      [[{ type: "text", text: { toString: 1 } }], "messages[1].content[0].text"],
     ] as const) {
       const res = await post("/v1/chat/completions", body(content));
       expect(res, JSON.stringify(content)).toMatchObject({

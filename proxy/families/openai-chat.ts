@@ -54,9 +54,11 @@ export const openAiChat: Family = {
 /**
  * The messages' parts OpenAI's API requires to be objects, checked before anything reads them
  * (400 naming the first that is not): `content` is a string, null, or a list of content parts,
- * each an object; `tool_calls` is absent, null, or a list of `{function: {name, arguments?}}`.
+ * each an object with a string `type` (and a string `text` in a text part); `tool_calls` is absent, null, or a list of `{function: {name, arguments?}}`.
  * The other families build these themselves; this one passes the harness's on, and token mode's
- * rendering failed as an internal error on a part or a call that was `null`.
+ * rendering failed as an internal error on a part or a call that was `null`, and on a part whose
+ * `type` or `text` was an object (the fuzzer's `{"toString": 1}`, which no string conversion
+ * survives).
  */
 function checkMessages(messages: unknown[]): void {
   messages.forEach((m, i) => {
@@ -68,6 +70,12 @@ function checkMessages(messages: unknown[]): void {
       content.forEach((part, j) => {
         if (!isObject(part))
           throw badField(`messages[${i}].content[${j}]`, "must be an object (a content part)");
+        if (typeof part.type !== "string")
+          throw badField(`messages[${i}].content[${j}].type`, "required string (text, image_url, …)");
+        const text = part.text;
+        if ((part.type === "text" || part.type === "input_text") && text !== undefined && text !== null)
+          if (typeof text !== "string")
+            throw badField(`messages[${i}].content[${j}].text`, "must be a string");
       });
     }
     const calls = message.tool_calls;
