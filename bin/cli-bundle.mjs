@@ -4,7 +4,7 @@
 //
 // esbuild bundles cli/main.ts into `.polar-cli/` at the repository's root: ES modules, one entry
 // and a chunk per lazily imported subcommand, third-party packages external (resolved from
-// node_modules as before), the same settings as the gateway package's build. The folder sits one
+// node_modules as before): cli/bundle-options.mjs, the gateway package's settings. The folder sits one
 // level below the root, as the package's `dist/` does, so the code that finds the root one level
 // up (cli/wrangler-dev.ts, cli/version.ts) and the files it finds beside itself (cli/runtime-assets.json,
 // copied in) work unchanged.
@@ -28,6 +28,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join, relative } from "node:path";
+import { cliBundleOptions } from "../cli/bundle-options.mjs";
 
 const BUNDLE_DIR = ".polar-cli";
 const DAY_MS = 86_400_000;
@@ -93,18 +94,9 @@ async function build(root) {
   mkdirSync(dir, { recursive: true });
   const assets = JSON.parse(readFileSync(join(root, "cli", "runtime-assets.json"), "utf8"));
   const result = await esbuild({
-    absWorkingDir: root,
-    entryPoints: { main: "cli/main.ts" },
-    bundle: true,
-    splitting: true,
-    format: "esm",
-    platform: "node",
-    target: "node20.18",
-    outdir: dir,
+    ...cliBundleOptions(root, dir),
+    // Content-hashed entry too: a process loading an older build keeps its own files.
     entryNames: "[name]-[hash]",
-    chunkNames: "[name]-[hash]",
-    packages: "external",
-    metafile: true,
     write: false,
     logLevel: "silent",
   });

@@ -67,6 +67,23 @@ export const StageMetrics = z.strictObject({
 });
 export type StageMetrics = z.infer<typeof StageMetrics>;
 
+/**
+ * A gateway with nothing in any stage (the metrics of an idle host, and the start of a tally).
+ *
+ * @example
+ * ```ts
+ * const busy: StageMetrics = { ...ZERO_STAGE_METRICS, run_inflight: 4 };
+ * ```
+ */
+export const ZERO_STAGE_METRICS: Readonly<StageMetrics> = Object.freeze({
+  init_queue_depth: 0,
+  init_inflight: 0,
+  ready_depth: 0,
+  run_inflight: 0,
+  postrun_queue_depth: 0,
+  postrun_inflight: 0,
+});
+
 // ---- gateway → control plane -------------------------------------------------------------
 
 export const HelloMessage = z.strictObject({

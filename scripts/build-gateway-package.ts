@@ -18,6 +18,7 @@ import { builtinModules, createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type BuildOptions, build } from "esbuild";
+import { cliBundleOptions } from "../cli/bundle-options.mjs";
 import { BUNDLED_TOKENIZER_FOLDER } from "../tokenizer/chat-tokenizer";
 
 const REPO = resolve(import.meta.dirname, "..");
@@ -165,23 +166,7 @@ export const DEPLOY_FILES = "deploy/gateway";
  * ```
  */
 export function gatewayBundleOptions(root: string, dist: string) {
-  return {
-    absWorkingDir: root,
-    entryPoints: { main: "cli/main.ts" },
-    bundle: true,
-    splitting: true,
-    format: "esm",
-    platform: "node",
-    target: "node20.18",
-    // Every chunk flat in dist/: the code that finds a file beside itself (RUNTIME_ASSETS) and
-    // the package root one level up (cli/version.ts, cli/wrangler-dev.ts) then finds it from
-    // whichever chunk esbuild put it in.
-    outdir: dist,
-    chunkNames: "[name]-[hash]",
-    packages: "external",
-    metafile: true,
-    logLevel: "warning",
-  } satisfies BuildOptions;
+  return { ...cliBundleOptions(root, dist), logLevel: "warning" } satisfies BuildOptions;
 }
 
 /**

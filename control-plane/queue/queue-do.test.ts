@@ -1,6 +1,12 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { BatchStatusBody, POLAR_VERSION, ResultsPage, type SessionAssignment } from "../../protocol";
+import {
+  BatchStatusBody,
+  POLAR_VERSION,
+  ResultsPage,
+  type SessionAssignment,
+  ZERO_STAGE_METRICS,
+} from "../../protocol";
 import { artifactKey } from "../artifacts";
 import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 
@@ -199,14 +205,7 @@ describe("gateway WebSocket flow", () => {
     const idle = await connect(queue);
     idle.hello("node-b-idle", 0);
     await idle.expect("welcome");
-    const zero = {
-      init_queue_depth: 0,
-      init_inflight: 0,
-      ready_depth: 0,
-      run_inflight: 0,
-      postrun_queue_depth: 0,
-      postrun_inflight: 0,
-    };
+    const zero = ZERO_STAGE_METRICS;
     // node-a sorts first by id, but reports every run slot busy; node-b reports an idle host.
     busy.send({ v: 1, type: "credit", grant: 1, metrics: { ...zero, run_inflight: 4 } });
     idle.send({ v: 1, type: "credit", grant: 4, metrics: zero });

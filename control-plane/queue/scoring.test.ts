@@ -3,18 +3,11 @@
  * included), then the larger READY gap, then total pressure, then the node id.
  */
 import { describe, expect, it } from "vitest";
-import type { StageMetrics } from "../../protocol";
+import { type StageMetrics, ZERO_STAGE_METRICS } from "../../protocol";
 import { type GatewayLoad, pickBest, scoreOf } from "./scoring";
 
 const capacity = { max_init: 4, max_run: 4, max_postrun: 4 };
-const idle: StageMetrics = {
-  init_queue_depth: 0,
-  init_inflight: 0,
-  ready_depth: 0,
-  run_inflight: 0,
-  postrun_queue_depth: 0,
-  postrun_inflight: 0,
-};
+const idle = ZERO_STAGE_METRICS;
 const gw = (
   nodeId: string,
   metrics: Partial<StageMetrics> | null,

@@ -55,6 +55,22 @@ async function submit(queue: string, tasks: ReturnType<typeof task>[]): Promise<
   return batchId;
 }
 
+/**
+ * A sharded queue holding one session, pending on its home shard (the lender of the loan tests);
+ * `otherIndex` is the next shard (the borrower).
+ */
+async function oneSessionOnItsShard() {
+  const queue = uniqueId("sharded");
+  const batchId = await submit(queue, [task("t")]);
+  const sessionId = `${batchId}.0.0`;
+  const home = sessionShard(queue, sessionId, CONFIG);
+  const homeIndex = parseShardName(home).index;
+  const otherIndex = (homeIndex + 1) % SHARDS;
+  const lender = env.QUEUE.getByName(home);
+  await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+  return { queue, batchId, sessionId, homeIndex, otherIndex, lender };
+}
+
 function shardStats(queue: string) {
   return Promise.all(shardsOf(queue, CONFIG).map((name) => env.QUEUE.getByName(name).stats()));
 }
@@ -242,14 +258,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   });
 
   it("a loan that ran out after the borrower dispatched it: the lender drops its copy, none runs twice", async () => {
-    const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t")]);
-    const sessionId = `${batchId}.0.0`;
-    const home = sessionShard(queue, sessionId, CONFIG);
-    const homeIndex = parseShardName(home).index;
-    const otherIndex = (homeIndex + 1) % SHARDS;
-    const lender = env.QUEUE.getByName(home);
-    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    const { queue, sessionId, homeIndex, otherIndex, lender } = await oneSessionOnItsShard();
     // A borrower takes it and its gateway runs it, but the settle never reaches the lender.
     const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
     await env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)).enqueue([JSON.parse(loan.payloads[0]!)]);
@@ -257,6 +266,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const borrower = await join(queue, borrowerNode, 1);
     await borrower.expect("welcome");
     const first = await borrower.expect("assign");
+    expect(first.session.session_id).toBe(sessionId);
     // The loan runs out with a gateway of the lender's own waiting for work.
     await runInDurableObject(lender, (_, state) => {
       state.storage.sql.exec("UPDATE pending SET lent_until = 1");
@@ -281,15 +291,9 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   });
 
   it("a loan that ran out before the borrower dispatched anything: the lender dispatches its copy again", async () => {
-    const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t")]);
-    const sessionId = `${batchId}.0.0`;
-    const home = sessionShard(queue, sessionId, CONFIG);
-    const homeIndex = parseShardName(home).index;
-    const lender = env.QUEUE.getByName(home);
-    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    const { queue, sessionId, homeIndex, otherIndex, lender } = await oneSessionOnItsShard();
     // A borrower took it and failed before storing or settling it.
-    const loan = await lender.steal(shardName(queue, (homeIndex + 1) % SHARDS, SHARDS), 1);
+    const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
     expect(loan.payloads).toHaveLength(1);
     const lenderNode = nodeOnShard(queue, homeIndex, "l");
     const gw = await join(queue, lenderNode, 1);
@@ -312,14 +316,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   });
 
   it("a loan that ran out while the borrower held it undispatched: when both copies run, the earlier is cancelled as the later is assigned", async () => {
-    const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t")]);
-    const sessionId = `${batchId}.0.0`;
-    const home = sessionShard(queue, sessionId, CONFIG);
-    const homeIndex = parseShardName(home).index;
-    const otherIndex = (homeIndex + 1) % SHARDS;
-    const lender = env.QUEUE.getByName(home);
-    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    const { queue, sessionId, homeIndex, otherIndex, lender } = await oneSessionOnItsShard();
     // The borrower stored the session (no gateway of its own yet) but the settle was lost.
     const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
     await env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)).enqueue([JSON.parse(loan.payloads[0]!)]);

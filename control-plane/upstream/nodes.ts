@@ -12,7 +12,7 @@
  * @module
  */
 import { z } from "zod";
-import type { FenceNode, FenceState } from "../../protocol";
+import { type FenceNode, type FenceState, ZERO_STAGE_METRICS } from "../../protocol";
 import { ApiError } from "../errors";
 import { PING_INTERVAL_SECONDS } from "../queue/settings";
 import { dispatchersOf, parseShardName } from "../queue/shards";
@@ -90,15 +90,6 @@ export const FENCE_ENGINE = "polar-ts";
 /** Node id of a queue's own row (a queue without a listed gateway), as `/nodes` lists it. */
 export const QUEUE_NODE_PREFIX = "queue:";
 
-const ZERO_METRICS: NodeStageMetrics = {
-  init_queue_depth: 0,
-  init_inflight: 0,
-  ready_depth: 0,
-  run_inflight: 0,
-  postrun_queue_depth: 0,
-  postrun_inflight: 0,
-};
-
 /**
  * Whether a gateway is part of the fleet: connected, or gone but still holding leases (sessions
  * that may still be calling the engine until their grace ends). A gateway gone with nothing in
@@ -158,7 +149,7 @@ export function nodeInfo(g: GatewayView, gatewayUrl: string): GatewayNodeInfo {
     max_init_workers: g.capacity.max_init,
     max_run_workers: g.capacity.max_run,
     max_postrun_workers: g.capacity.max_postrun,
-    metrics: { ...ZERO_METRICS, ...(g.metrics ?? {}) },
+    metrics: { ...ZERO_STAGE_METRICS, ...(g.metrics ?? {}) },
     dispatch_reservations: g.reservations,
     healthy: g.connected,
     draining: g.draining,
@@ -184,7 +175,7 @@ export function queueInfo(queue: string, gatewayUrl: string, now: number): Gatew
     max_init_workers: 0,
     max_run_workers: 0,
     max_postrun_workers: 0,
-    metrics: { ...ZERO_METRICS },
+    metrics: { ...ZERO_STAGE_METRICS },
     dispatch_reservations: 0,
     healthy: false,
     draining: false,

@@ -14,6 +14,7 @@ import {
   type SessionResult,
   type StageMetrics,
   WIRE_VERSION,
+  ZERO_STAGE_METRICS,
 } from "../../protocol";
 
 export interface WireGatewayOptions {
@@ -40,15 +41,6 @@ export interface AckedResult {
   lease_id: string;
   status: "accepted" | "duplicate" | "stale";
 }
-
-const ZERO_METRICS: StageMetrics = {
-  init_queue_depth: 0,
-  init_inflight: 0,
-  ready_depth: 0,
-  run_inflight: 0,
-  postrun_queue_depth: 0,
-  postrun_inflight: 0,
-};
 
 /**
  * The test gateway.
@@ -189,7 +181,7 @@ export class WireGateway {
   }
 
   private metrics(): StageMetrics {
-    return { ...ZERO_METRICS, run_inflight: Math.min(this.held.size, this.opts.slots) };
+    return { ...ZERO_STAGE_METRICS, run_inflight: Math.min(this.held.size, this.opts.slots) };
   }
 
   private run(assign: AssignMessage): void {

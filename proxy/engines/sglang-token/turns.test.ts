@@ -290,7 +290,8 @@ describe("Qwen3 thinking", () => {
     expect(trace!.response_ids.filter((id) => id === think)).toHaveLength(3);
   });
 
-  it("extends without mismatch on tool follow-ups, where the template keeps reasoning", () => {
+  /** A tool call with reasoning, its result, and a final reply: the two turns of a tool follow-up. */
+  function toolFollowUp(reply: string) {
     const bridge = new TokenBridge(tok);
     const tools = sglangToolDumps(toolDefs);
     const t1 = scriptedTurn(tok, bridge, { messages: m1, tools, toolDefs }, [
@@ -298,22 +299,17 @@ describe("Qwen3 thinking", () => {
       EOT,
     ]);
     const m2: ChatMessage[] = [...m1, t1.message, { role: "tool", tool_call_id: "x", content: "91: 7 13" }];
-    const t2 = scriptedTurn(tok, bridge, { messages: m2, tools, toolDefs }, [
-      ...ids("<think>\nok\n</think>\n\nNo."),
-      EOT,
-    ]);
+    const t2 = scriptedTurn(tok, bridge, { messages: m2, tools, toolDefs }, [...ids(reply), EOT]);
+    return { bridge, tools, m2, t2 };
+  }
+
+  it("extends without mismatch on tool follow-ups, where the template keeps reasoning", () => {
+    const { t2 } = toolFollowUp("<think>\nok\n</think>\n\nNo.");
     expect(t2.prepared.verdict).toBe("extended");
   });
 
   it("a new question after a tool follow-up: the template drops the earlier reasoning from the history (history not intact)", () => {
-    const bridge = new TokenBridge(tok);
-    const tools = sglangToolDumps(toolDefs);
-    const t1 = scriptedTurn(tok, bridge, { messages: m1, tools, toolDefs }, [
-      ...ids(`<think>\nCheck with a tool.\n</think>\n\n${call("bash", { cmd: "factor 91" })}`),
-      EOT,
-    ]);
-    const m2: ChatMessage[] = [...m1, t1.message, { role: "tool", tool_call_id: "x", content: "91: 7 13" }];
-    const t2 = scriptedTurn(tok, bridge, { messages: m2, tools, toolDefs }, [...ids("No."), EOT]);
+    const { bridge, tools, m2, t2 } = toolFollowUp("No.");
     expect(t2.prepared.verdict).toBe("extended");
     // Turn 2's prompt held turn 1's <think> block (after the last user message then); the render
     // for a new question drops it, so the history before turn 2's reply is not what it saw.
