@@ -119,6 +119,9 @@ async function build(root) {
   const inputs = [
     ...Object.keys(result.metafile.inputs),
     "cli/runtime-assets.json",
+    // How it is built: a change to the settings builds again too.
+    "cli/bundle-options.mjs",
+    "bin/cli-bundle.mjs",
     ...assets.flatMap((a) => filesOf(root, a.from)),
   ];
   for (const path of inputs) {
