@@ -37,6 +37,7 @@ describe("the CLI bundle", () => {
         "cli/main.ts",
         "gateway-agent/runtime/sandbox-shim.mjs",
         "cli/runtime-assets.json",
+        "cli/bundle-options.mjs",
       ]),
     );
     expect(await bundle(REPO_ROOT)).toBe(entry);
