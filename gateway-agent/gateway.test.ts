@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -20,6 +20,7 @@ import {
   startFixtureEngine,
 } from "../proxy/testing/fixture-engine";
 import { type Gateway, startGateway } from "./gateway";
+import { PRIVATE_DIR } from "./runtime";
 import { type FakeControlPlane, startFakeControlPlane } from "./testing/fake-control-plane";
 
 const TOKEN = "test-gateway-token";
@@ -251,6 +252,16 @@ describe("gateway agent", { timeout: 40_000 }, () => {
     // The fake acked it: nothing stays pending, the slot came back as credit.
     await expect.poll(() => gateway!.stats().unackedResults).toBe(0);
     expect(cp.invalid).toEqual([]);
+  });
+
+  it("starts clean: session folders and session users' private files of a previous run are removed", async () => {
+    const work = path.join(scratch, "work");
+    await mkdir(path.join(work, "sessions", "old.t.0", "workspace"), { recursive: true });
+    await mkdir(path.join(work, PRIVATE_DIR, "old.t.0-x1"), { recursive: true });
+    await writeFile(path.join(work, PRIVATE_DIR, "old.t.0-x1", "passwd"), "old\n");
+    await start();
+    expect(existsSync(path.join(work, "sessions", "old.t.0"))).toBe(false);
+    expect(existsSync(path.join(work, PRIVATE_DIR, "old.t.0-x1"))).toBe(false);
   });
 
   it("keeps the gateway's secrets out of the harness environment and writes instruction.txt", async () => {

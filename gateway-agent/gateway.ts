@@ -38,6 +38,7 @@ import {
   bwrapAvailable,
   DEFAULT_RUNTIME_SETTINGS,
   detectLimits,
+  PRIVATE_DIR,
   type RuntimeSettings,
 } from "./runtime";
 import { type AdminControls, SessionRunner, type SessionRunnerOptions } from "./session-runner";
@@ -190,6 +191,7 @@ async function prepareHost(opts: GatewayOptions, logger: Logger): Promise<HostSe
   // Session folders of a previous run belong to sessions that died with it (their leases are not
   // in the journal, so the control plane requeues them): start clean.
   await rm(path.join(workRoot, "sessions"), { recursive: true, force: true });
+  await rm(path.join(workRoot, PRIVATE_DIR), { recursive: true, force: true });
   const runtimeSettings: RuntimeSettings = {
     local: { ...DEFAULT_RUNTIME_SETTINGS.local, ...opts.runtimeSettings?.local },
     docker: { ...DEFAULT_RUNTIME_SETTINGS.docker, ...opts.runtimeSettings?.docker },

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -8,8 +8,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { PrepareAction, RuntimeSpec } from "../../protocol";
 import { describeWith } from "../../test/support/optional-tools";
 import { SessionFailure } from "../errors";
-import { LocalRuntime } from "./local";
+import { LocalRuntime, PRIVATE_DIR } from "./local";
 import { runPrepare } from "./prepare";
+import { switchesUsers } from "./session-user";
 import { DEFAULT_RUNTIME_SETTINGS, type RuntimeContext } from "./types";
 
 let root: string;
@@ -239,3 +240,38 @@ describeWith(["bubblewrap"], "LocalRuntime inside bubblewrap", () => {
     }
   });
 });
+
+describeWith(
+  [
+    {
+      name: "session users",
+      install: "run the tests as root with the session uids mapped (CI does)",
+      probe: () => (switchesUsers() ? null : "this gateway would not switch to a session user"),
+    },
+  ],
+  "LocalRuntime with a session user of its own",
+  () => {
+    it("keeps the gateway-only files under the work root's private folder, 0700, gone with the session", async () => {
+      const rt = await LocalRuntime.create(spec(), ctx("own1"));
+      await rt.start();
+      expect(rt.user?.uid).toBeGreaterThan(0);
+      const privateRoot = path.join(root, PRIVATE_DIR);
+      const [mine] = readdirSync(privateRoot);
+      expect(mine).toMatch(/^own1-/);
+      expect(readdirSync(path.join(privateRoot, mine!)).sort()).toEqual(
+        expect.arrayContaining(["group", "passwd"]),
+      );
+      expect(statSync(privateRoot).mode & 0o777).toBe(0o700);
+      expect(statSync(path.join(privateRoot, mine!)).mode & 0o777).toBe(0o700);
+      // Not reachable by the session's own user.
+      const r = await rt.exec(`cat '${path.join(privateRoot, mine!, "passwd")}'`, {
+        env: PATH_ENV,
+        logName: "peek",
+        capture: true,
+      });
+      expect(r.exitCode).not.toBe(0);
+      await rt.teardown({ keep: false });
+      expect(readdirSync(privateRoot)).toEqual([]);
+    });
+  },
+);

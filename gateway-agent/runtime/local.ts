@@ -9,6 +9,9 @@
  * drop the allow-listed PATH of the gateway (where the agent CLIs are installed).
  *
  * Layout: `<workRoot>/sessions/<name>/{workspace,logs,home,artifacts}`; commands see the same paths.
+ * With a session user, the files only the gateway may touch (the user's passwd/group, internal
+ * logs) live in `<workRoot>/private/<name>-XXXXXX` (0700, the gateway's): under the work root, so a
+ * gateway killed mid-session leaves them where its next start removes them.
  *
  * When the gateway runs as root every command runs as an unprivileged uid of the session's own
  * (see `session-user.ts`): the session folder is that user's (0700, in a `sessions/` folder that
@@ -21,7 +24,6 @@
  * @module
  */
 import { chmod, chown, cp, lstat, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { quote } from "shell-quote";
@@ -55,6 +57,9 @@ let warnedNoBwrap = false;
 let warnedNoLimits = false;
 let warnedUnmapped = false;
 let bashFound: string | null | undefined;
+
+/** Folder of the work root holding each session user's gateway-only files (see `privateDir`). */
+export const PRIVATE_DIR = "private";
 const warnedOpened = new Set<string>();
 
 /**
@@ -205,7 +210,11 @@ export class LocalRuntime implements Runtime {
     const bash = bashFound;
     if (!bash) throw new Error("no bash in /usr/bin or /bin");
     const user = { uid: this.claim.uid, gid: this.claim.uid, name: SESSION_USER_NAME, setpriv, bash };
-    this.privateDir = await mkdtemp(path.join(tmpdir(), "polar-user-"));
+    // Under the work root, which the gateway empties at start: a gateway killed mid-session
+    // leaves nothing behind in the host's /tmp. 0700, the gateway's own: no session user enters.
+    const privateRoot = path.join(this.ctx.workRoot, PRIVATE_DIR);
+    await mkdir(privateRoot, { recursive: true, mode: 0o700 });
+    this.privateDir = await mkdtemp(path.join(privateRoot, `${this.ctx.name}-`));
     this.sessionUser = {
       ...user,
       ...(await writeIdentityFiles(this.privateDir, user, path.join(this.hostDir, "home"))),
