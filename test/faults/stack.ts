@@ -108,13 +108,24 @@ export class FaultStack {
 
   /** Starts `wrangler dev` on the stack's port and state folder (again after a kill). */
   async startControlPlane(): Promise<void> {
-    this.cp = await startControlPlaneDev({
-      port: this.cpPort,
-      persistTo: join(this.opts.root, "state"),
-      tokens: TOKENS,
-      vars: { POLAR_QUEUE_SHARDS: `${this.opts.queue}=${this.opts.shards}`, ...this.opts.vars },
-      readyTimeoutMs: 120_000,
-    });
+    // The port is fixed (gateways and the fault proxy dial it). Right after a SIGKILL the killed
+    // workerd may not have released it yet: the kernel tears a large process down after the
+    // reaper has already seen its group signalled (seen once, under a load average above 100).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.cp = await startControlPlaneDev({
+          port: this.cpPort,
+          persistTo: join(this.opts.root, "state"),
+          tokens: TOKENS,
+          vars: { POLAR_QUEUE_SHARDS: `${this.opts.queue}=${this.opts.shards}`, ...this.opts.vars },
+          readyTimeoutMs: 120_000,
+        });
+        break;
+      } catch (err) {
+        if (attempt >= 10 || !/Address already in use/.test((err as Error).message)) throw err;
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
+    }
     this.controlPlaneStarts++;
   }
 
