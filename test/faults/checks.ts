@@ -114,11 +114,14 @@ export function checkResults(input: CheckInput): MatrixReport {
         if (r.status !== "TIMEOUT") violations.push(`${id}: a hanging harness ended ${outcome}, not TIMEOUT`);
         continue;
       }
+      const calls = plan(input.seed, id).calls;
       if (r.status !== "COMPLETED" || r.reward !== 1) {
-        violations.push(`${id}: ${task.kind} session ended ${outcome} with reward ${r.reward}`);
+        // Where and how far it got, to tell a stuck model call from a slow host.
+        violations.push(
+          `${id}: ${task.kind} session ended ${outcome} with reward ${r.reward} (on ${r.node_id ?? "no node"}, attempt ${r.attempt}, ${r.trajectory.traces.length} of ${calls} model calls recorded, run ${(r.timing.run_ms / 1000).toFixed(0)} s)`,
+        );
         continue;
       }
-      const calls = plan(input.seed, id).calls;
       const traces = r.trajectory.traces.length;
       if (traces !== calls) violations.push(`${id}: ${traces} traces for the ${calls} model calls it made`);
     }

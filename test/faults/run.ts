@@ -47,8 +47,14 @@ function int(name: keyof typeof values, min: number): number {
 
 const started = Date.now();
 const load = loadavg()[0]!;
+// The machine's load over the run (1-minute average every 10 s): sessions that run past their
+// budget on a starved host show up as timeouts, so the report says how loaded the host was.
+let peakLoad = load;
+setInterval(() => {
+  peakLoad = Math.max(peakLoad, loadavg()[0]!);
+}, 10_000).unref();
 const footer = () =>
-  `\nload average ${load.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after; ${((Date.now() - started) / 1000).toFixed(0)} s in all`;
+  `\nload average ${load.toFixed(1)} before, peak ${peakLoad.toFixed(1)}, ${loadavg()[0]!.toFixed(1)} after; ${((Date.now() - started) / 1000).toFixed(0)} s in all`;
 
 if (values.soak) {
   const soak = await runSoak({
