@@ -116,9 +116,10 @@ export function checkResults(input: CheckInput): MatrixReport {
       }
       const calls = plan(input.seed, id).calls;
       if (r.status !== "COMPLETED" || r.reward !== 1) {
-        // Where and how far it got, to tell a stuck model call from a slow host.
+        // Where and how far it got (the error names the stage the budget ran out in), to tell a
+        // stuck model call from a slow host.
         violations.push(
-          `${id}: ${task.kind} session ended ${outcome} with reward ${r.reward} (on ${r.node_id ?? "no node"}, attempt ${r.attempt}, ${r.trajectory.traces.length} of ${calls} model calls recorded, run ${(r.timing.run_ms / 1000).toFixed(0)} s)`,
+          `${id}: ${task.kind} session ended ${outcome} with reward ${r.reward} (on ${r.node_id ?? "no node"}, attempt ${r.attempt}, ${r.trajectory.traces.length} of ${calls} model calls recorded, run ${(r.timing.run_ms / 1000).toFixed(0)} s${r.error ? `: ${r.error.message}` : ""})`,
         );
         continue;
       }
