@@ -381,6 +381,27 @@ const request = fc
 
 type FuzzRequest = typeof request extends fc.Arbitrary<infer T> ? T : never;
 
+/**
+ * The one 5xx a route may answer: the upstream-compatible fence routes (`…/admin/inference/pause`,
+ * `resume`, `status`) relay to the gateways and answer a gateway that cannot answer as a 502
+ * `gateway_error` naming it (docs/upstream-compat.md). The gateway of this run speaks wire v1,
+ * which has no status answer, so `status` meets that case (seed 1218 of the long run found it).
+ */
+function isGatewayError(req: FuzzRequest, text: string): boolean {
+  if (!/\/admin\/inference\/(pause|resume|status)(\?|$)/.test(req.url)) return false;
+  try {
+    const json = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    return (
+      Object.keys(json).join() === "error" &&
+      json.error?.code === "gateway_error" &&
+      typeof json.error.message === "string" &&
+      json.error.message.startsWith(`gateway '${NODE}' of queue '`)
+    );
+  } catch {
+    return false;
+  }
+}
+
 /** Sends one request; the answer must be below 500, a 4xx in the documented error shape. */
 async function check(req: FuzzRequest): Promise<void> {
   let res: Response;
@@ -404,6 +425,7 @@ async function check(req: FuzzRequest): Promise<void> {
     return;
   }
   const text = await res.text();
+  if (res.status === 502 && isGatewayError(req, text)) return;
   expect(res.status, `${at} → ${res.status} ${text.slice(0, 500)}`).toBeLessThan(500);
   if (res.status >= 400 && req.method !== "HEAD") {
     expect(type, `${at}: error content type`).toContain("application/json");
