@@ -149,7 +149,7 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(result.reward).toBe(0);
   });
 
-  it("session budget from INIT: a prepare step that overruns ends as TIMEOUT in stage init", async () => {
+  it("session budget from INIT: a prepare step that overruns ends as TIMEOUT in stage init, not graded", async () => {
     const { cp } = await start();
     const a = makeAssign({
       command: ASK,
@@ -161,6 +161,27 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(result.status).toBe("TIMEOUT");
     expect(result.trajectory.metadata).toMatchObject({ timeout_source: "session", timeout_stage: "init" });
     expect(progressOf(cp, a.lease_id)).toEqual(["INITIALIZING", "POST_RUN"]);
+    // The harness never ran: nothing of the agent's to score (a 0 would score the host).
+    expect(result.reward).toBeNull();
+    expect(result.trajectory.metadata.evaluation).toBeUndefined();
+  });
+
+  it("a budget that runs out while READY waits for a RUN slot is a TIMEOUT in stage ready, not graded", async () => {
+    const { cp } = await start({ maxRun: 1 });
+    const blocker = makeAssign({ command: `${ASK}; sleep 4` });
+    cp.send(blocker);
+    await cp.waitFor(
+      (m) => m.type === "progress" && m.lease_id === blocker.lease_id && m.status === "RUNNING",
+    );
+    const waiting = makeAssign({ command: ASK, timeoutSeconds: 1 });
+    cp.send(waiting);
+    const { result } = await cp.waitFor(isResultOf(waiting.lease_id));
+    expect(result.status).toBe("TIMEOUT");
+    expect(result.trajectory.metadata).toMatchObject({ timeout_source: "session", timeout_stage: "ready" });
+    expect(result.reward).toBeNull();
+    // The session that ran is graded as before.
+    const ran = await cp.waitFor(isResultOf(blocker.lease_id));
+    expect(ran.result).toMatchObject({ status: "COMPLETED", reward: 1 });
   });
 
   it("rejects a bad metadata.agent_timeout naming the key, without running the harness", async () => {

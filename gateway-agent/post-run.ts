@@ -2,6 +2,7 @@ import {
   type CompletionRecord,
   compactTokenText,
   type SessionAssignment,
+  type StageStep,
   type Trajectory,
 } from "../protocol";
 import type { TrajectoryBuilder } from "../proxy";
@@ -63,17 +64,26 @@ export async function runPostRun(st: SessionState): Promise<Trajectory> {
 }
 
 /**
+ * Steps before the harness executes: a budget that runs out in one of them leaves no work of the
+ * agent to judge (no model call, no edit), only a host too slow to start it.
+ */
+const BEFORE_HARNESS: ReadonlySet<StageStep> = new Set(["queued", "init", "ready", "setup"]);
+
+/**
  * Judge what really ran: not infra or configuration failures (never scored) or cancels. A
- * timed-out session's partial work is graded too, within what is left of its budget or a grace.
+ * timed-out session's partial work is graded too, within what is left of its budget or a grace;
+ * one timed out before its harness executed is not (reward null): a 0 there would score the host,
+ * not the policy, and pull its group's baseline down.
  */
 function shouldGrade(st: SessionState): boolean {
-  const { error, status } = st.verdict;
+  const { error, status, timeout } = st.verdict;
   return Boolean(
     st.resolved.evaluator &&
       st.a.evaluator &&
       st.runtime &&
       error?.kind !== "infra" &&
       error?.kind !== "configuration" &&
+      !(status === "TIMEOUT" && timeout && BEFORE_HARNESS.has(timeout.timeout_stage)) &&
       // A session over its storage limit is full: grading would only be refused or fail.
       !(st.runtime as Partial<StorageLimited>).storageExceeded &&
       status !== "CANCELLED" &&
