@@ -119,7 +119,7 @@ export function checkResults(input: CheckInput): MatrixReport {
         // Where and how far it got (the error names the stage the budget ran out in), to tell a
         // stuck model call from a slow host.
         violations.push(
-          `${id}: ${task.kind} session ended ${outcome} with reward ${r.reward} (on ${r.node_id ?? "no node"}, attempt ${r.attempt}, ${r.trajectory.traces.length} of ${calls} model calls recorded, run ${(r.timing.run_ms / 1000).toFixed(0)} s${r.error ? `: ${r.error.message}` : ""})`,
+          `${id}: ${task.kind} session ended ${outcome} with reward ${r.reward} (on ${r.node_id ?? "no node"}, attempt ${r.attempt}, ${r.trajectory.traces.length} of ${calls} model calls recorded, init ${(r.timing.init_ms / 1000).toFixed(0)} s, ready ${(r.timing.ready_ms / 1000).toFixed(0)} s, run ${(r.timing.run_ms / 1000).toFixed(0)} s${r.error ? `: ${r.error.message}` : ""})`,
         );
         continue;
       }
