@@ -166,20 +166,26 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(result.trajectory.metadata.evaluation).toBeUndefined();
   });
 
-  it("a budget that runs out while READY waits for a RUN slot is a TIMEOUT in stage ready, not graded", async () => {
+  it("waiting in READY for a RUN slot spends none of the budget; the budget counts again once the session runs", async () => {
     const { cp } = await start({ maxRun: 1 });
     const blocker = makeAssign({ command: `${ASK}; sleep 4` });
     cp.send(blocker);
     await cp.waitFor(
       (m) => m.type === "progress" && m.lease_id === blocker.lease_id && m.status === "RUNNING",
     );
-    const waiting = makeAssign({ command: ASK, timeoutSeconds: 1 });
+    // A 2 s budget behind a RUN slot that stays busy for about 4 s more.
+    const waiting = makeAssign({ command: ASK, timeoutSeconds: 2 });
     cp.send(waiting);
+    // And one whose own run overruns its budget after the same wait.
+    const overrun = makeAssign({ command: `${ASK}; sleep 30`, timeoutSeconds: 2 });
+    cp.send(overrun);
     const { result } = await cp.waitFor(isResultOf(waiting.lease_id));
-    expect(result.status).toBe("TIMEOUT");
-    expect(result.trajectory.metadata).toMatchObject({ timeout_source: "session", timeout_stage: "ready" });
-    expect(result.reward).toBeNull();
-    // The session that ran is graded as before.
+    expect(result).toMatchObject({ status: "COMPLETED", reward: 1 });
+    expect(result.timing.ready_ms).toBeGreaterThan(2_000);
+    const late = await cp.waitFor(isResultOf(overrun.lease_id));
+    expect(late.result.status).toBe("TIMEOUT");
+    expect(late.result.trajectory.metadata).toMatchObject({ timeout_source: "session", timeout_stage: "exec" });
+    expect(late.result.timing.ready_ms).toBeGreaterThan(2_000);
     const ran = await cp.waitFor(isResultOf(blocker.lease_id));
     expect(ran.result).toMatchObject({ status: "COMPLETED", reward: 1 });
   });

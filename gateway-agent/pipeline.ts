@@ -127,13 +127,48 @@ async function queueForInit(st: SessionState): Promise<Resolved> {
   return resolved;
 }
 
-/** INITIALIZING: arms the session budget, starts and prepares the runtime, takes a READY slot. */
+/** INITIALIZING: arms the session budget, starts and prepares the runtime. Returns holding the INIT slot. */
 async function runInit(st: SessionState): Promise<void> {
-  const { a, s, signal, spec } = st;
+  const { a, signal, spec } = st;
   const initStart = now();
   st.timing.queued_ms = initStart - st.started;
   // The budget starts at INITIALIZING (as upstream): queueing on the gateway is free.
-  st.deadline = Date.now() + a.timeout_seconds * 1000;
+  armBudget(st, a.timeout_seconds * 1000);
+  enter(st, "init");
+  st.runtime = await createRuntime(spec, runtimeContext(st, a.session_id));
+  st.runtime = storageBounded(st.runtime, spec);
+  await st.runtime.start(signal);
+  await runPrepare(st.runtime, spec.prepare, { ...st.runtime.baseEnv(), ...spec.env }, signal);
+  st.timing.init_ms = now() - initStart;
+}
+
+/**
+ * READY: the runtime is prepared; waits for a READY slot (the warm buffer never exceeds its
+ * target: the INIT slot is given back only once one is held), then for a RUN slot.
+ *
+ * Both waits spend none of the budget: like the wait before INIT they are on the gateway's
+ * capacity, not the task's work, and a budget spent there timed out sessions that never got to
+ * run (the 2,000-session fault matrix, docs/reliability.md). The ledger pauses its deadline from
+ * the READY report to the RUNNING one the same way (control-plane/batch/store.ts `markProgress`).
+ */
+async function runReady(st: SessionState): Promise<void> {
+  const { signal } = st;
+  const readyStart = now();
+  enter(st, "ready");
+  const left = pauseBudget(st);
+  await hold(st, "READY", signal);
+  release(st, "INITIALIZING");
+  await hold(st, "RUNNING", signal);
+  release(st, "READY");
+  armBudget(st, left);
+  st.timing.ready_ms = now() - readyStart;
+}
+
+/** Arms the session budget to run out `ms` from now (TIMEOUT in whatever stage it finds). */
+function armBudget(st: SessionState, ms: number): void {
+  const { a, s } = st;
+  clearTimeout(st.budget);
+  st.deadline = Date.now() + ms;
   st.budget = setTimeout(() => {
     s.abort.abort(
       new SessionInterrupt("timeout", `timeout_seconds (${a.timeout_seconds} s) exceeded in ${s.stage}`, {
@@ -141,25 +176,16 @@ async function runInit(st: SessionState): Promise<void> {
         timeout_stage: s.stage,
       }),
     );
-  }, a.timeout_seconds * 1000);
-  enter(st, "init");
-  st.runtime = await createRuntime(spec, runtimeContext(st, a.session_id));
-  st.runtime = storageBounded(st.runtime, spec);
-  await st.runtime.start(signal);
-  await runPrepare(st.runtime, spec.prepare, { ...st.runtime.baseEnv(), ...spec.env }, signal);
-  // READY never exceeds its target: take a READY slot before giving INIT back.
-  await hold(st, "READY", signal);
-  release(st, "INITIALIZING");
-  st.timing.init_ms = now() - initStart;
+  }, ms);
 }
 
-/** READY: the warm buffer; waits for a RUN slot. */
-async function runReady(st: SessionState): Promise<void> {
-  const readyStart = now();
-  enter(st, "ready");
-  await hold(st, "RUNNING", st.signal);
-  release(st, "READY");
-  st.timing.ready_ms = now() - readyStart;
+/** Stops the budget's clock; returns the time it had left (ms). */
+function pauseBudget(st: SessionState): number {
+  clearTimeout(st.budget);
+  st.budget = undefined;
+  const left = Math.max(0, st.deadline - Date.now());
+  st.deadline = Number.POSITIVE_INFINITY;
+  return left;
 }
 
 /** RUNNING: opens the proxy session, prewarms the eval runtime, runs the harness plan. */

@@ -121,6 +121,46 @@ describe("deadlines (I3)", () => {
     gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, "node-d") });
     expect((await gw.expect("ack")).status).toBe("duplicate");
   });
+  it("pauses the budget from READY to RUNNING: waiting for a RUN slot is not charged", async () => {
+    const queue = uniqueId("ready");
+    const batchId = await submit(queue, [task("t", { timeout_seconds: 100 })]);
+    const gw = await connect(queue);
+    gw.hello("node-r", 1);
+    await gw.expect("welcome");
+    const assign = await gw.expect("assign");
+    const id = assign.session.session_id;
+    const ledger = env.BATCH.getByName(batchId);
+    const report = (status: "INITIALIZING" | "READY" | "RUNNING") =>
+      gw.send({ v: 1, type: "progress", lease_id: assign.lease_id, session_id: id, status, at: Date.now() });
+    report("INITIALIZING");
+    await expect.poll(async () => (await ledger.session(id))?.status).toBe("INITIALIZING");
+    const init = (await ledger.session(id))!;
+    const budget = init.deadline_at! - init.started_at!;
+    expect(budget).toBe(100_000 + 120_000);
+    // 30 s of INIT are charged.
+    await runInDurableObject(ledger, (_, state) => {
+      state.storage.sql.exec("UPDATE sessions SET deadline_at = deadline_at - 30000");
+    });
+    report("READY");
+    await expect.poll(async () => (await ledger.session(id))?.status).toBe("READY");
+    const left = () =>
+      runInDurableObject(ledger, (_, state) =>
+        state.storage.sql.exec<{ left: number | null }>("SELECT budget_left_ms AS left FROM sessions").one().left,
+      );
+    const kept = (await left())!;
+    expect(kept).toBeGreaterThan(budget - 30_000 - 5_000);
+    expect(kept).toBeLessThanOrEqual(budget - 30_000);
+    // While READY the ledger holds the session only to a day's backstop: a long wait is no TIMEOUT.
+    const ready = (await ledger.session(id))!;
+    expect(ready.deadline_at! - Date.now()).toBeGreaterThan(86_400_000);
+    report("RUNNING");
+    await expect.poll(async () => (await ledger.session(id))?.status).toBe("RUNNING");
+    const running = (await ledger.session(id))!;
+    expect(await left()).toBeNull();
+    // The clock runs again with what was left, however long READY lasted.
+    expect(running.deadline_at! - Date.now()).toBeGreaterThan(kept - 5_000);
+    expect(running.deadline_at! - Date.now()).toBeLessThanOrEqual(kept);
+  });
 });
 
 describe("lost gateways: grace, requeue, max_attempts", () => {

@@ -165,6 +165,7 @@ export function recordResult(
       finishedAt: now,
       updatedAt: now,
       deadlineAt: null,
+      budgetLeftMs: null,
       queueWaitMs: queuedMs,
       nodeId: result.node_id ?? session.nodeId,
     })
@@ -373,6 +374,7 @@ export function leaseLost(
       queuedAt: now,
       queueWaitMs: session.queueWaitMs + Math.max(0, (session.startedAt ?? now) - queuedAtOf(session)),
       deadlineAt: waitingTimerAt(spec, now, now + noGatewayMs),
+      budgetLeftMs: null,
     })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();

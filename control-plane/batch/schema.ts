@@ -76,6 +76,12 @@ export const sessions = sqliteTable(
      * INITIALIZING: budget + grace. Null once terminal.
      */
     deadlineAt: integer("deadline_at"),
+    /**
+     * Budget the session had left (ms, grace included) when its gateway reported READY: from then
+     * until RUNNING it waits on the gateway's capacity, which is not charged (as the gateway's own
+     * budget, docs/control-plane.md). Null outside READY.
+     */
+    budgetLeftMs: integer("budget_left_ms"),
   },
   (t) => [
     index("sessions_task_idx").on(t.taskIndex),

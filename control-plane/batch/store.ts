@@ -12,6 +12,7 @@ import {
   type BatchStatusBody,
   ErrorKind,
   isTerminal,
+  LIMITS,
   SessionStatus,
   type TaskProgress,
   type TaskSpec,
@@ -332,13 +333,24 @@ export function markProgress(
   // The time budget starts at INITIALIZING (as upstream), once per lease.
   const starts = session.startedAt === null && status !== "ASSIGNED" && status !== "QUEUED";
   let deadlineAt = session.deadlineAt;
+  let budgetLeftMs = session.budgetLeftMs;
   if (starts) {
     const task = db.select().from(schema.tasks).where(eq(schema.tasks.taskIndex, session.taskIndex)).get();
     const spec = JSON.parse(task!.spec) as TaskSpec;
     deadlineAt = now + spec.timeout_seconds * 1000 + graceMs;
   }
+  // READY waits on the gateway's capacity (a READY slot, then a RUN slot) and the gateway's budget
+  // does not run meanwhile: keep what is left and hold the session only to a backstop, the longest
+  // a RUN slot can be held by the sessions ahead of it (a day's budget plus the grace).
+  if (status === "READY" && budgetLeftMs === null && deadlineAt !== null) {
+    budgetLeftMs = Math.max(0, deadlineAt - now);
+    deadlineAt = now + budgetLeftMs + LIMITS.maxTimeoutSeconds * 1000 + graceMs;
+  } else if (status !== "READY" && budgetLeftMs !== null) {
+    deadlineAt = now + budgetLeftMs;
+    budgetLeftMs = null;
+  }
   db.update(schema.sessions)
-    .set({ status, updatedAt: now, startedAt: starts ? now : session.startedAt, deadlineAt })
+    .set({ status, updatedAt: now, startedAt: starts ? now : session.startedAt, deadlineAt, budgetLeftMs })
     .where(eq(schema.sessions.sessionId, sessionId))
     .run();
   // A repeated report of the same stage is no change to announce.

@@ -1,0 +1,1 @@
+ALTER TABLE `sessions` ADD `budget_left_ms` integer;
