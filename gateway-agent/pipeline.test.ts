@@ -184,7 +184,10 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     expect(result.timing.ready_ms).toBeGreaterThan(2_000);
     const late = await cp.waitFor(isResultOf(overrun.lease_id));
     expect(late.result.status).toBe("TIMEOUT");
-    expect(late.result.trajectory.metadata).toMatchObject({ timeout_source: "session", timeout_stage: "exec" });
+    expect(late.result.trajectory.metadata).toMatchObject({
+      timeout_source: "session",
+      timeout_stage: "exec",
+    });
     expect(late.result.timing.ready_ms).toBeGreaterThan(2_000);
     const ran = await cp.waitFor(isResultOf(blocker.lease_id));
     expect(ran.result).toMatchObject({ status: "COMPLETED", reward: 1 });

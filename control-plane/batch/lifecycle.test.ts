@@ -144,8 +144,11 @@ describe("deadlines (I3)", () => {
     report("READY");
     await expect.poll(async () => (await ledger.session(id))?.status).toBe("READY");
     const left = () =>
-      runInDurableObject(ledger, (_, state) =>
-        state.storage.sql.exec<{ left: number | null }>("SELECT budget_left_ms AS left FROM sessions").one().left,
+      runInDurableObject(
+        ledger,
+        (_, state) =>
+          state.storage.sql.exec<{ left: number | null }>("SELECT budget_left_ms AS left FROM sessions").one()
+            .left,
       );
     const kept = (await left())!;
     expect(kept).toBeGreaterThan(budget - 30_000 - 5_000);
