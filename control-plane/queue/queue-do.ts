@@ -28,7 +28,7 @@ import { errorFrame } from "./messages";
 import * as schema from "./schema";
 import { openShard, type Shard } from "./shard";
 import { type ShardMetrics, shardMetrics } from "./shard-metrics";
-import { acceptGateway, closeQuietly, isBenignSocketError, send } from "./sockets";
+import { acceptGateway, attachmentOf, closeQuietly, isBenignSocketError, send } from "./sockets";
 import { type GatewayPresence, gatewayPresence, type ShardStats, shardStats } from "./stats";
 import { Stealing } from "./stealing";
 import * as store from "./store";
@@ -68,10 +68,13 @@ export class QueueDO extends DurableObject<Env> {
     });
   }
 
-  /** Records the gateway and fence events due after a change and sends them on; never throws. */
-  private announce(): void {
+  /**
+   * Records the gateway and fence events due after a change and sends them on; never throws.
+   * `nodeId`: the change was that gateway's frame, so only it (and the fence) is looked at.
+   */
+  private announce(nodeId?: string): void {
     try {
-      if (recordShardEvents(this.shard, Date.now()) > 0) this.events.schedule();
+      if (recordShardEvents(this.shard, Date.now(), nodeId) > 0) this.events.schedule();
     } catch (error) {
       // The state is the truth: a failure to describe it must not fail the change itself.
       console.error("QueueDO: recording state events failed:", error);
@@ -91,7 +94,7 @@ export class QueueDO extends DurableObject<Env> {
       console.error("Error in QueueDO webSocketMessage:", error);
       send(ws, errorFrame("internal", "the control plane failed to handle this message; retry it"));
     } finally {
-      this.announce();
+      this.announce(attachmentOf(ws)?.nodeId);
     }
   }
 
