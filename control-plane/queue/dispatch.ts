@@ -45,6 +45,9 @@ export class Dispatcher {
       return;
     }
     this.running = true;
+    // A pass is one long event however it started (a frame, an enqueue, the alarm): its awaits on
+    // the ledger are not idle time (backlog.ts).
+    this.shard.backlog.begin(Date.now());
     try {
       do {
         this.again = false;
@@ -55,6 +58,7 @@ export class Dispatcher {
       await this.shard.ctx.storage.setAlarm(Date.now() + DISPATCH_RETRY_MS);
     } finally {
       this.running = false;
+      this.shard.backlog.end(Date.now());
     }
   }
 
@@ -64,7 +68,13 @@ export class Dispatcher {
       const item = store.nextPending(db);
       if (!item) {
         // Nothing left here: idle gateways of this shard take work from sibling shards.
-        if (store.pickGateway(db) && (await this.stealing.stealFromSiblings()) > 0) continue;
+        // (Siblings first: picking a gateway counts every lease, after every ack of a busy shard.)
+        if (
+          this.shard.siblings.length > 0 &&
+          store.pickGateway(db) &&
+          (await this.stealing.stealFromSiblings()) > 0
+        )
+          continue;
         return;
       }
       const gateway = store.pickGateway(db);

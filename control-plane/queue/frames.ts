@@ -33,8 +33,11 @@ export async function handleFrame(
   frame: string | ArrayBuffer,
 ): Promise<void> {
   if (frame === "ping") {
-    // Normally answered by the auto-response without waking us; answer anyway if it gets here.
+    // Normally answered by the auto-response without waking us; answer anyway if it gets here,
+    // and count it for liveness: the auto-response's timestamp then says nothing of it.
     sendRaw(ws, "pong");
+    const nodeId = attachmentOf(ws)?.nodeId;
+    if (nodeId) store.touchGateway(shard.db, nodeId, Date.now());
     return;
   }
   const parsed = parseGatewayFrame(frame);

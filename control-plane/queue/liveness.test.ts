@@ -2,6 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { Gateway, uniqueId } from "../testing/fixtures";
+import { IDLE_GAP_MS } from "./backlog";
 import { reconcileAfterRestart } from "./liveness";
 import { RESTART_LEASE_GRACE_MS } from "./settings";
 import type { Shard } from "./shard";
@@ -42,6 +43,9 @@ describe("liveness of gateway sockets (QueueDO)", () => {
     await runInDurableObject(stub, (_, state) => {
       state.storage.sql.exec("UPDATE gateways SET connected_at = ?, last_seen_at = ?", last, last);
     });
+    // Silence is judged as of the last moment the dispatcher had every frame in hand: an idle
+    // moment, as a real limit's worth of silence has (backlog.ts).
+    await new Promise((r) => setTimeout(r, IDLE_GAP_MS * 2));
     await runDurableObjectAlarm(stub);
     await expect.poll(() => gw.closed?.code ?? null).toBe(4000);
     const row = (await stub.stats()).gateways.find((g) => g.node_id === "silent-node");

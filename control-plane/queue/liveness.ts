@@ -13,6 +13,9 @@ import { attachmentOf, closeQuietly } from "./sockets";
 import { STEAL_NUDGE_MS } from "./stealing";
 import * as store from "./store";
 
+/** How soon a liveness check that was due while the object was behind runs again (ms). */
+export const LIVENESS_RECHECK_MS = 1_000;
+
 /**
  * A connected gateway's socket and when its newest frame arrived.
  *
@@ -66,8 +69,11 @@ export function lastFrames(shard: Shard): LastFrame[] {
  */
 export function checkLiveness(shard: Shard, now: number): void {
   const limit = livenessMs(shard.env);
+  // Silence counts up to the last moment this object had every frame in hand: a ping still waiting
+  // behind other gateways' frames is not the gateway's silence (backlog.ts).
+  const asOf = shard.backlog.asOf(now);
   for (const { ws, nodeId, connId, last } of lastFrames(shard)) {
-    if (now - last < limit) continue;
+    if (asOf - last < limit) continue;
     console.warn(`QueueDO ${shard.shardName}: gateway ${nodeId} silent for ${now - last} ms; closing`);
     // last_seen_at then says when the last frame came: disconnected_at minus it is the detection time.
     store.touchGateway(shard.db, nodeId, last);
@@ -141,7 +147,15 @@ export async function armAlarm(shard: Shard): Promise<void> {
   const lost = store.nextLostAt(shard.db);
   if (lost !== null) times.push(lost);
   const frames = lastFrames(shard);
-  if (frames.length > 0) times.push(Math.min(...frames.map((f) => f.last)) + livenessMs(shard.env));
+  if (frames.length > 0) {
+    const due = Math.min(...frames.map((f) => f.last)) + livenessMs(shard.env);
+    // Due but not judged (the object was behind): look again shortly, not in a loop.
+    times.push(
+      due <= Date.now() && shard.backlog.behindSince(due, Date.now())
+        ? Date.now() + LIVENESS_RECHECK_MS
+        : due,
+    );
+  }
   // Sessions waiting here while siblings may have idle gateways: remind them now and then,
   // in case a poke was lost (and release loans a failed thief never settled).
   if (store.sizes(shard.db).pending > 0 && shard.siblings.length > 0) times.push(Date.now() + STEAL_NUDGE_MS);

@@ -88,6 +88,7 @@ export class QueueDO extends DurableObject<Env> {
 
   /** Every frame lands here; one bad frame never closes the connection (except a wrong version). */
   override async webSocketMessage(ws: WebSocket, frame: string | ArrayBuffer): Promise<void> {
+    this.shard.backlog.begin(Date.now());
     try {
       await handleFrame(this.shard, this.dispatcher, ws, frame);
     } catch (error) {
@@ -95,6 +96,7 @@ export class QueueDO extends DurableObject<Env> {
       send(ws, errorFrame("internal", "the control plane failed to handle this message; retry it"));
     } finally {
       this.announce(attachmentOf(ws)?.nodeId);
+      this.shard.backlog.end(Date.now());
     }
   }
 
@@ -127,14 +129,19 @@ export class QueueDO extends DurableObject<Env> {
    * reminds siblings of a backlog, and re-arms.
    */
   override async alarm(): Promise<void> {
-    checkLiveness(this.shard, Date.now());
-    await processLostLeases(this.shard);
-    await this.stealing.reclaimExpiredLoans();
-    await this.dispatcher.run();
-    await this.stealing.pokeSiblingsIfBacklogged();
-    this.announce();
-    await this.events.flush();
-    await armAlarm(this.shard);
+    this.shard.backlog.begin(Date.now());
+    try {
+      checkLiveness(this.shard, Date.now());
+      await processLostLeases(this.shard);
+      await this.stealing.reclaimExpiredLoans();
+      await this.dispatcher.run();
+      await this.stealing.pokeSiblingsIfBacklogged();
+      this.announce();
+      await this.events.flush();
+      await armAlarm(this.shard);
+    } finally {
+      this.shard.backlog.end(Date.now());
+    }
   }
 
   /**

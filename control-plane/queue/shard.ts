@@ -6,7 +6,9 @@
  *
  * @module
  */
+
 import type { AdminFanout } from "./admin-fanout";
+import { Backlog } from "./backlog";
 import type { QueueDb } from "./db";
 import { parseShardName, shardsOf } from "./shards";
 
@@ -33,6 +35,8 @@ export interface Shard {
   readonly siblings: readonly string[];
   /** Admin requests waiting for gateways' acks. */
   readonly admins: AdminFanout;
+  /** When the object last had every frame sent to it in hand (liveness judges silence as of then). */
+  readonly backlog: Backlog;
 }
 
 /** Key of the shard's own name in the Durable Object's key-value storage. */
@@ -81,6 +85,7 @@ export function openShard(ctx: DurableObjectState, env: () => Env, db: QueueDb, 
     shardName,
     queue,
     admins,
+    backlog: new Backlog(Date.now()),
     // Read on each use, as the variable is: a bad POLAR_QUEUE_SHARDS fails the call, not the object.
     get siblings() {
       return shardsOf(queue, env().POLAR_QUEUE_SHARDS).filter((name) => name !== shardName);
