@@ -114,3 +114,43 @@ export async function waitForTree(pid: number, min: number, timeoutMs = 10_000):
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** CPU time used so far and resident memory of one process, from `/proc/<pid>/stat`. */
+export interface ProcessUsage {
+  pid: number;
+  /** Executable name (`comm`), e.g. `workerd`. */
+  comm: string;
+  /** User plus system CPU time of the process itself (seconds). */
+  cpuSeconds: number;
+  /** Resident set (bytes). */
+  rssBytes: number;
+}
+
+/** Clock ticks per second of `/proc/<pid>/stat` times (USER_HZ; 100 on every Linux we run on). */
+const USER_HZ = 100;
+
+/**
+ * CPU time and resident memory of a live process (null once it is gone). Process accounting,
+ * not wall time: what a benchmark charges to one process of a stack sharing the machine.
+ *
+ * @example
+ * ```ts
+ * const workerd = descendants(cp.pid!).find((p) => p.cmdline.includes("workerd"))!;
+ * const before = usageOf(workerd.pid)!; // … work … then usageOf(workerd.pid)!.cpuSeconds - before.cpuSeconds
+ * ```
+ */
+export function usageOf(pid: number): ProcessUsage | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    // After `pid (comm) `: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime … rss is the 22nd field after comm (pages).
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const utime = Number(rest[11]);
+    const stime = Number(rest[12]);
+    const rssPages = Number(rest[21]);
+    return { pid, comm, cpuSeconds: (utime + stime) / USER_HZ, rssBytes: rssPages * 4096 };
+  } catch {
+    return null;
+  }
+}

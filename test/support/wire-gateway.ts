@@ -25,7 +25,7 @@ export interface WireGatewayOptions {
   queue?: string;
   /** Concurrent sessions (credit granted at hello). */
   slots: number;
-  /** Milliseconds a session "runs" before its result. */
+  /** Milliseconds a session "runs" before its result (`Infinity`: until {@link WireGateway.finishAll}). */
   runMs?: number;
   /** When false, assigns are held and never finished (a gateway that will be lost). */
   autoRun?: boolean;
@@ -33,6 +33,8 @@ export interface WireGatewayOptions {
   duplicateResults?: boolean;
   /** Milliseconds between liveness pings (default 5000). */
   pingIntervalMs?: number;
+  /** Tokens of the one trace of each result (default 2 prompt + 1 response): trainer-sized results. */
+  traceTokens?: { prompt: number; response: number };
 }
 
 /** A result the control plane acknowledged. */
@@ -58,6 +60,10 @@ export class WireGateway {
   readonly assigns: { message: AssignMessage; at: number }[] = [];
   readonly acks: AckedResult[] = [];
   readonly cancels: string[] = [];
+  /** Times the socket closed under it and it connected again. */
+  reconnects = 0;
+  /** Protocol frames sent and received (liveness pings and pongs not counted). */
+  readonly frames = { sent: 0, received: 0 };
   /** Leases in hand (assigned, not yet acknowledged). */
   readonly held = new Map<string, AssignMessage>();
   /** Results waiting for their ack, by lease id (resent on reconnect). */
@@ -66,6 +72,10 @@ export class WireGateway {
   private closedByUs = false;
   private reconnecting = false;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Set by {@link finishAll}: sessions no longer wait for their `runMs`. */
+  private released = false;
+  /** Sessions running, by lease id: what finishes each one now. */
+  private readonly running = new Map<string, () => void>();
 
   private constructor(readonly opts: WireGatewayOptions) {}
 
@@ -91,6 +101,7 @@ export class WireGateway {
       ws.on("message", (data) => {
         const text = data.toString();
         if (text === "pong") return;
+        this.frames.received++;
         try {
           const message = ControlMessage.parse(JSON.parse(text));
           if (message.type === "welcome") resolve();
@@ -142,6 +153,7 @@ export class WireGateway {
       try {
         await this.connect();
         this.reconnecting = false;
+        this.reconnects++;
       } catch {
         const t = setTimeout(() => void attempt(Math.min(delay * 2, 1000)), delay);
         this.timers.add(t);
@@ -151,7 +163,9 @@ export class WireGateway {
   }
 
   private send(message: unknown): void {
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+    if (this.ws?.readyState !== WebSocket.OPEN) return;
+    this.ws.send(JSON.stringify(message));
+    this.frames.sent++;
   }
 
   private onMessage(message: ControlMessage): void {
@@ -198,7 +212,9 @@ export class WireGateway {
       });
     progress("INITIALIZING");
     const finish = () => {
-      this.timers.delete(timer);
+      if (timer) clearTimeout(timer);
+      this.timers.delete(timer as NodeJS.Timeout);
+      this.running.delete(assign.lease_id);
       if (!this.held.has(assign.lease_id)) return; // cancelled meanwhile
       progress("RUNNING");
       progress("POST_RUN");
@@ -208,13 +224,50 @@ export class WireGateway {
       if (this.opts.duplicateResults)
         this.send({ v: WIRE_VERSION, type: "result", lease_id: assign.lease_id, result });
     };
-    const timer = setTimeout(finish, this.opts.runMs ?? 0);
-    this.timers.add(timer);
+    this.running.set(assign.lease_id, finish);
+    // Once released, a session assigned later (a requeued one) ends at once too.
+    const runMs = this.released ? 0 : (this.opts.runMs ?? 0);
+    // setTimeout holds at most 2^31-1 ms; a session without an end waits for finishAll().
+    const timer = Number.isFinite(runMs) ? setTimeout(finish, runMs) : undefined;
+    if (timer) this.timers.add(timer);
   }
 
-  /** The no-op harness's result: one tiny trace. */
+  /**
+   * Ends every running session now (its result goes out at once), and every one assigned from now
+   * on as soon as it arrives. Returns how many were running.
+   */
+  finishAll(): number {
+    this.released = true;
+    const now = [...this.running.values()];
+    for (const finish of now) finish();
+    return now.length;
+  }
+
+  /** The trace's token arrays, built once (`traceTokens`). */
+  private tokenArrays: { prompt: number[]; response: number[]; mask: (0 | 1)[]; logprobs: number[] } | null =
+    null;
+
+  private tokens() {
+    if (!this.tokenArrays && !this.opts.traceTokens)
+      this.tokenArrays = { prompt: [1, 2], response: [3], mask: [1], logprobs: [-0.1] };
+    if (!this.tokenArrays) {
+      const { prompt, response } = this.opts.traceTokens!;
+      // Ids spread over a real vocabulary's range, so their JSON is as long as real ids'.
+      const id = (i: number) => (i * 7919) % 151_643;
+      this.tokenArrays = {
+        prompt: Array.from({ length: prompt }, (_, i) => id(i + 1)),
+        response: Array.from({ length: response }, (_, i) => id(prompt + i + 1)),
+        mask: new Array<0 | 1>(response).fill(1),
+        logprobs: Array.from({ length: response }, (_, i) => -((i % 97) + 1) / 37),
+      };
+    }
+    return this.tokenArrays;
+  }
+
+  /** The no-op harness's result: one trace (tiny unless `traceTokens` says otherwise). */
   resultFor(assign: AssignMessage): SessionResult {
     const s = assign.session;
+    const tokens = this.tokens();
     return {
       session_id: s.session_id,
       task_id: s.task_id,
@@ -225,10 +278,10 @@ export class WireGateway {
         status: "COMPLETED",
         traces: [
           {
-            prompt_ids: [1, 2],
-            response_ids: [3],
-            loss_mask: [1],
-            response_logprobs: [-0.1],
+            prompt_ids: tokens.prompt,
+            response_ids: tokens.response,
+            loss_mask: tokens.mask,
+            response_logprobs: tokens.logprobs,
             prompt_messages: [{ role: "user", content: s.instruction }],
             response_messages: [{ role: "assistant", content: "ok" }],
             tools: null,
@@ -244,9 +297,9 @@ export class WireGateway {
         queued_ms: 0,
         init_ms: 0,
         ready_ms: 0,
-        run_ms: this.opts.runMs ?? 0,
+        run_ms: Number.isFinite(this.opts.runMs) ? (this.opts.runMs ?? 0) : 0,
         postrun_ms: 0,
-        total_ms: this.opts.runMs ?? 0,
+        total_ms: Number.isFinite(this.opts.runMs) ? (this.opts.runMs ?? 0) : 0,
       },
       node_id: this.opts.nodeId,
       attempt: s.attempt,
@@ -290,6 +343,7 @@ export class WireGateway {
 
   private stopTimers(): void {
     if (this.pinger) clearInterval(this.pinger);
+    this.running.clear();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
   }

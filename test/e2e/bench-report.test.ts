@@ -1,0 +1,60 @@
+/**
+ * `npm run bench` (bench/run-all.ts) for real, at its quick size and on two of its benchmarks: it
+ * runs each as its own process and writes one Markdown report and one JSON file with each
+ * benchmark's table, goal, machine load and figures; a name it does not know is refused.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, describe, expect, it } from "vitest";
+import { REPO_ROOT } from "../../cli/wrangler-dev";
+
+const out = mkdtempSync(join(tmpdir(), "polar-bench-report-"));
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+const runAll = (...args: string[]) =>
+  execa(process.execPath, ["--import", "tsx", "bench/run-all.ts", ...args], {
+    cwd: REPO_ROOT,
+    reject: false,
+  });
+
+describe("npm run bench", () => {
+  it("runs the benchmarks named and writes report.md and report.json with their tables and figures", async () => {
+    const run = await runAll("--quick", "--only", "long-history,tokens", "--out", out);
+    expect(run.exitCode, run.stderr).toBe(0);
+    const md = readFileSync(join(out, "report.md"), "utf8");
+    expect(md).toMatch(/^# Benchmark report/);
+    expect(md).toContain("**Quick run**");
+    expect(md).toMatch(/\| \[long-history\]\(#long-history\) \| ran \|/);
+    expect(md).toMatch(/\| \[tokens\]\(#tokens\) \| ran \|/);
+    // Each benchmark's own table, under its goal.
+    expect(md).toContain("- Goal: ≤ 1 ms of CPU per turn at 32k tokens.");
+    expect(md).toMatch(/\| history \(tokens\) \|/);
+    expect(md).toMatch(/\| token bridge \(prepare \+ parse \+ commit\) \|/);
+    const json = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as {
+      quick: boolean;
+      machine: { cores: number };
+      runs: Array<{ name: string; exitCode: number; load: { before: number }; figures?: unknown }>;
+    };
+    expect(json.quick).toBe(true);
+    expect(json.machine.cores).toBeGreaterThan(0);
+    expect(json.runs.map((r) => r.name)).toEqual(["tokens", "long-history"]);
+    const figures = json.runs[1]!.figures as Array<{
+      targetTokens: number;
+      promptTokens: number;
+      cpuMsP50: number;
+    }>;
+    expect(figures.map((f) => f.targetTokens)).toEqual([2048, 4096]);
+    for (const f of figures) {
+      expect(f.promptTokens).toBeGreaterThanOrEqual(f.targetTokens);
+      expect(f.cpuMsP50).toBeGreaterThan(0);
+    }
+  });
+
+  it("refuses a benchmark name it does not know, naming the ones it has", async () => {
+    const run = await runAll("--only", "tokens,nope", "--out", out);
+    expect(run.exitCode).not.toBe(0);
+    expect(run.stderr).toMatch(/--only: no benchmark named nope \(there are: proxy, tokens, long-history/);
+  });
+});
