@@ -95,7 +95,7 @@ export class QueueDO extends DurableObject<Env> {
       console.error("Error in QueueDO webSocketMessage:", error);
       send(ws, errorFrame("internal", "the control plane failed to handle this message; retry it"));
     } finally {
-      this.announce(attachmentOf(ws)?.nodeId);
+      this.announce(attachmentOf(ws)?.nodeId ?? undefined);
       this.shard.backlog.end(Date.now());
     }
   }
