@@ -4,13 +4,13 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ProgressMessage } from "../protocol";
 import { describeWith } from "../test/support/optional-tools";
-import { FAILED_DIR } from "./failed-sessions";
+import { FAILED_DIR, FailedSessionKeeper } from "./failed-sessions";
 import { PRESET_PACKAGES, type PresetName } from "./harness";
 import { type GatewayRig, recordingLogger, startGatewayRig } from "./testing/gateway-rig";
 import { ASK, isResultOf, makeAssign } from "./testing/session-fixtures";
@@ -178,5 +178,42 @@ describe("logs of failed sessions", { timeout: 60_000 }, () => {
     const { result } = await rig.cp.waitFor(isResultOf(none.lease_id));
     expect(result.trajectory.metadata.kept_logs).toBeUndefined();
     expect(await readdir(failedDir)).toEqual([]);
+  });
+});
+
+describe("FailedSessionKeeper under many failures at once", () => {
+  it("200 sessions failing together: none throws, the bound holds, every kept folder is whole", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), "polar-keeper-"));
+    const { lines, logger } = recordingLogger();
+    try {
+      const keeper = new FailedSessionKeeper(root, 5, logger);
+      const kept = await Promise.all(
+        Array.from({ length: 200 }, async (_, i) => {
+          const logs = path.join(root, "sessions", `s${i}`, "logs");
+          await mkdir(path.join(logs, "agent"), { recursive: true });
+          await writeFile(path.join(logs, "agent", "shell.stdout.log"), `out ${i}\n`.repeat(50));
+          const dir = await keeper.keepLogs(`b.${i}`, 1, [{ logsDir: logs, as: "logs" }]);
+          if (dir)
+            await keeper.writeSummary(dir, { session_id: `b.${i}`, trajectory: { traces: [] } } as never);
+          return dir;
+        }),
+      );
+      // Every call kept its folder (none failed mid-move); pruning then bounded them.
+      expect(kept.filter((d) => d === null)).toEqual([]);
+      await keeper.prune();
+      const left = await readdir(path.join(root, FAILED_DIR));
+      expect(left.length).toBe(5);
+      for (const name of left) {
+        expect(
+          await readFile(path.join(root, FAILED_DIR, name, "logs", "agent", "shell.stdout.log"), "utf8"),
+        ).toMatch(/^out \d+\n/);
+        expect(
+          JSON.parse(await readFile(path.join(root, FAILED_DIR, name, "result.json"), "utf8")),
+        ).toMatchObject({ session_id: name.replace(/\.a1$/, "") });
+      }
+      expect(lines.filter((l) => l.level === "warn")).toEqual([]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

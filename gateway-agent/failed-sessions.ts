@@ -41,6 +41,11 @@ export interface LogSource {
  */
 export class FailedSessionKeeper {
   readonly dir: string;
+  /** Kept folders being filled by {@link keepLogs}: never pruned meanwhile. */
+  private readonly filling = new Set<string>();
+  /** The prune running now, if any; prunes asked for meanwhile fold into one more pass. */
+  private pruning: Promise<void> | null = null;
+  private pruneAgain = false;
 
   constructor(
     workRoot: string,
@@ -57,7 +62,9 @@ export class FailedSessionKeeper {
    */
   async keepLogs(sessionId: string, attempt: number, sources: LogSource[]): Promise<string | null> {
     if (this.keep <= 0) return null;
-    const target = path.join(this.dir, `${sessionId}.a${attempt}`);
+    const name = `${sessionId}.a${attempt}`;
+    const target = path.join(this.dir, name);
+    this.filling.add(name);
     try {
       await rm(target, { recursive: true, force: true });
       await mkdir(target, { recursive: true });
@@ -71,6 +78,8 @@ export class FailedSessionKeeper {
         error: messageOf(err),
       });
       return null;
+    } finally {
+      this.filling.delete(name);
     }
     await this.prune();
     return target;
@@ -81,13 +90,40 @@ export class FailedSessionKeeper {
     const { traces, ...trajectory } = result.trajectory;
     const summary = { ...result, trajectory: { ...trajectory, trace_count: traces.length } };
     await writeFile(path.join(dir, "result.json"), `${JSON.stringify(summary, null, 2)}\n`).catch(
-      (err: unknown) =>
-        this.logger.warn("could not write a failed session's summary", { dir, error: messageOf(err) }),
+      (err: unknown) => {
+        // Pruned meanwhile: more than `keep` sessions failed since, and this one is past the bound.
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+        this.logger.warn("could not write a failed session's summary", { dir, error: messageOf(err) });
+      },
     );
   }
 
-  /** Removes kept folders beyond the bound, oldest first. Never throws. */
+  /**
+   * Removes kept folders beyond the bound, oldest first, except those being filled. One pass at a
+   * time: sessions failing together each ask for one, and two passes removing the same folder
+   * while a third moves logs into it fail with ENOTEMPTY. Never throws.
+   */
   async prune(): Promise<void> {
+    if (this.pruning) {
+      this.pruneAgain = true;
+      return this.pruning;
+    }
+    this.pruning = (async () => {
+      do {
+        this.pruneAgain = false;
+        await this.prunePass().catch((err: unknown) =>
+          this.logger.warn("could not prune the logs of failed sessions", { error: messageOf(err) }),
+        );
+      } while (this.pruneAgain);
+    })();
+    try {
+      await this.pruning;
+    } finally {
+      this.pruning = null;
+    }
+  }
+
+  private async prunePass(): Promise<void> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
     if (names.length <= this.keep) return;
     const dated = await Promise.all(
@@ -98,7 +134,10 @@ export class FailedSessionKeeper {
     );
     dated.sort((x, y) => y.at - x.at || (x.name < y.name ? 1 : -1));
     await Promise.all(
-      dated.slice(this.keep).map((d) => rm(path.join(this.dir, d.name), { recursive: true, force: true })),
+      dated
+        .slice(this.keep)
+        .filter((d) => !this.filling.has(d.name))
+        .map((d) => rm(path.join(this.dir, d.name), { recursive: true, force: true })),
     );
   }
 }
