@@ -39,6 +39,7 @@ import {
   DEFAULT_SESSION_UIDS,
   findTool,
   handOver,
+  handOverThen,
   killUserProcesses,
   ROOT_STAGE_ENV,
   SESSION_USER_NAME,
@@ -56,6 +57,9 @@ const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url)
 let warnedNoBwrap = false;
 let warnedNoLimits = false;
 let warnedUnmapped = false;
+/** Sessions' roots (and sandbox kinds) whose session users were seen to use their folders. */
+const probedRoots = new Set<string>();
+
 let bashFound: string | null | undefined;
 
 /** Folder of the work root holding each session user's gateway-only files (see `privateDir`). */
@@ -290,7 +294,17 @@ export class LocalRuntime implements Runtime {
         await chmod(this.bridge.socketPath, 0o600);
       }
     }
-    if (this.sessionUser) await this.probeSessionUser();
+    // Whether a session user can use its folder depends on the folders above the sessions' root
+    // (and on bubblewrap), the same for every session: once it passed, later sessions skip the
+    // probe, which saves a fork per session (each costs tens of ms in a gateway this size).
+    if (this.sessionUser && !probedRoots.has(this.probeKey())) {
+      await this.probeSessionUser();
+      probedRoots.add(this.probeKey());
+    }
+  }
+
+  private probeKey(): string {
+    return `${path.dirname(this.hostDir)}\0${this.sandboxed ? "bwrap" : "plain"}`;
   }
 
   /** Fails INIT with a clear message when the session user cannot use its folder here. */
@@ -358,18 +372,9 @@ export class LocalRuntime implements Runtime {
   ): Promise<CommandResult> {
     const { cwd } = opts;
     const user = this.sessionUser;
-    if (user) {
-      await this.mkdirInside(cwd);
-      const failed = await handOver(this.hostDir, user.uid, user.gid);
-      if (failed)
-        this.ctx.warn(
-          "runtime: could not give the gateway's files in the session folder to the session user",
-          { session_id: this.ctx.session_id, error: failed },
-        );
-    } else {
-      await mkdir(cwd, { recursive: true });
-    }
-    const argv = this.sandboxed
+    if (user) await this.mkdirInside(cwd);
+    else await mkdir(cwd, { recursive: true });
+    const commandArgv = this.sandboxed
       ? bwrapArgs(
           {
             bwrapPath: this.ctx.settings.local.bwrapPath,
@@ -397,6 +402,11 @@ export class LocalRuntime implements Runtime {
       : user
         ? sessionCommand(user, command)
         : ["bash", "-c", command];
+    // The folder (and what the gateway wrote into it since the last command) becomes the
+    // session user's in the command's own process, before it drops privileges.
+    const handOverErrors = user && this.privateDir ? path.join(this.privateDir, "handover.stderr.log") : null;
+    const argv =
+      user && handOverErrors ? handOverThen(user, this.hostDir, handOverErrors, commandArgv) : commandArgv;
     const env = internal ? opts.env : { ...this.spec.env, ...opts.env };
     const oomBefore = (await this.limits?.oomKills()) ?? 0;
     const result = await runProcess(this.limits ? this.limits.wrap(argv) : argv, {
@@ -409,6 +419,14 @@ export class LocalRuntime implements Runtime {
       logName: opts.logName,
       capture: opts.capture,
     });
+    if (handOverErrors) {
+      const failed = (await readFile(handOverErrors, "utf8").catch(() => "")).trim();
+      if (failed)
+        this.ctx.warn(
+          "runtime: could not give the gateway's files in the session folder to the session user",
+          { session_id: this.ctx.session_id, error: failed.slice(0, 800) },
+        );
+    }
     // The kernel's OOM killer picks a process inside the cgroup (the harness's biggest one, not
     // necessarily the one we spawned), so the counter is the evidence, not the exit signal.
     if (this.limits && (await this.limits.oomKills()) > oomBefore) {

@@ -32,7 +32,7 @@
  */
 import { execFile, execFileSync } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -308,17 +308,47 @@ export async function claimSessionUid(
 }
 
 /**
- * Pids whose real uid is `uid` (from `/proc/<pid>/status`).
+ * Live (not zombie) processes whose real uid is `uid`, from `/proc`.
+ *
+ * One scan of `/proc` answers every call made within {@link PROC_SCAN_BATCH_MS} of it: sessions
+ * ending together each ask after their command, and a scan per ask reads every process's status
+ * (1,000 sessions: thousands of processes, read a thousand times). A call never gets a scan that
+ * started before it.
  *
  * @example
  * ```ts
- * await userPids(2_100_000_123); // [] once the session is gone
+ * if ((await userPids(user.uid)).length > 0) await killUserProcesses(user.uid);
  * ```
  */
-export async function userPids(uid: number): Promise<number[]> {
-  // Synchronous on purpose: procfs reads never block on a disk, and a few hundred small reads
-  // take a millisecond or two where as many promises take a hundred on a loaded host.
-  const found: number[] = [];
+export function userPids(uid: number): Promise<number[]> {
+  if (!scan) {
+    const wanted = new Set<number>();
+    const result = new Promise<Map<number, number[]>>((resolve) =>
+      setTimeout(() => {
+        scan = null;
+        resolve(scanProcesses(wanted));
+      }, PROC_SCAN_BATCH_MS),
+    );
+    scan = { wanted, result };
+  }
+  scan.wanted.add(uid);
+  return scan.result.then((found) => found.get(uid) ?? []);
+}
+
+/** How long a `/proc` scan waits for more callers to answer at once (ms). */
+export const PROC_SCAN_BATCH_MS = 5;
+
+/** The scan that the next calls of {@link userPids} join. */
+let scan: { wanted: Set<number>; result: Promise<Map<number, number[]>> } | null = null;
+
+/**
+ * The live processes of each uid in `wanted`. Synchronous on purpose: procfs reads never block on
+ * a disk, and a few hundred small reads take a millisecond or two where as many promises take a
+ * hundred on a loaded host. A process's folder is owned by its effective uid, or by root when it
+ * is not dumpable: only folders owned by root or by a wanted uid have their status read.
+ */
+function scanProcesses(wanted: Set<number>): Map<number, number[]> {
+  const found = new Map<number, number[]>();
   let names: string[] = [];
   try {
     names = readdirSync("/proc");
@@ -329,13 +359,16 @@ export async function userPids(uid: number): Promise<number[]> {
     if (!/^\d+$/.test(pid)) continue;
     let status: string;
     try {
+      const owner = statSync(`/proc/${pid}`).uid;
+      if (owner !== 0 && !wanted.has(owner)) continue;
       status = readFileSync(`/proc/${pid}/status`, "utf8");
     } catch {
       continue; // gone meanwhile
     }
     // A zombie is dead already (its parent has not reaped it yet).
     if (/^State:\s+[ZX]/m.test(status)) continue;
-    if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1) === uid) found.push(Number(pid));
+    const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1);
+    if (wanted.has(uid)) found.set(uid, [...(found.get(uid) ?? []), Number(pid)]);
   }
   return found;
 }
@@ -366,21 +399,9 @@ export async function killUserProcesses(uid: number): Promise<number> {
   return rounds;
 }
 
-/**
- * Gives `uid:gid` every folder and single-linked regular file under `dir` (and `dir` itself)
- * that has another owner, except entries writable by everyone (`o+w`: shared on purpose) and
- * symlinks. Runs `find … -execdir chown -h`, which acts on each entry from its own folder, so a
- * path swapped for a symlink while it runs cannot redirect the change outside `dir`; files with
- * several links are left alone (a hard link the session made to a file it does not own).
- * Resolves to the error output ("" when all went well).
- *
- * @example
- * ```ts
- * await handOver(runtime.hostDir, user.uid, user.gid);
- * ```
- */
-export function handOver(dir: string, uid: number, gid: number): Promise<string> {
-  const args = [
+/** `find` arguments that give `uid:gid` what {@link handOver} describes. */
+function handOverArgs(dir: string, uid: number, gid: number): string[] {
+  return [
     dir,
     "(",
     "-type",
@@ -406,12 +427,60 @@ export function handOver(dir: string, uid: number, gid: number): Promise<string>
     "{}",
     "+",
   ];
+}
+
+/**
+ * Gives `uid:gid` every folder and single-linked regular file under `dir` (and `dir` itself)
+ * that has another owner, except entries writable by everyone (`o+w`: shared on purpose) and
+ * symlinks. Runs `find … -execdir chown -h`, which acts on each entry from its own folder, so a
+ * path swapped for a symlink while it runs cannot redirect the change outside `dir`; files with
+ * several links are left alone (a hard link the session made to a file it does not own).
+ * Resolves to the error output ("" when all went well).
+ *
+ * @example
+ * ```ts
+ * await handOver(runtime.hostDir, user.uid, user.gid);
+ * ```
+ */
+export function handOver(dir: string, uid: number, gid: number): Promise<string> {
+  const args = handOverArgs(dir, uid, gid);
   return new Promise((resolve) => {
     // -execdir refuses a PATH with relative entries: give it a plain one.
     execFile("find", args, { env: { PATH: "/usr/bin:/bin" }, timeout: 600_000 }, (err, _out, stderr) =>
       resolve(err ? `${String(stderr).trim() || err.message}`.slice(0, 800) : ""),
     );
   });
+}
+
+/**
+ * `argv` preceded by {@link handOver}'s `find`, in the same process: `bash` (still the gateway's
+ * user) runs `find`, its errors into `errorFile`, then `exec`s `argv`. One fork from the gateway
+ * instead of two: each fork of a gateway holding a tokenizer copies hundreds of MB of page
+ * tables (10–35 ms on the CI machine), which at hundreds of sessions was most of its CPU.
+ *
+ * @example
+ * ```ts
+ * runProcess(handOverThen(user, hostDir, `${privateDir}/handover.err`, argv), opts);
+ * ```
+ */
+export function handOverThen(
+  user: Pick<SessionUser, "uid" | "gid" | "bash">,
+  dir: string,
+  errorFile: string,
+  argv: string[],
+): string[] {
+  const find = handOverArgs(dir, user.uid, user.gid);
+  return [
+    user.bash,
+    "--noprofile",
+    "--norc",
+    "-c",
+    // -execdir refuses a PATH with relative entries: give it a plain one.
+    `PATH=/usr/bin:/bin find "\${@:1:${find.length}}" 2>"$0"; shift ${find.length}; exec "$@"`,
+    errorFile,
+    ...find,
+    ...argv,
+  ];
 }
 
 /**
