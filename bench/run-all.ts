@@ -94,10 +94,11 @@ export const BENCHES: BenchSpec[] = [
   {
     name: "gateway",
     measures:
-      "a gateway's sessions/s and memory at 100 and 1,000 concurrent sessions; warm against cold start",
+      "a gateway's sessions/s and memory at 100 and 1,000 concurrent sessions, with a sleeping harness and with three-turn conversations through the proxy in token mode in bubblewrap sandboxes; warm against cold start",
     goal: "memory per session well under a sandbox's; a warm start far faster than a cold one",
     args: ["bench/gateway.ts"],
     quickArgs: ["bench/gateway.ts"],
+    quickEnv: { BENCH_SIZES: "4", BENCH_PARTS: "sleep,token" },
   },
   {
     name: "fence",

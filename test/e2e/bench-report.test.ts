@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
+import { describeWith } from "../support/optional-tools";
 
 const out = mkdtempSync(join(tmpdir(), "polar-bench-report-"));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
@@ -56,5 +57,17 @@ describe("npm run bench", () => {
     const run = await runAll("--only", "tokens,nope", "--out", out);
     expect(run.exitCode).not.toBe(0);
     expect(run.stderr).toMatch(/--only: no benchmark named nope \(there are: proxy, tokens, long-history/);
+  });
+});
+
+describeWith(["bubblewrap", "jq"], "npm run bench: the gateway benchmark", { timeout: 300_000 }, () => {
+  it("runs sessions in token mode in bubblewrap sandboxes, each one trace of its three model calls", async () => {
+    const run = await runAll("--quick", "--only", "gateway", "--out", out);
+    expect(run.exitCode, run.stderr).toBe(0);
+    const md = readFileSync(join(out, "report.md"), "utf8");
+    expect(md).toMatch(/\| \[gateway\]\(#gateway\) \| ran \|/);
+    expect(md).toContain("Token mode in bubblewrap sandboxes");
+    // sessions, wall, completed, one trace, calls/session: all four completed, one trace, 3 calls.
+    expect(md).toMatch(/^\s+4\s+[\d.]+ s\s+4\s+4\s+3\.00\s/m);
   });
 });

@@ -181,6 +181,12 @@ export const TOOLS = {
     probe: podmanProblem,
   },
   socat: { name: "socat", install: "apt-get install socat", probe: () => runs("socat", ["-V"]) },
+  // The gateway benchmark's token-mode sessions talk to the proxy with curl and jq.
+  jq: {
+    name: "jq",
+    install: "apt-get install jq curl",
+    probe: () => runs("jq", ["--version"]) ?? runs("curl", ["--version"]),
+  },
   // Debian's prometheus package ships promtool, the checker of the metrics exposition format.
   promtool: {
     name: "promtool",
