@@ -266,24 +266,28 @@ async function main(): Promise<void> {
     );
   const scratch = mkdtempSync(join(tmpdir(), "polar-bench-all-"));
   const runs: BenchRun[] = [];
-  try {
-    for (const spec of BENCHES.filter((b) => names.includes(b.name))) {
-      process.stderr.write(`== ${spec.name}\n`);
-      runs.push(await run(spec, values.quick, scratch));
-    }
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
   const meta = { date: new Date().toISOString().slice(0, 10), commit: gitCommit(), quick: values.quick };
-  mkdirSync(values.out, { recursive: true });
-  writeFileSync(join(values.out, "report.md"), renderReport(runs, meta));
   const machine = {
     cores: cpus().length,
     cpu: cpus()[0]?.model,
     memory_bytes: totalmem(),
     node: process.version,
   };
-  writeFileSync(join(values.out, "report.json"), `${JSON.stringify({ ...meta, machine, runs }, null, 2)}\n`);
+  mkdirSync(values.out, { recursive: true });
+  // Written again after each benchmark: a run stopped halfway keeps what it measured.
+  const write = () => {
+    writeFileSync(join(values.out, "report.md"), renderReport(runs, meta));
+    writeFileSync(join(values.out, "report.json"), `${JSON.stringify({ ...meta, machine, runs }, null, 2)}\n`);
+  };
+  try {
+    for (const spec of BENCHES.filter((b) => names.includes(b.name))) {
+      process.stderr.write(`== ${spec.name}\n`);
+      runs.push(await run(spec, values.quick, scratch));
+      write();
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
   const failed = runs.filter((r) => r.exitCode !== 0);
   process.stderr.write(
     `wrote ${join(values.out, "report.md")} and report.json: ${runs.length - failed.length} of ${runs.length} benchmarks ran${failed.length ? `; failed: ${failed.map((r) => r.name).join(", ")}` : ""}\n`,
