@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type CompletionRecord, Trajectory } from "../../protocol";
 import { type BridgedTurn, TokenBridge } from "../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
-import { scriptedTurn } from "../../tokenizer/testing";
+import { scriptedTurn } from "../engines/sglang-token/testing";
 import {
   buildConversationTraces,
   ConversationBuildError,

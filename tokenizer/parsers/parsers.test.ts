@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { visibleOutputText } from "../../proxy/engines/sglang-token/generate";
 import { type ChatTokenizer, loadChatTokenizer, type ToolDefinition } from "../chat-tokenizer";
 import {
   parseAssistantOutput,
@@ -40,10 +39,12 @@ const tools: ToolDefinition[] = [
 ];
 const ids = (i: number) => `call_${i}`;
 
-/** What a real Qwen3 turn looks like to the parser: encoded to ids (as sampled), decoded back. */
+/**
+ * What a real Qwen3 turn looks like to the parser: encoded to ids (as sampled), decoded back
+ * (the end-of-turn token that stopped it is not part of the text).
+ */
 function sampled(text: string): string {
-  const outputIds = [...tok.encode(text), tok.tokenId("<|im_end|>")!];
-  return visibleOutputText(tok, outputIds, { type: "stop", matched: 151645, message: null });
+  return tok.decode(tok.encode(text));
 }
 
 describe("reasoning", () => {

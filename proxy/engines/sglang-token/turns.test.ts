@@ -12,8 +12,8 @@ import {
   sglangToolDumps,
   type ToolDefinition,
 } from "../../../tokenizer/chat-tokenizer";
-import { scriptedTurn } from "../../../tokenizer/testing";
 import { buildConversationTraces } from "../../builders/conversation";
+import { scriptedTurn } from "./testing";
 
 let tok: ChatTokenizer;
 let EOT: number;

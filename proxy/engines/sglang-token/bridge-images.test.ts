@@ -5,10 +5,10 @@
  * flagged `image_prompt_unverified`.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildConversationTraces } from "../../proxy/builders/conversation";
-import { vlTokenizerDir } from "../../sim/vl-tokenizer";
-import { type ChatMessage, type ChatTokenizer, loadChatTokenizer } from "../chat-tokenizer";
-import { type PreparedTurn, TokenBridge, type TurnOutcome, VerdictTally } from "./index";
+import { vlTokenizerDir } from "../../../sim/vl-tokenizer";
+import { type PreparedTurn, TokenBridge, type TurnOutcome, VerdictTally } from "../../../tokenizer/bridge";
+import { type ChatMessage, type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { buildConversationTraces } from "../../builders/conversation";
 
 let tok: ChatTokenizer;
 let PAD: number;

@@ -4,10 +4,15 @@
  * sampled `<think>` ids. Real Qwen3 tokenizer and template.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildConversationTraces } from "../../proxy/builders/conversation";
-import { type ChatMessage, type ChatTokenizer, loadChatTokenizer, sglangToolDumps } from "../chat-tokenizer";
-import { scriptedTurn } from "../testing";
-import { reasoningDropped, TokenBridge, VerdictTally } from "./index";
+import { reasoningDropped, TokenBridge, VerdictTally } from "../../../tokenizer/bridge";
+import {
+  type ChatMessage,
+  type ChatTokenizer,
+  loadChatTokenizer,
+  sglangToolDumps,
+} from "../../../tokenizer/chat-tokenizer";
+import { buildConversationTraces } from "../../builders/conversation";
+import { scriptedTurn } from "./testing";
 
 let tok: ChatTokenizer;
 let EOT: number;

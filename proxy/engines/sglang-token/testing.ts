@@ -1,15 +1,16 @@
 /**
  * Test helpers for token mode: a scripted stand-in for SGLang's `/generate` that answers with ids
  * the test chooses (so a test can force non-canonical splits such as 7640 + 287), run through the
- * real request builder, response parser, output parser and bridge. Used by tests only.
+ * real request builder, response parser, output parser and bridge. Used by tests only; it lives
+ * beside the token engine it drives, so the tokenizer never imports from the proxy.
  *
  * @module
  */
 
-import { buildGenerateRequest, parseGenerateResponse } from "../proxy/engines/sglang-token/generate";
-import { turnOutcome } from "../proxy/engines/sglang-token/turn";
-import type { BridgedTurn, BridgeRequest, PreparedTurn, TokenBridge } from "./bridge";
-import type { ChatMessage, ChatTokenizer, ToolDefinition } from "./chat-tokenizer";
+import type { BridgedTurn, BridgeRequest, PreparedTurn, TokenBridge } from "../../../tokenizer/bridge";
+import type { ChatMessage, ChatTokenizer, ToolDefinition } from "../../../tokenizer/chat-tokenizer";
+import { buildGenerateRequest, parseGenerateResponse } from "./generate";
+import { turnOutcome } from "./turn";
 
 /** A deterministic synthetic logprob for a sampled id at a position. */
 export function fakeLogprob(id: number, position: number): number {

@@ -1,15 +1,15 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildConversationTraces } from "../../proxy/builders/conversation";
+import { BridgeError, normalizeMessages, TokenBridge, VerdictTally } from "../../../tokenizer/bridge";
 import {
   type ChatMessage,
   type ChatTokenizer,
   loadChatTokenizer,
   sglangToolDumps,
   type ToolDefinition,
-} from "../chat-tokenizer";
-import { pythonJsonDumps } from "../parsers/json-text";
-import { scriptedTurn } from "../testing";
-import { BridgeError, normalizeMessages, TokenBridge, VerdictTally } from "./index";
+} from "../../../tokenizer/chat-tokenizer";
+import { pythonJsonDumps } from "../../../tokenizer/parsers/json-text";
+import { buildConversationTraces } from "../../builders/conversation";
+import { scriptedTurn } from "./testing";
 
 let tok: ChatTokenizer;
 let EOT: number;
@@ -129,7 +129,7 @@ describe("TokenBridge", () => {
   });
 
   it("gives a retried request the same prompt and place; the builder trains shared turns once", async () => {
-    const { buildConversationTraces } = await import("../../proxy/builders/conversation");
+    const { buildConversationTraces } = await import("../../builders/conversation");
     const bridge = new TokenBridge(tok);
     const m1 = [sys, u("Pick a number")];
     const t1 = scriptedTurn(tok, bridge, { messages: m1 }, [...ids("7"), EOT]);
