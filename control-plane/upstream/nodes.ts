@@ -12,7 +12,7 @@
  * @module
  */
 import { z } from "zod";
-import { type FenceNode, type FenceState, ZERO_STAGE_METRICS } from "../../protocol";
+import { type FenceNode, type FenceState, StageMetrics, ZERO_STAGE_METRICS } from "../../protocol";
 import { ApiError } from "../errors";
 import { PING_INTERVAL_SECONDS } from "../queue/settings";
 import { dispatchersOf, parseShardName } from "../queue/shards";
@@ -21,23 +21,16 @@ import { REGISTRY_NAME } from "../registry/registry-do";
 import { PATH_PREFIX, type UpstreamScope } from "./credentials";
 
 /**
- * Upstream's `NodeStageMetrics`.
+ * Upstream's `NodeStageMetrics`: the same six fields as the wire's `StageMetrics`, which was
+ * modelled on it.
  *
  * @example
  * ```ts
- * NodeStageMetrics.parse({ init_queue_depth: 0, init_inflight: 1, ready_depth: 0, run_inflight: 2,
- *   postrun_queue_depth: 0, postrun_inflight: 0 });
+ * NodeStageMetrics.parse({ ...ZERO_STAGE_METRICS, run_inflight: 2 });
  * ```
  */
-export const NodeStageMetrics = z.strictObject({
-  init_queue_depth: z.number().int().min(0),
-  init_inflight: z.number().int().min(0),
-  ready_depth: z.number().int().min(0),
-  run_inflight: z.number().int().min(0),
-  postrun_queue_depth: z.number().int().min(0),
-  postrun_inflight: z.number().int().min(0),
-});
-export type NodeStageMetrics = z.infer<typeof NodeStageMetrics>;
+export const NodeStageMetrics = StageMetrics;
+export type NodeStageMetrics = StageMetrics;
 
 /**
  * Upstream's `GatewayNodeInfo` (`src/polar/rollout/models.py`), field for field; `last_heartbeat`
