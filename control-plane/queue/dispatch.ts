@@ -68,7 +68,7 @@ export class Dispatcher {
       const item = store.nextPending(db);
       if (!item) {
         // Nothing left here: idle gateways of this shard take work from sibling shards.
-        // (Siblings first: picking a gateway reads every gateway row, after every ack of a busy shard.)
+        // (Siblings first: picking a gateway counts every lease, after every ack of a busy shard.)
         if (
           this.shard.siblings.length > 0 &&
           store.pickGateway(db) &&

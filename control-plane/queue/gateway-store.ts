@@ -43,12 +43,20 @@ export function pickGateway(db: QueueDb): GatewayRow | undefined {
     )
     .all();
   if (rows.length <= 1) return rows[0];
+  const leaseCounts = new Map(
+    db
+      .select({ nodeId: schema.leases.nodeId, n: sql<number>`count(*)` })
+      .from(schema.leases)
+      .groupBy(schema.leases.nodeId)
+      .all()
+      .map((r) => [r.nodeId, r.n]),
+  );
   const loads: GatewayLoad[] = rows.map((r) => ({
     nodeId: r.nodeId,
     capacity: JSON.parse(r.capacity) as GatewayCapacity,
     metrics: r.metrics ? (JSON.parse(r.metrics) as StageMetrics) : null,
     reservations: r.reservations,
-    leases: r.leaseCount,
+    leases: leaseCounts.get(r.nodeId) ?? 0,
   }));
   const best = pickBest(loads);
   return rows.find((r) => r.nodeId === best?.nodeId);

@@ -69,62 +69,6 @@ describe("queue migrations on an existing database", () => {
     });
   });
 
-  it("0005 counts each gateway's existing leases, and its triggers keep the count through inserts, moves and deletes", async () => {
-    await runInDurableObject(env.QUEUE.getByName("migrate-0005"), async (_obj, state) => {
-      const sql = state.storage.sql;
-      for (const table of [
-        "pending",
-        "gateways",
-        "leases",
-        "counters",
-        "fence",
-        "event_outbox",
-        "event_snapshots",
-        "__drizzle_migrations",
-      ]) {
-        sql.exec(`DROP TABLE IF EXISTS ${table}`);
-      }
-      const db = drizzle(state.storage, { schema });
-      await migrate(db, upTo(5));
-      sql.exec(
-        `INSERT INTO gateways (node_id, conn_id, credit, capacity, connected, connected_at)
-         VALUES ('node-a', 'c1', 4, '{}', 1, 1), ('node-b', 'c2', 4, '{}', 1, 1), ('node-c', 'c3', 4, '{}', 1, 1)`,
-      );
-      sql.exec(
-        `INSERT INTO leases (lease_id, session_id, batch_id, node_id, attempt, assigned_at)
-         VALUES ('l1', 'b.0.0', 'b', 'node-a', 0, 1), ('l2', 'b.0.1', 'b', 'node-a', 0, 1),
-                ('l3', 'b.0.2', 'b', 'node-b', 0, 1)`,
-      );
-
-      await migrate(db, migrations);
-
-      const counts = () =>
-        Object.fromEntries(
-          db
-            .select()
-            .from(schema.gateways)
-            .orderBy(asc(schema.gateways.nodeId))
-            .all()
-            .map((g) => [g.nodeId, g.leaseCount]),
-        );
-      // Backfilled from the leases the shard held before the migration.
-      expect(counts()).toEqual({ "node-a": 2, "node-b": 1, "node-c": 0 });
-      sql.exec(
-        `INSERT INTO leases (lease_id, session_id, batch_id, node_id, attempt, assigned_at)
-         VALUES ('l4', 'b.0.3', 'b', 'node-c', 0, 2)`,
-      );
-      sql.exec(`UPDATE leases SET node_id = 'node-c' WHERE lease_id = 'l1'`);
-      sql.exec(`UPDATE leases SET lost_at = 9 WHERE lease_id = 'l3'`);
-      expect(counts()).toEqual({ "node-a": 1, "node-b": 1, "node-c": 2 });
-      sql.exec(`DELETE FROM leases WHERE lease_id IN ('l2', 'l3', 'l4')`);
-      expect(counts()).toEqual({ "node-a": 0, "node-b": 0, "node-c": 1 });
-      const leaseCounts = [
-        ...sql.exec("SELECT node_id, count(*) AS n FROM leases GROUP BY node_id ORDER BY node_id"),
-      ];
-      expect(leaseCounts).toEqual([{ node_id: "node-c", n: 1 }]);
-    });
-  });
-
   it("a loan made after the migration expires, is released back to dispatch by its token, and is settled by its token", async () => {
     await runInDurableObject(env.QUEUE.getByName("migrate-loans"), async (_obj, state) => {
       const db = drizzle(state.storage, { schema });

@@ -59,11 +59,6 @@ export const gateways = sqliteTable("gateways", {
   draining: integer("draining", { mode: "boolean" }).notNull().default(false),
   /** Last frame received from the gateway (liveness, with the auto-response ping timestamp). */
   lastSeenAt: integer("last_seen_at"),
-  /**
-   * Rows of `leases` naming this node, kept by SQL triggers on `leases` (migration 0005), so the
-   * choice of a gateway reads one row per gateway instead of counting every lease of the shard.
-   */
-  leaseCount: integer("lease_count").notNull().default(0),
 });
 
 /**

@@ -94,7 +94,7 @@ export function shardStats(shard: Shard): ShardStats {
     credit: g.credit,
     connected: g.connected,
     draining: g.draining,
-    leases: g.leaseCount,
+    leases: store.leasesOfNode(db, g.nodeId).length,
     reservations: g.reservations,
     capacity: JSON.parse(g.capacity) as GatewayView["capacity"],
     metrics: g.metrics ? (JSON.parse(g.metrics) as GatewayView["metrics"]) : null,

@@ -3,7 +3,6 @@ import m0001 from "./0001_cute_moira_mactaggert.sql";
 import m0002 from "./0002_unknown_warstar.sql";
 import m0003 from "./0003_loan_columns.sql";
 import m0004 from "./0004_spicy_pet_avengers.sql";
-import m0005 from "./0005_lease_count.sql";
 import journal from "./meta/_journal.json";
 
 export default {
@@ -14,6 +13,5 @@ export default {
     m0002,
     m0003,
     m0004,
-    m0005,
   },
 };
