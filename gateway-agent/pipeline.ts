@@ -50,8 +50,8 @@ export function agentTimeoutMs(metadata: Record<string, unknown>): number | null
  * harnessName(assignment); // "codex"
  * ```
  */
-export function harnessName(a: SessionAssignment): string {
-  return a.agent.harness ?? a.agent.import_path ?? "unknown";
+export function harnessName(assignment: SessionAssignment): string {
+  return assignment.agent.harness ?? assignment.agent.import_path ?? "unknown";
 }
 
 /**
@@ -62,31 +62,34 @@ export function harnessName(a: SessionAssignment): string {
  * const { result, records } = await runSessionPipeline(session, deps);
  * ```
  */
-export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps): Promise<PipelineOutcome> {
-  const st = newState(s, deps);
+export async function runSessionPipeline(
+  session: PipelineSession,
+  deps: PipelineDeps,
+): Promise<PipelineOutcome> {
+  const state = newState(session, deps);
   try {
-    const resolved = await queueForInit(st);
+    const resolved = await queueForInit(state);
     try {
-      await runInit(st);
-      await runReady(st);
-      await runRun(st, resolved);
+      await runInit(state);
+      await runReady(state);
+      await runRun(state, resolved);
     } finally {
-      for (const stage of [...st.held]) release(st, stage);
+      for (const stage of [...state.held]) release(state, stage);
     }
   } catch (err) {
-    st.verdict = classify(err);
+    state.verdict = classify(err);
   }
   // POST_RUN: always, so a failed, timed out or cancelled session still tears down and reports.
-  const trajectory = await runPostRun(st);
-  const result = finalise(st, trajectory);
-  if (st.keptLogs) await deps.failedSessions?.writeSummary(st.keptLogs, result);
+  const trajectory = await runPostRun(state);
+  const result = finalise(state, trajectory);
+  if (state.keptLogs) await deps.failedSessions?.writeSummary(state.keptLogs, result);
   return {
     result,
-    records: st.records,
-    runStartMs: st.runStartMs,
-    keptLogs: st.keptLogs,
-    logs: st.logs,
-    tokens: st.tokens,
+    records: state.records,
+    runStartMs: state.runStartMs,
+    keptLogs: state.keptLogs,
+    logs: state.logs,
+    tokens: state.tokens,
   };
 }
 
@@ -96,22 +99,22 @@ export async function runSessionPipeline(s: PipelineSession, deps: PipelineDeps)
  * that does not load, a harness this host lacks) fails at once, without waiting for an INIT slot
  * or spending any of its budget. Returns holding the INIT slot.
  */
-async function queueForInit(st: SessionState): Promise<Resolved> {
-  const { a, deps, signal } = st;
+async function queueForInit(state: SessionState): Promise<Resolved> {
+  const { assignment, deps, signal } = state;
   const pool = deps.pools.of("INITIALIZING");
-  st.s.stage = "queued";
+  state.session.stage = "queued";
   const leaveQueue = new AbortController();
-  const slot = pool.acquire(AbortSignal.any([signal, leaveQueue.signal]), a.dispatch_priority);
+  const slot = pool.acquire(AbortSignal.any([signal, leaveQueue.signal]), assignment.dispatch_priority);
   slot.catch(() => {}); // awaited below; a cancel meanwhile must not count as unhandled
   let resolved: Resolved;
   try {
-    const builder = await resolveBuilder(st.builder.spec.strategy);
-    st.resolved.builder = builder;
-    const agentMs = agentTimeoutMs(a.metadata);
-    const evaluator = await resolveEvaluator(a.evaluator);
-    st.resolved.evaluator = evaluator;
-    const harness = await resolveHarness(a.agent);
-    deps.harnesses?.require(a.agent, st.spec, deps.nodeId);
+    const builder = await resolveBuilder(state.builder.spec.strategy);
+    state.resolved.builder = builder;
+    const agentMs = agentTimeoutMs(assignment.metadata);
+    const evaluator = await resolveEvaluator(assignment.evaluator);
+    state.resolved.evaluator = evaluator;
+    const harness = await resolveHarness(assignment.agent);
+    deps.harnesses?.require(assignment.agent, state.spec, deps.nodeId);
     resolved = { builder, evaluator, harness, agentMs };
   } catch (err) {
     leaveQueue.abort(err);
@@ -123,23 +126,23 @@ async function queueForInit(st: SessionState): Promise<Resolved> {
     throw err;
   }
   await slot;
-  st.held.add("INITIALIZING");
+  state.held.add("INITIALIZING");
   return resolved;
 }
 
 /** INITIALIZING: arms the session budget, starts and prepares the runtime. Returns holding the INIT slot. */
-async function runInit(st: SessionState): Promise<void> {
-  const { a, signal, spec } = st;
+async function runInit(state: SessionState): Promise<void> {
+  const { assignment, signal, spec } = state;
   const initStart = now();
-  st.timing.queued_ms = initStart - st.started;
+  state.timing.queued_ms = initStart - state.started;
   // The budget starts at INITIALIZING (as upstream): queueing on the gateway is free.
-  armBudget(st, a.timeout_seconds * 1000);
-  enter(st, "init");
-  st.runtime = await createRuntime(spec, runtimeContext(st, a.session_id));
-  st.runtime = storageBounded(st.runtime, spec);
-  await st.runtime.start(signal);
-  await runPrepare(st.runtime, spec.prepare, { ...st.runtime.baseEnv(), ...spec.env }, signal);
-  st.timing.init_ms = now() - initStart;
+  armBudget(state, assignment.timeout_seconds * 1000);
+  enter(state, "init");
+  state.runtime = await createRuntime(spec, runtimeContext(state, assignment.session_id));
+  state.runtime = storageBounded(state.runtime, spec);
+  await state.runtime.start(signal);
+  await runPrepare(state.runtime, spec.prepare, { ...state.runtime.baseEnv(), ...spec.env }, signal);
+  state.timing.init_ms = now() - initStart;
 }
 
 /**
@@ -151,130 +154,176 @@ async function runInit(st: SessionState): Promise<void> {
  * run (the 2,000-session fault matrix, docs/reliability.md). The ledger pauses its deadline from
  * the READY report to the RUNNING one the same way (control-plane/batch/store.ts `markProgress`).
  */
-async function runReady(st: SessionState): Promise<void> {
-  const { signal } = st;
+async function runReady(state: SessionState): Promise<void> {
+  const { signal } = state;
   const readyStart = now();
-  enter(st, "ready");
-  const left = pauseBudget(st);
-  await hold(st, "READY", signal);
-  release(st, "INITIALIZING");
-  await hold(st, "RUNNING", signal);
-  release(st, "READY");
-  armBudget(st, left);
-  st.timing.ready_ms = now() - readyStart;
+  enter(state, "ready");
+  const left = pauseBudget(state);
+  await hold(state, "READY", signal);
+  release(state, "INITIALIZING");
+  await hold(state, "RUNNING", signal);
+  release(state, "READY");
+  armBudget(state, left);
+  state.timing.ready_ms = now() - readyStart;
 }
 
 /** Arms the session budget to run out `ms` from now (TIMEOUT in whatever stage it finds). */
-function armBudget(st: SessionState, ms: number): void {
-  const { a, s } = st;
-  clearTimeout(st.budget);
-  st.deadline = Date.now() + ms;
-  st.budget = setTimeout(() => {
-    s.abort.abort(
-      new SessionInterrupt("timeout", `timeout_seconds (${a.timeout_seconds} s) exceeded in ${s.stage}`, {
-        timeout_source: "session",
-        timeout_stage: s.stage,
-      }),
+function armBudget(state: SessionState, ms: number): void {
+  const { assignment, session } = state;
+  clearTimeout(state.budget);
+  state.deadline = Date.now() + ms;
+  state.budget = setTimeout(() => {
+    session.abort.abort(
+      new SessionInterrupt(
+        "timeout",
+        `timeout_seconds (${assignment.timeout_seconds} s) exceeded in ${session.stage}`,
+        {
+          timeout_source: "session",
+          timeout_stage: session.stage,
+        },
+      ),
     );
   }, ms);
 }
 
 /** Stops the budget's clock; returns the time it had left (ms). */
-function pauseBudget(st: SessionState): number {
-  clearTimeout(st.budget);
-  st.budget = undefined;
-  const left = Math.max(0, st.deadline - Date.now());
-  st.deadline = Number.POSITIVE_INFINITY;
+function pauseBudget(state: SessionState): number {
+  clearTimeout(state.budget);
+  state.budget = undefined;
+  const left = Math.max(0, state.deadline - Date.now());
+  state.deadline = Number.POSITIVE_INFINITY;
   return left;
 }
 
+/**
+ * No replica reached the task's min_policy_version within the proxy's bound: the session is over
+ * (a configuration error naming the gap, never retried nor graded).
+ */
+const versionGapFailure = (gap: PolicyVersionGap) =>
+  new SessionFailure("configuration", policyVersionGapMessage(gap));
+
+/**
+ * An engine failure the proxy's retries could not hide reached the harness: whatever the agent
+ * does next answers no model, so the session is an infra failure (run again on a fresh runtime,
+ * never scored).
+ */
+const engineFailure = (failure: string) =>
+  new SessionFailure("infra", `an engine failure reached the harness: ${failure}`);
+
 /** RUNNING: opens the proxy session, prewarms the eval runtime, runs the harness plan. */
-async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
-  const { a, deps, signal, spec } = st;
+async function runRun(state: SessionState, resolved: Resolved): Promise<void> {
+  const { assignment, deps, signal, spec } = state;
   const runGranted = now();
-  enter(st, "setup");
+  enter(state, "setup");
+  // Stops the harness (not the session): a version gap, an engine failure or the agent timeout.
   const agentAbort = new AbortController();
-  // No replica reached the task's min_policy_version within the proxy's bound: the session is
-  // over (a configuration error naming the gap, never retried nor graded); stop the harness now
-  // rather than wait for it to give up on the error it got.
-  const versionGap = (gap: PolicyVersionGap) =>
-    new SessionFailure("configuration", policyVersionGapMessage(gap));
-  const onPolicyVersionGap = (gap: PolicyVersionGap) => agentAbort.abort(versionGap(gap));
-  // An engine failure the proxy's retries could not hide reached the harness: whatever the agent
-  // does next answers no model, so the session is an infra failure (run again on a fresh runtime,
-  // never scored); stop the harness now.
-  const engineFailed = (failure: string) =>
-    new SessionFailure("infra", `an engine failure reached the harness: ${failure}`);
-  const onEngineFailure = (failure: string) => agentAbort.abort(engineFailed(failure));
-  const { key } = deps.proxy.openSession(
-    a.session_id,
-    {
-      task_id: a.task_id,
-      batch_id: a.batch_id,
-      // The proxy tallies bridge verdicts per harness × model by it.
-      harness: harnessName(a),
-      // The proxy holds each model call until a replica serves at least this policy version.
-      ...(a.min_policy_version === undefined ? {} : { min_policy_version: a.min_policy_version }),
-      // The proxy sends it as the engine priority of each call, where the engine schedules by one.
-      ...(a.engine_priority === undefined ? {} : { engine_priority: a.engine_priority }),
-      // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
-      ...(a.agent.sampling === undefined ? {} : { sampling: a.agent.sampling }),
-    },
-    { onPolicyVersionGap, onEngineFailure },
-  );
-  st.sessionOpen = true;
-  if (a.evaluator?.refresh_runtime) {
-    st.evalRuntime = prewarmEvalRuntime(spec, runtimeContext(st, `${a.session_id}-eval`), signal);
+  const key = openProxySession(state, agentAbort);
+  if (assignment.evaluator?.refresh_runtime) {
+    state.evalRuntime = prewarmEvalRuntime(
+      spec,
+      runtimeContext(state, `${assignment.session_id}-eval`),
+      signal,
+    );
     // Awaited in POST_RUN; until then a failure must not count as an unhandled rejection.
-    st.evalRuntime.catch(() => {});
+    state.evalRuntime.catch(() => {});
   }
-  const { agentMs } = resolved;
-  const agentTimer =
-    agentMs === null
-      ? undefined
-      : setTimeout(() => {
-          agentAbort.abort(
-            new SessionInterrupt(
-              "timeout",
-              `metadata.agent_timeout (${agentMs / 1000} s) exceeded in ${st.s.stage}`,
-              { timeout_source: "agent", timeout_stage: st.s.stage },
-            ),
-          );
-        }, agentMs);
+  const agentTimer = startAgentTimer(state, resolved.agentMs, agentAbort);
   const agentSignal = AbortSignal.any([signal, agentAbort.signal]);
-  const runtime = st.runtime as Runtime;
+  const runtime = state.runtime as Runtime;
   const ctx: PlanContext = {
-    session: a,
-    model: a.agent.model_name ?? deps.model,
+    session: assignment,
+    model: assignment.agent.model_name ?? deps.model,
     proxyUrl: deps.proxy.url,
     sessionKey: key,
     sessionPath: runtime.sessionPath,
     workdir: runtime.workdir,
   };
   const plan = resolved.harness(ctx);
-  let agentResult: AgentRunResult;
   try {
-    agentResult = await runHarnessPlan({
+    state.agentResult = await runHarnessPlan({
       runtime,
       ctx,
       plan,
       signal: agentSignal,
       postSignal: signal,
       onStage: (step) => {
-        enter(st, step);
-        if (step === "exec" && st.runStartMs === null) st.runStartMs = now() - runGranted;
+        enter(state, step);
+        if (step === "exec" && state.runStartMs === null) state.runStartMs = now() - runGranted;
       },
     });
-    st.agentResult = agentResult;
   } finally {
     clearTimeout(agentTimer);
-    st.timing.run_ms = now() - runGranted;
+    state.timing.run_ms = now() - runGranted;
   }
-  // Whatever the harness made of the refused call (it may even exit 0), the gap decides.
-  const gap = deps.proxy.policyVersionGap?.(a.session_id) ?? null;
-  if (gap) throw versionGap(gap);
-  const failure = deps.proxy.engineFailure?.(a.session_id) ?? null;
-  if (failure) throw engineFailed(failure);
+  throwIfRunFailed(state, state.agentResult, plan.name, agentSignal);
+}
+
+/**
+ * Opens the session on the proxy with what it applies to each model call; a version gap or an
+ * engine failure it reports stops the harness at once (`agentAbort`) rather than wait for the
+ * harness to give up on the error it got. Returns the session's proxy key.
+ */
+function openProxySession(state: SessionState, agentAbort: AbortController): string {
+  const { assignment, deps } = state;
+  const { key } = deps.proxy.openSession(
+    assignment.session_id,
+    {
+      task_id: assignment.task_id,
+      batch_id: assignment.batch_id,
+      // The proxy tallies bridge verdicts per harness × model by it.
+      harness: harnessName(assignment),
+      // The proxy holds each model call until a replica serves at least this policy version.
+      ...(assignment.min_policy_version === undefined
+        ? {}
+        : { min_policy_version: assignment.min_policy_version }),
+      // The proxy sends it as the engine priority of each call, where the engine schedules by one.
+      ...(assignment.engine_priority === undefined ? {} : { engine_priority: assignment.engine_priority }),
+      // The trainer's sampling policy: the proxy applies it over whatever the harness sends.
+      ...(assignment.agent.sampling === undefined ? {} : { sampling: assignment.agent.sampling }),
+    },
+    {
+      onPolicyVersionGap: (gap) => agentAbort.abort(versionGapFailure(gap)),
+      onEngineFailure: (failure) => agentAbort.abort(engineFailure(failure)),
+    },
+  );
+  state.sessionOpen = true;
+  return key;
+}
+
+/** `metadata.agent_timeout`: stops the harness (the session goes on to grading) after `agentMs`. */
+function startAgentTimer(
+  state: SessionState,
+  agentMs: number | null,
+  agentAbort: AbortController,
+): ReturnType<typeof setTimeout> | undefined {
+  if (agentMs === null) return undefined;
+  return setTimeout(() => {
+    agentAbort.abort(
+      new SessionInterrupt(
+        "timeout",
+        `metadata.agent_timeout (${agentMs / 1000} s) exceeded in ${state.session.stage}`,
+        { timeout_source: "agent", timeout_stage: state.session.stage },
+      ),
+    );
+  }, agentMs);
+}
+
+/**
+ * Throws what ended the run, if it did not end well: a version gap or an engine failure first
+ * (whatever the harness made of the refused call, it may even exit 0), then an interrupt, then
+ * the harness's own failure.
+ */
+function throwIfRunFailed(
+  state: SessionState,
+  agentResult: AgentRunResult,
+  harness: string,
+  agentSignal: AbortSignal,
+): void {
+  const { assignment, deps } = state;
+  const gap = deps.proxy.policyVersionGap?.(assignment.session_id) ?? null;
+  if (gap) throw versionGapFailure(gap);
+  const failure = deps.proxy.engineFailure?.(assignment.session_id) ?? null;
+  if (failure) throw engineFailure(failure);
   if (agentResult.status === "interrupted") throw agentSignal.reason;
   if (agentResult.status === "failed") {
     const how = agentResult.limitHit
@@ -282,7 +331,7 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
       : agentResult.exitCode === null
         ? `was killed by ${agentResult.signal}`
         : `exited with code ${agentResult.exitCode}`;
-    throw new SessionFailure("agent", `harness '${plan.name}' ${agentResult.failedAt} ${how}`);
+    throw new SessionFailure("agent", `harness '${harness}' ${agentResult.failedAt} ${how}`);
   }
 }
 
@@ -290,34 +339,34 @@ async function runRun(st: SessionState, resolved: Resolved): Promise<void> {
  * The one place a session's result is put together: the gateway's metadata on the trajectory
  * (node, timeout classification, harness outcome, kept logs, timing, token-mode tallies).
  */
-function finalise(st: SessionState, t: Trajectory): SessionResult {
-  const { a, deps, verdict, bridge } = st;
-  st.timing.total_ms = now() - st.started;
+function finalise(state: SessionState, t: Trajectory): SessionResult {
+  const { assignment, deps, verdict, bridge } = state;
+  state.timing.total_ms = now() - state.started;
   const trajectory: Trajectory = {
     ...t,
     metadata: {
       ...t.metadata,
       node_id: deps.nodeId,
       ...(verdict.timeout ?? {}),
-      ...(st.agentResult ? { agent_result: st.agentResult } : {}),
-      ...(st.keptLogs ? { kept_logs: st.keptLogs } : {}),
-      gateway_timing: { run_start_ms: st.runStartMs },
+      ...(state.agentResult ? { agent_result: state.agentResult } : {}),
+      ...(state.keptLogs ? { kept_logs: state.keptLogs } : {}),
+      gateway_timing: { run_start_ms: state.runStartMs },
       ...(bridge.verdicts ? { bridge_verdicts: bridge.verdicts } : {}),
       ...(bridge.verdicts && bridge.flags ? { bridge_flags: bridge.flags } : {}),
     },
   };
   return {
-    session_id: a.session_id,
-    task_id: a.task_id,
-    batch_id: a.batch_id,
+    session_id: assignment.session_id,
+    task_id: assignment.task_id,
+    batch_id: assignment.batch_id,
     status: verdict.status,
-    reward: st.reward,
+    reward: state.reward,
     trajectory,
-    timing: st.timing,
+    timing: state.timing,
     node_id: deps.nodeId,
-    attempt: a.attempt,
+    attempt: assignment.attempt,
     error: verdict.error,
-    metadata: a.metadata,
+    metadata: assignment.metadata,
   };
 }
 

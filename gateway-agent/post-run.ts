@@ -26,40 +26,40 @@ export const EVAL_GRACE_AFTER_TIMEOUT_MS = 60_000;
  * const trajectory = await runPostRun(st); // graded, runtimes torn down
  * ```
  */
-export async function runPostRun(st: SessionState): Promise<Trajectory> {
-  const { a, deps } = st;
-  enter(st, "postrun");
-  await hold(st, "POST_RUN");
+export async function runPostRun(state: SessionState): Promise<Trajectory> {
+  const { assignment, deps } = state;
+  enter(state, "postrun");
+  await hold(state, "POST_RUN");
   const postStart = now();
   try {
-    st.records = deps.proxy.completions(a.session_id);
+    state.records = deps.proxy.completions(assignment.session_id);
     let trajectory = buildTrajectory(
-      a,
-      st.resolved.builder ?? null,
-      st.builder.spec.config,
-      st.builder.choice,
-      st.records,
+      assignment,
+      state.resolved.builder ?? null,
+      state.builder.spec.config,
+      state.builder.choice,
+      state.records,
     );
-    if (st.verdict.status === "COMPLETED" && trajectory.status !== "COMPLETED") {
+    if (state.verdict.status === "COMPLETED" && trajectory.status !== "COMPLETED") {
       // The harness exited 0 but left nothing to train on (e.g. it never called the model): an
       // agent outcome, not an infra fault, so it is reported and not retried.
-      st.verdict = {
-        ...st.verdict,
+      state.verdict = {
+        ...state.verdict,
         status: "ERROR",
         error: { kind: "agent", message: `trajectory: ${trajectory.error ?? "not built"}` },
       };
     }
     // Evaluators see the session's outcome on the trajectory (session_completed reads it).
-    trajectory = stamp(trajectory, st.verdict);
-    const before = st.verdict.status;
-    if (shouldGrade(st)) trajectory = await evaluate(st, trajectory);
-    if (st.verdict.status !== before) trajectory = stamp(trajectory, st.verdict, true);
-    st.tokens = tokenText(st, trajectory);
+    trajectory = stamp(trajectory, state.verdict);
+    const before = state.verdict.status;
+    if (shouldGrade(state)) trajectory = await evaluate(state, trajectory);
+    if (state.verdict.status !== before) trajectory = stamp(trajectory, state.verdict, true);
+    state.tokens = tokenText(state, trajectory);
     return trajectory;
   } finally {
-    await closeAndTearDown(st);
-    release(st, "POST_RUN");
-    st.timing.postrun_ms = now() - postStart;
+    await closeAndTearDown(state);
+    release(state, "POST_RUN");
+    state.timing.postrun_ms = now() - postStart;
   }
 }
 
@@ -75,32 +75,32 @@ const BEFORE_HARNESS: ReadonlySet<StageStep> = new Set(["queued", "init", "ready
  * one timed out before its harness executed is not (reward null): a 0 there would score the host,
  * not the policy, and pull its group's baseline down.
  */
-function shouldGrade(st: SessionState): boolean {
-  const { error, status, timeout } = st.verdict;
+function shouldGrade(state: SessionState): boolean {
+  const { error, status, timeout } = state.verdict;
   return Boolean(
-    st.resolved.evaluator &&
-      st.a.evaluator &&
-      st.runtime &&
+    state.resolved.evaluator &&
+      state.assignment.evaluator &&
+      state.runtime &&
       error?.kind !== "infra" &&
       error?.kind !== "configuration" &&
       !(status === "TIMEOUT" && timeout && BEFORE_HARNESS.has(timeout.timeout_stage)) &&
       // A session over its storage limit is full: grading would only be refused or fail.
-      !(st.runtime as Partial<StorageLimited>).storageExceeded &&
+      !(state.runtime as Partial<StorageLimited>).storageExceeded &&
       status !== "CANCELLED" &&
-      !st.s.evalAbort.signal.aborted,
+      !state.session.evalAbort.signal.aborted,
   );
 }
 
 /** The evaluate step: grades the trajectory within the time left, folding the outcome into the verdict. */
-async function evaluate(st: SessionState, trajectory: Trajectory): Promise<Trajectory> {
-  const { a, s, signal } = st;
-  const spec = a.evaluator!;
-  const evaluator = st.resolved.evaluator!;
-  enter(st, "evaluate");
-  const left = st.deadline - Date.now();
+async function evaluate(state: SessionState, trajectory: Trajectory): Promise<Trajectory> {
+  const { assignment, session, signal } = state;
+  const spec = assignment.evaluator!;
+  const evaluator = state.resolved.evaluator!;
+  enter(state, "evaluate");
+  const left = state.deadline - Date.now();
   const evalMs = left > 0 && !signal.aborted ? left : EVAL_GRACE_AFTER_TIMEOUT_MS;
   const evalTimer = setTimeout(() => {
-    s.evalAbort.abort(
+    session.evalAbort.abort(
       new SessionInterrupt("timeout", `evaluation ran out of time (${Math.round(evalMs / 1000)} s left)`, {
         timeout_source: signal.aborted ? "evaluator" : "session",
         timeout_stage: "evaluate",
@@ -108,39 +108,43 @@ async function evaluate(st: SessionState, trajectory: Trajectory): Promise<Traje
     );
   }, evalMs);
   try {
-    const fresh = st.evalRuntime ? await st.evalRuntime : null;
+    const fresh = state.evalRuntime ? await state.evalRuntime : null;
     const result = await evaluator({
-      session: a,
+      session: assignment,
       trajectory,
       config: spec.config,
       env: spec.env,
-      runtime: st.runtime as Runtime,
+      runtime: state.runtime as Runtime,
       evalRuntime: fresh,
-      agentResult: st.agentResult,
+      agentResult: state.agentResult,
       timeoutMs: evalMs,
-      signal: s.evalAbort.signal,
+      signal: session.evalAbort.signal,
     });
     const merged = mergeEvalResult(trajectory, spec.strategy, result);
     if (merged.ok) {
-      st.reward = result.outcome_reward;
+      state.reward = result.outcome_reward;
       return merged.trajectory;
     }
-    st.verdict = { ...st.verdict, status: "ERROR", error: { kind: merged.kind, message: merged.error } };
+    state.verdict = {
+      ...state.verdict,
+      status: "ERROR",
+      error: { kind: merged.kind, message: merged.error },
+    };
     return merged.trajectory ?? trajectory;
   } catch (err) {
-    return gradingFailed(st, trajectory, err);
+    return gradingFailed(state, trajectory, err);
   } finally {
     clearTimeout(evalTimer);
   }
 }
 
 /** A grader that threw: a refusal keeps its report, a timeout is the evaluator's, else an error. */
-function gradingFailed(st: SessionState, trajectory: Trajectory, err: unknown): Trajectory {
-  const strategy = st.a.evaluator!.strategy;
+function gradingFailed(state: SessionState, trajectory: Trajectory, err: unknown): Trajectory {
+  const strategy = state.assignment.evaluator!.strategy;
   if (err instanceof GradingRefused) {
     // The grader refused to score (on_protected_change: fail): ERROR, with its report kept.
-    st.verdict = {
-      ...st.verdict,
+    state.verdict = {
+      ...state.verdict,
       status: "ERROR",
       error: { kind: "agent", message: `evaluator '${strategy}' refused: ${err.message}` },
     };
@@ -148,7 +152,7 @@ function gradingFailed(st: SessionState, trajectory: Trajectory, err: unknown): 
     return { ...trajectory, metadata: { ...trajectory.metadata, evaluation } };
   }
   if (err instanceof EvaluationTimeout) {
-    st.verdict = {
+    state.verdict = {
       status: "TIMEOUT",
       error: { kind: "timeout", message: err.message },
       timeout: { timeout_source: "evaluator", timeout_stage: "evaluate" },
@@ -156,9 +160,9 @@ function gradingFailed(st: SessionState, trajectory: Trajectory, err: unknown): 
     return trajectory;
   }
   const c = classify(err);
-  st.verdict = {
+  state.verdict = {
     status: c.status,
-    timeout: c.timeout ?? st.verdict.timeout,
+    timeout: c.timeout ?? state.verdict.timeout,
     error: {
       kind: c.error.kind,
       message: c.status === "ERROR" ? `evaluator '${strategy}' failed: ${c.error.message}` : c.error.message,
@@ -171,35 +175,36 @@ function gradingFailed(st: SessionState, trajectory: Trajectory, err: unknown): 
  * End of POST_RUN: the budget timer off, the proxy session closed (its token-mode tallies read
  * first: the proxy forgets them on close), a failure's logs kept, both runtimes torn down.
  */
-async function closeAndTearDown(st: SessionState): Promise<void> {
-  const { a, deps } = st;
-  clearTimeout(st.budget);
-  if (st.sessionOpen) {
-    st.bridge = {
-      verdicts: deps.proxy.bridgeVerdicts?.(a.session_id) ?? null,
-      flags: deps.proxy.bridgeFlags?.(a.session_id) ?? null,
+async function closeAndTearDown(state: SessionState): Promise<void> {
+  const { assignment, deps } = state;
+  clearTimeout(state.budget);
+  if (state.sessionOpen) {
+    state.bridge = {
+      verdicts: deps.proxy.bridgeVerdicts?.(assignment.session_id) ?? null,
+      flags: deps.proxy.bridgeFlags?.(assignment.session_id) ?? null,
     };
-    deps.proxy.closeSession(a.session_id);
+    deps.proxy.closeSession(assignment.session_id);
   }
-  const evalRt = st.evalRuntime ? await st.evalRuntime.catch(() => null) : null;
+  const evalRt = state.evalRuntime ? await state.evalRuntime.catch(() => null) : null;
   // Read before the folders move or go: every session that ran uploads its logs, failed or not.
   const logDirs: LogDir[] = [];
-  if (st.runtime) logDirs.push({ dir: st.runtime.logsDir, origin: "session" });
+  if (state.runtime) logDirs.push({ dir: state.runtime.logsDir, origin: "session" });
   if (evalRt) logDirs.push({ dir: evalRt.logsDir, origin: "eval" });
-  if (logDirs.length) st.logs = await collectSessionLogs(logDirs);
-  const { status } = st.verdict;
+  if (logDirs.length) state.logs = await collectSessionLogs(logDirs);
+  const { status } = state.verdict;
   // A failure's logs outlive its folder (bounded); with keep_workspaces the whole folder stays.
   if (status !== "COMPLETED" && status !== "CANCELLED" && !deps.keepWorkspaces && deps.failedSessions) {
     const sources: LogSource[] = [];
-    if (st.runtime) sources.push({ logsDir: st.runtime.logsDir, as: "logs" });
+    if (state.runtime) sources.push({ logsDir: state.runtime.logsDir, as: "logs" });
     if (evalRt) sources.push({ logsDir: evalRt.logsDir, as: "eval-logs" });
     // Nothing ran without a runtime (e.g. a configuration error): the error says it all.
-    if (sources.length) st.keptLogs = await deps.failedSessions.keepLogs(a.session_id, a.attempt, sources);
+    if (sources.length)
+      state.keptLogs = await deps.failedSessions.keepLogs(assignment.session_id, assignment.attempt, sources);
   }
   await Promise.all(
-    [st.runtime, evalRt].map((rt) =>
+    [state.runtime, evalRt].map((rt) =>
       rt?.teardown({ keep: deps.keepWorkspaces }).catch((err: unknown) => {
-        deps.logger.warn("teardown failed", { session_id: a.session_id, error: messageOf(err) });
+        deps.logger.warn("teardown failed", { session_id: assignment.session_id, error: messageOf(err) });
       }),
     ),
   );
@@ -210,20 +215,23 @@ async function closeAndTearDown(st: SessionState): Promise<void> {
  * gateway's tokenizer (null without a tokenizer or traces). A failure to decode is logged, not
  * fatal: the result does not depend on it.
  */
-function tokenText(st: SessionState, trajectory: Trajectory): SessionState["tokens"] {
-  const decode = st.deps.proxy.decodeToken;
+function tokenText(state: SessionState, trajectory: Trajectory): SessionState["tokens"] {
+  const decode = state.deps.proxy.decodeToken;
   if (!decode || trajectory.traces.length === 0) return null;
   try {
     return compactTokenText(trajectory.traces, (id) => decode(id));
   } catch (err) {
-    st.deps.logger.warn("token text not written", { session_id: st.a.session_id, error: messageOf(err) });
+    state.deps.logger.warn("token text not written", {
+      session_id: state.assignment.session_id,
+      error: messageOf(err),
+    });
     return null;
   }
 }
 
 /** The builder's trajectory, with `metadata.builder_choice` saying which builder ran and why. */
 function buildTrajectory(
-  a: SessionAssignment,
+  assignment: SessionAssignment,
   builder: TrajectoryBuilder | null,
   config: Record<string, unknown>,
   choice: BuilderChoice,
@@ -233,10 +241,10 @@ function buildTrajectory(
     return {
       status: "ERROR",
       traces: [],
-      metadata: { session_id: a.session_id, task_id: a.task_id, builder_choice: choice },
+      metadata: { session_id: assignment.session_id, task_id: assignment.task_id, builder_choice: choice },
       error: null,
     };
-  const t = builder(records, { session_id: a.session_id, task_id: a.task_id, config });
+  const t = builder(records, { session_id: assignment.session_id, task_id: assignment.task_id, config });
   return { ...t, metadata: { ...t.metadata, builder_choice: choice } };
 }
 

@@ -157,8 +157,8 @@ export interface Resolved {
  * and fills it; nothing else holds per-session state.
  */
 export interface SessionState {
-  readonly s: PipelineSession;
-  readonly a: SessionAssignment;
+  readonly session: PipelineSession;
+  readonly assignment: SessionAssignment;
   readonly deps: PipelineDeps;
   /** The session's own signal (budget, cancel, shutdown). */
   readonly signal: AbortSignal;
@@ -197,15 +197,15 @@ export interface SessionState {
  * const st = newState(session, deps); // queued, COMPLETED until something fails
  * ```
  */
-export function newState(s: PipelineSession, deps: PipelineDeps): SessionState {
-  const a = s.assignment;
+export function newState(session: PipelineSession, deps: PipelineDeps): SessionState {
+  const assignment = session.assignment;
   return {
-    s,
-    a,
+    session,
+    assignment,
     deps,
-    signal: s.abort.signal,
-    spec: a.runtime ?? deps.defaultRuntime ?? RuntimeSpecSchema.parse({}),
-    builder: chooseBuilder(a.builder, deps.engine),
+    signal: session.abort.signal,
+    spec: assignment.runtime ?? deps.defaultRuntime ?? RuntimeSpecSchema.parse({}),
+    builder: chooseBuilder(assignment.builder, deps.engine),
     started: now(),
     timing: { queued_ms: 0, init_ms: 0, ready_ms: 0, run_ms: 0, postrun_ms: 0, total_ms: 0 },
     verdict: { status: "COMPLETED", error: null, timeout: null },
@@ -235,11 +235,11 @@ export function newState(s: PipelineSession, deps: PipelineDeps): SessionState {
  * enter(st, "ready"); // reports READY once; enter(st, "exec") within RUNNING reports nothing
  * ```
  */
-export function enter(st: SessionState, step: StageStep): void {
-  const from = stageOfStep(st.s.stage);
-  st.s.stage = step;
+export function enter(state: SessionState, step: StageStep): void {
+  const from = stageOfStep(state.session.stage);
+  state.session.stage = step;
   const to = stageOfStep(step);
-  if (to !== null && to !== from) st.deps.onStage(to);
+  if (to !== null && to !== from) state.deps.onStage(to);
 }
 
 /**
@@ -250,9 +250,9 @@ export function enter(st: SessionState, step: StageStep): void {
  * await hold(st, "RUNNING", st.signal);
  * ```
  */
-export async function hold(st: SessionState, stage: GatewayStage, signal?: AbortSignal): Promise<void> {
-  await st.deps.pools.of(stage).acquire(signal);
-  st.held.add(stage);
+export async function hold(state: SessionState, stage: GatewayStage, signal?: AbortSignal): Promise<void> {
+  await state.deps.pools.of(stage).acquire(signal);
+  state.held.add(stage);
 }
 
 /**
@@ -263,8 +263,8 @@ export async function hold(st: SessionState, stage: GatewayStage, signal?: Abort
  * release(st, "READY"); // a no-op when no READY slot is held
  * ```
  */
-export function release(st: SessionState, stage: GatewayStage): void {
-  if (st.held.delete(stage)) st.deps.pools.of(stage).release();
+export function release(state: SessionState, stage: GatewayStage): void {
+  if (state.held.delete(stage)) state.deps.pools.of(stage).release();
 }
 
 /**
@@ -273,15 +273,15 @@ export function release(st: SessionState, stage: GatewayStage): void {
  * const runtime = await createRuntime(spec, runtimeContext(st, st.a.session_id));
  * ```
  */
-export function runtimeContext(st: SessionState, name: string): RuntimeContext {
-  const { deps, a } = st;
+export function runtimeContext(state: SessionState, name: string): RuntimeContext {
+  const { deps, assignment } = state;
   return {
     workRoot: deps.workRoot,
     name,
-    session_id: a.session_id,
+    session_id: assignment.session_id,
     node_id: deps.nodeId,
     proxyUrl: deps.proxy.url,
     settings: deps.runtimeSettings,
-    warn: (m, f) => deps.logger.warn(m, { session_id: a.session_id, ...f }),
+    warn: (m, f) => deps.logger.warn(m, { session_id: assignment.session_id, ...f }),
   };
 }
