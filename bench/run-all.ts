@@ -10,7 +10,9 @@
  * taken from process accounting.
  *
  * Options: `--only a,b` (names below), `--quick` (each benchmark at a small size: a check that
- * they all still run, not figures to quote), `--out DIR` (default `bench/`).
+ * they all still run, not figures to quote), `--out DIR` (default `bench/`), `--merge` (keep the
+ * other benchmarks' runs of the report already in `--out`: run one again without the rest; each
+ * run in the report names its own date and commit).
  *
  * @module
  */
@@ -154,6 +156,9 @@ export interface BenchRun {
   /** The last lines of its stderr when it failed. */
   errorTail?: string;
   figures?: unknown;
+  /** When and at which commit it ran (a merged report holds runs of several). */
+  date: string;
+  commit: string;
 }
 
 function run(spec: BenchSpec, quick: boolean, scratch: string): Promise<BenchRun> {
@@ -194,9 +199,33 @@ function run(spec: BenchSpec, quick: boolean, scratch: string): Promise<BenchRun
         output: out.trim(),
         ...(code === 0 ? {} : { errorTail: err.trim().split("\n").slice(-20).join("\n") }),
         ...(figures === undefined ? {} : { figures }),
+        date: new Date().toISOString().slice(0, 10),
+        commit: gitCommit(),
       });
     });
   });
+}
+
+/**
+ * The runs of an earlier report that `--merge` keeps: all but those named to run again. A report
+ * of the other size (quick or full) is not mixed in.
+ */
+function previousRuns(file: string, quick: boolean, rerun: string[]): BenchRun[] {
+  let previous: { quick?: boolean; date?: string; commit?: string; runs?: BenchRun[] };
+  try {
+    previous = JSON.parse(readFileSync(file, "utf8"));
+  } catch {
+    return [];
+  }
+  if (previous.quick !== quick)
+    throw new Error(`--merge: ${file} is a ${previous.quick ? "quick" : "full"} report; this run is not`);
+  return (previous.runs ?? [])
+    .filter((r) => !rerun.includes(r.name) && BENCHES.some((b) => b.name === r.name))
+    .map((r) => ({
+      ...r,
+      date: r.date ?? previous.date ?? "unknown",
+      commit: r.commit ?? previous.commit ?? "unknown",
+    }));
 }
 
 function gitCommit(): string {
@@ -227,11 +256,11 @@ export function renderReport(
       ? ["", "**Quick run**: every benchmark at a small size, to check they run; not figures to quote."]
       : []),
     "",
-    "| benchmark | result | wall (s) | load 1 min before → after |",
-    "|---|---|---:|---|",
+    "| benchmark | result | wall (s) | load 1 min before → after | ran on, commit |",
+    "|---|---|---:|---|---|",
     ...runs.map(
       (r) =>
-        `| [${r.name}](#${r.name}) | ${r.exitCode === 0 ? "ran" : `**failed** (exit ${r.exitCode})`} | ${r.seconds.toFixed(0)} | ${r.load.before.toFixed(1)} → ${r.load.after.toFixed(1)} |`,
+        `| [${r.name}](#${r.name}) | ${r.exitCode === 0 ? "ran" : `**failed** (exit ${r.exitCode})`} | ${r.seconds.toFixed(0)} | ${r.load.before.toFixed(1)} → ${r.load.after.toFixed(1)} | ${r.date ?? meta.date}, ${r.commit ?? meta.commit} |`,
     ),
   ];
   for (const r of runs) {
@@ -256,6 +285,7 @@ async function main(): Promise<void> {
       only: { type: "string" },
       quick: { type: "boolean", default: false },
       out: { type: "string", default: join(REPO_ROOT, "bench") },
+      merge: { type: "boolean", default: false },
     },
   });
   const names = values.only?.split(",").map((s) => s.trim()) ?? BENCHES.map((b) => b.name);
@@ -264,8 +294,15 @@ async function main(): Promise<void> {
     throw new Error(
       `--only: no benchmark named ${unknown.join(", ")} (there are: ${BENCHES.map((b) => b.name).join(", ")})`,
     );
+  // --merge: the runs of the report already in --out stay, except those run again now.
+  const kept = values.merge ? previousRuns(join(values.out, "report.json"), values.quick, names) : [];
+  const ordered = (fresh: BenchRun[]) =>
+    [...kept, ...fresh].sort(
+      (x, y) => BENCHES.findIndex((b) => b.name === x.name) - BENCHES.findIndex((b) => b.name === y.name),
+    );
+  const fresh: BenchRun[] = [];
+  let runs: BenchRun[] = ordered(fresh);
   const scratch = mkdtempSync(join(tmpdir(), "polar-bench-all-"));
-  const runs: BenchRun[] = [];
   const meta = { date: new Date().toISOString().slice(0, 10), commit: gitCommit(), quick: values.quick };
   const machine = {
     cores: cpus().length,
@@ -277,20 +314,24 @@ async function main(): Promise<void> {
   // Written again after each benchmark: a run stopped halfway keeps what it measured.
   const write = () => {
     writeFileSync(join(values.out, "report.md"), renderReport(runs, meta));
-    writeFileSync(join(values.out, "report.json"), `${JSON.stringify({ ...meta, machine, runs }, null, 2)}\n`);
+    writeFileSync(
+      join(values.out, "report.json"),
+      `${JSON.stringify({ ...meta, machine, runs }, null, 2)}\n`,
+    );
   };
   try {
     for (const spec of BENCHES.filter((b) => names.includes(b.name))) {
       process.stderr.write(`== ${spec.name}\n`);
-      runs.push(await run(spec, values.quick, scratch));
+      fresh.push(await run(spec, values.quick, scratch));
+      runs = ordered(fresh);
       write();
     }
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
-  const failed = runs.filter((r) => r.exitCode !== 0);
+  const failed = fresh.filter((r) => r.exitCode !== 0);
   process.stderr.write(
-    `wrote ${join(values.out, "report.md")} and report.json: ${runs.length - failed.length} of ${runs.length} benchmarks ran${failed.length ? `; failed: ${failed.map((r) => r.name).join(", ")}` : ""}\n`,
+    `wrote ${join(values.out, "report.md")} and report.json: ${fresh.length - failed.length} of ${fresh.length} benchmarks ran${failed.length ? `; failed: ${failed.map((r) => r.name).join(", ")}` : ""}${kept.length ? `; kept ${kept.length} from the report before` : ""}\n`,
   );
   if (failed.length > 0) process.exitCode = 1;
 }

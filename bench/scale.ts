@@ -129,7 +129,8 @@ async function measure(
 ): Promise<ScaleRow> {
   const loadStart = loadavg()[0]!;
   const queue = `scale-${shards}`;
-  const client = new ControlPlaneClient(url, tokens.trainer);
+  // A ledger taking a burst of 10,000 stage reports answers its status late: minutes, not 30 s.
+  const client = new ControlPlaneClient(url, tokens.trainer, { timeoutMs: 10 * 60_000 });
   const gws = await Promise.all(
     Array.from({ length: GATEWAYS }, (_, i) =>
       WireGateway.start({

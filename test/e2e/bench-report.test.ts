@@ -53,6 +53,27 @@ describe("npm run bench", () => {
     }
   });
 
+  it("--merge runs one benchmark again and keeps the others' runs, each with its own date and commit", async () => {
+    type Report = { runs: Array<{ name: string; seconds: number; commit: string; date: string }> };
+    const before = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as Report;
+    const run = await runAll("--quick", "--merge", "--only", "long-history", "--out", out);
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stderr).toContain("kept 1 from the report before");
+    const after = JSON.parse(readFileSync(join(out, "report.json"), "utf8")) as Report;
+    expect(after.runs.map((r) => r.name)).toEqual(["tokens", "long-history"]);
+    expect(after.runs[0]).toEqual(before.runs[0]);
+    expect(after.runs[1]!.seconds).not.toBe(before.runs[1]!.seconds);
+    for (const r of after.runs) expect(r.commit).toMatch(/^[0-9a-f]{12}$/);
+    const md = readFileSync(join(out, "report.md"), "utf8");
+    expect(md).toMatch(
+      /\| \[tokens\]\(#tokens\) \| ran \| \d+ \| [\d.]+ → [\d.]+ \| \d{4}-\d\d-\d\d, [0-9a-f]{12} \|/,
+    );
+    // A full run does not merge into a quick report.
+    const mixed = await runAll("--merge", "--only", "tokens", "--out", out);
+    expect(mixed.exitCode).not.toBe(0);
+    expect(mixed.stderr).toContain("is a quick report; this run is not");
+  });
+
   it("refuses a benchmark name it does not know, naming the ones it has", async () => {
     const run = await runAll("--only", "tokens,nope", "--out", out);
     expect(run.exitCode).not.toBe(0);
