@@ -53,7 +53,8 @@ interface Row extends Config {
 
 async function measure(url: string, { gateways: n, shards }: Config): Promise<Row> {
   const loadStart = loadavg()[0]!;
-  const client = new ControlPlaneClient(url, tokens.trainer);
+  // A ledger taking a burst of stage reports answers its status late: minutes, not 30 s.
+  const client = new ControlPlaneClient(url, tokens.trainer, { timeoutMs: 10 * 60_000 });
   const queue = shards > 1 ? `bench-sharded-${n}` : `bench-${n}`;
   const gws = await Promise.all(
     Array.from({ length: n }, (_, i) =>

@@ -197,7 +197,7 @@ function run(spec: BenchSpec, quick: boolean, scratch: string): Promise<BenchRun
         seconds: (performance.now() - t0) / 1000,
         load: { before, after: loadavg()[0]! },
         output: out.trim(),
-        ...(code === 0 ? {} : { errorTail: err.trim().split("\n").slice(-20).join("\n") }),
+        ...(code === 0 ? {} : { errorTail: relativePaths(err.trim().split("\n").slice(-20).join("\n")) }),
         ...(figures === undefined ? {} : { figures }),
         date: new Date().toISOString().slice(0, 10),
         commit: gitCommit(),
@@ -226,6 +226,11 @@ function previousRuns(file: string, quick: boolean, rerun: string[]): BenchRun[]
       date: r.date ?? previous.date ?? "unknown",
       commit: r.commit ?? previous.commit ?? "unknown",
     }));
+}
+
+/** Stack traces name files from the repository root: the report carries no path of this machine. */
+export function relativePaths(text: string): string {
+  return text.split(`${REPO_ROOT}/`).join("./");
 }
 
 function gitCommit(): string {

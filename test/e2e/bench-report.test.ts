@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
+import { relativePaths } from "../../bench/run-all";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
 import { describeWith } from "../support/optional-tools";
 
@@ -72,6 +73,13 @@ describe("npm run bench", () => {
     const mixed = await runAll("--merge", "--only", "tokens", "--out", out);
     expect(mixed.exitCode).not.toBe(0);
     expect(mixed.stderr).toContain("is a quick report; this run is not");
+  });
+
+  it("names files in a failed benchmark's error output from the repository root, not by this machine's paths", () => {
+    const trace = `Error: late\n    at measure (${REPO_ROOT}/bench/scale.ts:96:20)\n    at f (${REPO_ROOT}/node_modules/x/index.js:1:1)`;
+    expect(relativePaths(trace)).toBe(
+      "Error: late\n    at measure (./bench/scale.ts:96:20)\n    at f (./node_modules/x/index.js:1:1)",
+    );
   });
 
   it("refuses a benchmark name it does not know, naming the ones it has", async () => {
