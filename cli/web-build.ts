@@ -35,7 +35,8 @@ function newest(path: string): number {
 }
 
 /**
- * Whether `web/dist` is missing or older than a source of the dashboard.
+ * Whether `web/dist` is missing or older than a source of the dashboard (its own, or the generated
+ * client's in `clients/typescript/src`).
  *
  * @example
  * ```ts
@@ -53,6 +54,8 @@ export function webBuildStale(root = WEB_ROOT): boolean {
     newest(join(root, "src")),
     newest(join(root, "index.html")),
     newest(join(root, "vite.config.ts")),
+    // The generated TypeScript client the dashboard imports is bundled with it.
+    newest(join(root, "..", "clients", "typescript", "src")),
   );
   return sources > built;
 }

@@ -1,6 +1,8 @@
 /**
- * The control plane's HTTP API as the dashboard uses it: same origin, bearer token, JSON bodies,
- * `{error:{code,message}}` turned into {@link ApiError}.
+ * The control plane's HTTP API as the dashboard uses it: the generated TypeScript client
+ * (`clients/typescript`: paths and bodies typed from the OpenAPI document, the bearer token, each
+ * request's deadline) on the page's own origin, with `{error:{code,message}}` answers turned into
+ * {@link ApiError}.
  *
  * A route this control plane does not have (an older deployment, or a part of the API not built
  * yet) answers the Worker's JSON 404 `no route for …`: that becomes {@link ApiMissing}, so a view
@@ -8,6 +10,8 @@
  *
  * @module
  */
+import type { Client, Middleware } from "openapi-fetch";
+import { createPolarClient, type paths } from "../../clients/typescript/src/index";
 
 /** An error answer of the API. */
 export class ApiError extends Error {
@@ -32,13 +36,6 @@ export class ApiMissing extends ApiError {
   }
 }
 
-/** Request options of {@link Api.request}. */
-export interface RequestOptions {
-  method?: string;
-  body?: unknown;
-  signal?: AbortSignal;
-}
-
 /**
  * Turns an error answer into the matching exception.
  *
@@ -58,59 +55,38 @@ export function errorOf(status: number, method: string, path: string, body: unkn
 }
 
 /**
- * A client of one control plane (the page's own origin unless `base` says otherwise).
+ * Rejects every non-2xx answer with {@link errorOf}'s exception. The client's own `unwrap` maps
+ * errors too, but knows neither the request's method nor its path, which {@link ApiMissing} names.
+ */
+const errorAnswers: Middleware = {
+  async onResponse({ request, response }) {
+    if (response.ok) return undefined;
+    const body: unknown = await response
+      .clone()
+      .json()
+      .catch(() => null);
+    const url = new URL(request.url);
+    throw errorOf(response.status, request.method, url.pathname + url.search, body);
+  },
+};
+
+/**
+ * A client of one control plane (the page's own origin unless `base` says otherwise): `client` is
+ * the generated client's typed fetch; read an answer's body with its `unwrap`.
  *
  * @example
  * ```ts
  * const api = new Api(token);
- * const { batches } = await api.get<{ batches: unknown[] }>("/v1/batches");
+ * const { batches } = await unwrap(api.client.GET("/v1/batches", {}));
  * ```
  */
 export class Api {
+  readonly client: Client<paths>;
   constructor(
     readonly token: string,
-    readonly base = "",
-  ) {}
-
-  /** Headers of every request (the bearer token). */
-  headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { authorization: `Bearer ${this.token}`, ...extra };
-  }
-
-  async request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
-    const method = opts.method ?? "GET";
-    const res = await fetch(this.base + path, {
-      method,
-      headers: this.headers(opts.body === undefined ? {} : { "content-type": "application/json" }),
-      ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
-    const text = await res.text();
-    let body: unknown = null;
-    try {
-      body = text ? JSON.parse(text) : null;
-    } catch {
-      throw new ApiError(
-        res.status,
-        "bad_body",
-        `${method} ${path} answered ${res.status} with a body that is not JSON`,
-      );
-    }
-    if (!res.ok) throw errorOf(res.status, method, path, body);
-    return body as T;
-  }
-
-  get<T>(path: string, signal?: AbortSignal): Promise<T> {
-    return this.request<T>(path, signal ? { signal } : {});
+    readonly base = location.origin,
+  ) {
+    this.client = createPolarClient({ baseUrl: base, token }).api;
+    this.client.use(errorAnswers);
   }
 }
-
-/**
- * `encodeURIComponent` for path segments, short name for templates.
- *
- * @example
- * ```ts
- * `/v1/batches/${seg("a/b")}`; // "/v1/batches/a%2Fb"
- * ```
- */
-export const seg = encodeURIComponent;

@@ -6,26 +6,25 @@
  *
  * @module
  */
-import { useRef, useState } from "preact/hooks";
-import { type Api, seg } from "./api";
-import { type Resource, useResource, useStream } from "./hooks";
+import { useState } from "preact/hooks";
+import type { Api } from "./api";
+import type { BatchStatus, SessionEventData, SessionResult } from "./api-types";
+import { type Resource, useCoalesced, useResource, useStream } from "./hooks";
 import type { LiveState } from "./live";
-import type { ResultLike } from "./stats";
-import type { BatchStatus } from "./views/batches";
+import { getBatch } from "./requests";
+import { eventsPath, resultOf, resultsPath, sessionEventOf } from "./streams";
 
-/** A result as the results stream carries it (the fields the views read, plus the trajectory's size). */
-export interface StreamedResult extends ResultLike {
-  trajectory?: { traces?: Array<{ response_ids?: unknown[] }> };
-}
+/** A session's live state from the event stream. */
+export type LiveSession = Omit<SessionEventData, "session_id">;
 
 /** What {@link useBatch} returns. */
 export interface BatchData {
   status: Resource<BatchStatus>;
-  results: StreamedResult[];
+  results: SessionResult[];
   resultsLive: LiveState;
   eventsLive: LiveState;
   /** Live session states from the event stream (status, stage, node), by session id. */
-  sessions: Record<string, { status: string; stage: string | null; node_id: string | null; task_id: string }>;
+  sessions: Record<string, LiveSession>;
 }
 
 /**
@@ -37,25 +36,18 @@ export interface BatchData {
  * ```
  */
 export function useBatch(api: Api, batchId: string): BatchData {
-  const status = useResource(() => api.get<BatchStatus>(`/v1/batches/${seg(batchId)}`), [batchId]);
-  const [results, setResults] = useState<StreamedResult[]>([]);
+  const status = useResource(() => getBatch(api, batchId), [batchId]);
+  const [results, setResults] = useState<SessionResult[]>([]);
   const [sessions, setSessions] = useState<BatchData["sessions"]>({});
-  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
-  const refresh = () => {
-    if (pending.current) return;
-    pending.current = setTimeout(() => {
-      pending.current = null;
-      status.reload();
-    }, 250);
-  };
+  const refresh = useCoalesced(status.reload, 250);
   const resultsLive = useStream(
     {
-      path: `/v1/batches/${seg(batchId)}/results`,
+      path: resultsPath(batchId),
       token: api.token,
       endEvent: "done",
       onEvent: (e) => {
         if (e.event !== "result") return;
-        const { result: r } = JSON.parse(e.data) as { seq: number; result: StreamedResult };
+        const r = resultOf(e);
         setResults((rs) => (rs.some((x) => x.session_id === r.session_id) ? rs : [...rs, r]));
         refresh();
       },
@@ -64,11 +56,11 @@ export function useBatch(api: Api, batchId: string): BatchData {
   );
   const eventsLive = useStream(
     {
-      path: `/v1/events?batch_id=${seg(batchId)}&kinds=batch,session`,
+      path: eventsPath({ batch_id: batchId, kinds: "batch,session" }),
       token: api.token,
       onEvent: (e) => {
         if (e.event === "session") {
-          const s = JSON.parse(e.data) as { session_id: string } & BatchData["sessions"][string];
+          const s = sessionEventOf(e);
           setSessions((m) => ({
             ...m,
             [s.session_id]: { status: s.status, stage: s.stage, node_id: s.node_id, task_id: s.task_id },

@@ -1,9 +1,10 @@
 /**
- * Preact hooks shared by the views: a loaded resource, and a followed SSE stream.
+ * Preact hooks shared by the views: a loaded resource, a followed SSE stream, a reload coalesced
+ * over a burst of events, a confirmed action with its outcome, and a pick of two to compare.
  *
  * @module
  */
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { type FollowOptions, follow, type LiveState } from "./live";
 
 /** A resource being loaded: its data, or the error that stopped it. */
@@ -73,4 +74,81 @@ export function useStream(
     return () => ctl.abort();
   }, deps);
   return state;
+}
+
+/**
+ * Runs `run` at most once per `ms`, `ms` after the first call of a burst: a stream's burst of
+ * events becomes one reload instead of one per event.
+ *
+ * @example
+ * ```ts
+ * const refresh = useCoalesced(status.reload, 250);
+ * ```
+ */
+export function useCoalesced(run: () => void, ms: number): () => void {
+  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
+  return () => {
+    if (pending.current) return;
+    pending.current = setTimeout(() => {
+      pending.current = null;
+      run();
+    }, ms);
+  };
+}
+
+/** What {@link useConfirmedAction} returns. */
+export interface ConfirmedAction {
+  /** The last action's outcome, for the view's note. */
+  note: string | null;
+  /**
+   * Asks to confirm `what`, runs it, and notes `what: <outcome>` (the text `run` resolves to, or the
+   * error's message); then reloads.
+   */
+  act: (what: string, run: () => Promise<string>) => Promise<void>;
+}
+
+/**
+ * An action the user confirms first (cancel, fence, drain), its outcome kept as a note, and the
+ * view's data reloaded after it, whether it succeeded or not.
+ *
+ * @example
+ * ```ts
+ * const { note, act } = useConfirmedAction(fleet.reload);
+ * void act("Drain node-0", async () => { await drainGateway(api, "node-0"); return "done"; });
+ * ```
+ */
+export function useConfirmedAction(reload: () => void): ConfirmedAction {
+  const [note, setNote] = useState<string | null>(null);
+  const act = async (what: string, run: () => Promise<string>) => {
+    if (!confirm(`${what}?`)) return;
+    try {
+      setNote(`${what}: ${await run()}`);
+    } catch (e) {
+      setNote(`${what}: ${(e as Error).message}`);
+    }
+    reload();
+  };
+  return { note, act };
+}
+
+/** What {@link usePickTwo} returns. */
+export interface PickTwo {
+  picked: string[];
+  /** Picks or unpicks `id`; a third pick drops the oldest. */
+  toggle: (id: string, on: boolean) => void;
+}
+
+/**
+ * A pick of two ids to compare (batches, or tasks of a batch).
+ *
+ * @example
+ * ```ts
+ * const { picked, toggle } = usePickTwo();
+ * ```
+ */
+export function usePickTwo(): PickTwo {
+  const [picked, setPicked] = useState<string[]>([]);
+  const toggle = (id: string, on: boolean) =>
+    setPicked((p) => (on ? [...p, id].slice(-2) : p.filter((x) => x !== id)));
+  return { picked, toggle };
 }

@@ -9,7 +9,11 @@
  * @module
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
+import type { ResponseOf } from "../../clients/typescript/src/index";
 import { errorOf } from "./api";
+
+/** The cursor fields of a stream's JSON page (the results stream's page has `next` only). */
+type PageCursor = Partial<Pick<ResponseOf<"listEvents">, "head" | "next">>;
 
 /** What a stream is doing, for the page's "live" indicator. */
 export type LiveState =
@@ -148,7 +152,7 @@ async function headOf(opts: FollowOptions): Promise<string | "missing"> {
     headers: { authorization: `Bearer ${opts.token}`, accept: "application/json" },
     signal: opts.signal,
   });
-  const body = (await res.json().catch(() => null)) as { head?: number; next?: number } | null;
+  const body = (await res.json().catch(() => null)) as PageCursor | null;
   if (!res.ok) {
     const err = errorOf(res.status, "GET", opts.path, body);
     if (err.name === "ApiMissing") return "missing";

@@ -6,19 +6,18 @@
  * @module
  */
 
-/** The parts of a session result the views read. */
-export interface ResultLike {
-  session_id: string;
-  task_id: string;
+import type { SessionResult } from "./api-types";
+
+/**
+ * The parts of a session result the aggregates read: a streamed result's fields, its status and
+ * error kind widened to any string and its timing to some stages, so rows of other sources (a
+ * session listing) fit too.
+ */
+export type ResultLike = Pick<SessionResult, "session_id" | "task_id" | "reward" | "node_id" | "attempt"> & {
   status: string;
-  reward: number | null;
-  node_id: string | null;
-  attempt: number;
   error: { kind: string; message: string } | null;
-  timing?: Partial<
-    Record<"queued_ms" | "init_ms" | "ready_ms" | "run_ms" | "postrun_ms" | "total_ms", number>
-  >;
-}
+  timing?: Partial<SessionResult["timing"]>;
+};
 
 /** One bin of a reward histogram. */
 export interface Bin {
@@ -63,6 +62,21 @@ export function errorsByKind(results: ResultLike[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const r of results) if (r.error) out[r.error.kind] = (out[r.error.kind] ?? 0) + 1;
   return out;
+}
+
+/** The statuses a session ends in. */
+const TERMINAL = ["COMPLETED", "ERROR", "TIMEOUT", "CANCELLED"] as const;
+
+/**
+ * Done sessions of a task or batch from its counts by status.
+ *
+ * @example
+ * ```ts
+ * doneOf({ COMPLETED: 2, ERROR: 1, RUNNING: 1 }); // 3
+ * ```
+ */
+export function doneOf(counts: Partial<Record<string, number>>): number {
+  return TERMINAL.reduce((n, s) => n + (counts[s] ?? 0), 0);
 }
 
 /** Counts per status. */

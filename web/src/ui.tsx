@@ -95,8 +95,15 @@ export function Status({ status }: { status: string }) {
  * <Counts counts={{ COMPLETED: 3 }} />
  * ```
  */
-export function Counts({ counts, empty = "none" }: { counts: Record<string, number>; empty?: string }) {
-  const entries = Object.entries(counts).filter(([, n]) => n > 0);
+export function Counts({
+  counts,
+  empty = "none",
+}: {
+  /** A status or kind the API leaves out counts as none. */
+  counts: Record<string, number | undefined>;
+  empty?: string;
+}) {
+  const entries = Object.entries(counts).filter((e): e is [string, number] => (e[1] ?? 0) > 0);
   if (entries.length === 0) return <span class="muted">{empty}</span>;
   return (
     <span class="counts">
@@ -125,4 +132,68 @@ export function Section({
       {children}
     </section>
   );
+}
+
+/**
+ * A table's header row; an empty name is a column without a heading (a checkbox, a button).
+ *
+ * @example
+ * ```tsx
+ * <TableHead columns={["", "task", "progress"]} />
+ * ```
+ */
+export function TableHead({ columns }: { columns: string[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((c, i) => (
+          // Columns never move, and two may be unnamed: the position is the key.
+          <th key={i}>{c || null}</th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
+
+/**
+ * The checkbox that picks a row to compare (see `usePickTwo`).
+ *
+ * @example
+ * ```tsx
+ * <PickBox id="b1" picked={picked} toggle={toggle} />
+ * ```
+ */
+export function PickBox({
+  id,
+  picked,
+  toggle,
+}: {
+  id: string;
+  picked: string[];
+  toggle: (id: string, on: boolean) => void;
+}) {
+  return (
+    <input
+      type="checkbox"
+      aria-label={`compare ${id}`}
+      checked={picked.includes(id)}
+      onChange={(e) => toggle(id, e.currentTarget.checked)}
+    />
+  );
+}
+
+/**
+ * The outcome of the view's last action, when there is one.
+ *
+ * @example
+ * ```tsx
+ * <Note text="Drain node-0: done" />
+ * ```
+ */
+export function Note({ text }: { text: string | null }) {
+  return text ? (
+    <p class="note" data-note>
+      {text}
+    </p>
+  ) : null;
 }

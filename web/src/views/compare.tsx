@@ -6,8 +6,9 @@
 import type { Api } from "../api";
 import { useBatch } from "../batch-data";
 import { hrefOf } from "../routes";
+import { doneOf } from "../stats";
 import { Counts, ErrorNote, Progress } from "../ui";
-import { doneOf, ResultSummary } from "./batch";
+import { ResultSummary } from "./result-summary";
 
 function Column({ api, batchId }: { api: Api; batchId: string }) {
   const { status, results } = useBatch(api, batchId);

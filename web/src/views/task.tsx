@@ -6,26 +6,42 @@
  *
  * @module
  */
-import { type Api, ApiMissing, seg } from "../api";
-import { useBatch } from "../batch-data";
+import { type Api, ApiMissing } from "../api";
 import { BarChart } from "../chart";
-import { useResource } from "../hooks";
 import { hrefOf } from "../routes";
-import { fmtReward, stageDatasets } from "../stats";
-import { ErrorNote, LiveBadge, Section, Status } from "../ui";
-import { ResultSummary } from "./batch";
+import { stageDatasets } from "../stats";
+import { type TaskSessionLine, useTaskSessions } from "../task-data";
+import { ErrorNote, LiveBadge, Section } from "../ui";
+import { ResultSummary } from "./result-summary";
+import { SessionTable } from "./session-table";
 
-interface SessionRow {
-  session_id: string;
-  task_id: string;
-  status: string;
-  stage: string | null;
-  node_id: string | null;
-  attempt: number;
-  reward: number | null;
-  error_kind: string | null;
-  error_message: string | null;
-  stage_timings: { init_ms: number; ready_wait_ms: number; run_ms: number; post_run_ms: number } | null;
+/** Why the sessions shown may be only the finished ones, or could not be listed. */
+function ListingNote({ error }: { error: Error | undefined }) {
+  if (error instanceof ApiMissing)
+    return (
+      <p class="missing">
+        Listing every session (queued and running too) needs GET /v1/batches/:id/sessions, which this control
+        plane does not have: showing the finished sessions from the results stream.
+      </p>
+    );
+  return error ? <ErrorNote error={error} what="sessions" /> : null;
+}
+
+/** Every timed session's stages as one stacked bar each. */
+function StageTimeline({ taskId, lines }: { taskId: string; lines: TaskSessionLine[] }) {
+  const timed = lines.filter((r) => r.timing);
+  if (!timed.length) return <p class="muted">No session has stage timings yet.</p>;
+  return (
+    <BarChart
+      label={`stage timeline of task ${taskId}`}
+      labels={timed.map((r) => r.session_id)}
+      datasets={stageDatasets(timed)}
+      horizontal
+      stacked
+      unit="seconds"
+      height={60 + 28 * timed.length}
+    />
+  );
 }
 
 /**
@@ -37,52 +53,7 @@ interface SessionRow {
  * ```
  */
 export function Task({ api, batchId, taskId }: { api: Api; batchId: string; taskId: string }) {
-  const batch = useBatch(api, batchId);
-  const listed = useResource(
-    () =>
-      api.get<{ sessions: SessionRow[] }>(
-        `/v1/batches/${seg(batchId)}/sessions?task_id=${seg(taskId)}&limit=500`,
-      ),
-    // Read again as results arrive, so statuses and timings stay current.
-    [batchId, taskId, batch.results.length],
-  );
-  const results = batch.results.filter((r) => r.task_id === taskId);
-  const fromApi = listed.data?.sessions;
-  const rows: Array<{
-    session_id: string;
-    status: string;
-    node_id: string | null;
-    attempt: number | null;
-    reward: number | null;
-    error: string;
-    timing: Record<string, number> | null;
-  }> = fromApi
-    ? fromApi.map((s) => ({
-        session_id: s.session_id,
-        status: batch.sessions[s.session_id]?.status ?? s.status,
-        node_id: s.node_id,
-        attempt: s.attempt,
-        reward: s.reward,
-        error: s.error_kind ? `${s.error_kind}: ${s.error_message ?? ""}` : "",
-        timing: s.stage_timings
-          ? {
-              init_ms: s.stage_timings.init_ms,
-              ready_ms: s.stage_timings.ready_wait_ms,
-              run_ms: s.stage_timings.run_ms,
-              postrun_ms: s.stage_timings.post_run_ms,
-            }
-          : null,
-      }))
-    : results.map((r) => ({
-        session_id: r.session_id,
-        status: r.status,
-        node_id: r.node_id,
-        attempt: r.attempt,
-        reward: r.reward,
-        error: r.error ? `${r.error.kind}: ${r.error.message}` : "",
-        timing: (r.timing as Record<string, number> | undefined) ?? null,
-      }));
-  const timed = rows.filter((r) => r.timing);
+  const { batch, listed, results, lines } = useTaskSessions(api, batchId, taskId);
   return (
     <div class="view" data-view="task">
       <h1>
@@ -91,58 +62,12 @@ export function Task({ api, batchId, taskId }: { api: Api; batchId: string; task
       <p>
         in batch <a href={hrefOf({ view: "batch", batchId })}>{batchId}</a>
       </p>
-      {listed.error instanceof ApiMissing ? (
-        <p class="missing">
-          Listing every session (queued and running too) needs GET /v1/batches/:id/sessions, which this
-          control plane does not have: showing the finished sessions from the results stream.
-        </p>
-      ) : listed.error ? (
-        <ErrorNote error={listed.error} what="sessions" />
-      ) : null}
-      <Section title={`Sessions (${rows.length})`}>
-        <table class="sessions">
-          <thead>
-            <tr>
-              <th>session</th>
-              <th>status</th>
-              <th>node</th>
-              <th>attempt</th>
-              <th>reward</th>
-              <th>error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((r) => (
-              <tr key={r.session_id} data-session={r.session_id} data-status={r.status}>
-                <td>
-                  <a href={hrefOf({ view: "session", sessionId: r.session_id })}>{r.session_id}</a>
-                </td>
-                <td>
-                  <Status status={r.status} />
-                </td>
-                <td>{r.node_id ?? "–"}</td>
-                <td>{r.attempt ?? "–"}</td>
-                <td>{fmtReward(r.reward)}</td>
-                <td>{r.error}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+      <ListingNote error={listed.error} />
+      <Section title={`Sessions (${lines.length})`}>
+        <SessionTable lines={lines} />
       </Section>
       <Section title="Stage timeline (seconds)">
-        {timed.length ? (
-          <BarChart
-            label={`stage timeline of task ${taskId}`}
-            labels={timed.map((r) => r.session_id)}
-            datasets={stageDatasets(timed)}
-            horizontal
-            stacked
-            unit="seconds"
-            height={60 + 28 * timed.length}
-          />
-        ) : (
-          <p class="muted">No session has stage timings yet.</p>
-        )}
+        <StageTimeline taskId={taskId} lines={lines} />
       </Section>
       <Section title="Rewards">
         <ResultSummary title={`task ${taskId}`} results={results} />

@@ -6,16 +6,24 @@
  *
  * @module
  */
+import type { Trace, TraceText } from "../api-types";
 
-/** The trace fields this view reads. */
-export interface TraceLike {
-  prompt_ids: number[];
-  response_ids: number[];
-  loss_mask: number[];
-  response_logprobs: number[] | null;
-  metadata?: {
-    turns?: Array<{ verdict?: string; reason?: string; sampled_start?: number; bridged_start?: number }>;
-  };
+/**
+ * A turn of a trace's `metadata.turns`: the token bridge's verdict on it and where it starts (the
+ * document types a trace's metadata as any object).
+ */
+interface Turn {
+  verdict?: string;
+  reason?: string;
+  sampled_start?: number;
+  bridged_start?: number;
+}
+
+/** A turn's badge, at the response token where it starts. */
+interface TurnMark {
+  n: number;
+  verdict: string;
+  reason?: string;
 }
 
 /**
@@ -37,6 +45,57 @@ function show(text: string): string {
   return text.replace(/\n/g, "↵\n").replace(/\t/g, "→");
 }
 
+/** A token's text when the page has it, else its id. */
+const label = (i: number, ids: number[], texts: string[] | undefined) =>
+  texts?.[i] !== undefined ? show(texts[i]!) : `[${ids[i]}]`;
+
+/** Each turn's badge by the response index where the turn starts. */
+function turnMarks(trace: Trace): Map<number, TurnMark> {
+  const turns = trace.metadata?.turns;
+  const marks = new Map<number, TurnMark>();
+  (Array.isArray(turns) ? (turns as Turn[]) : []).forEach((t, n) => {
+    const at = t.bridged_start ?? t.sampled_start;
+    if (typeof at === "number")
+      marks.set(at, { n: n + 1, verdict: t.verdict ?? "?", ...(t.reason ? { reason: t.reason } : {}) });
+  });
+  return marks;
+}
+
+/** One response token, preceded by its turn's badge where a turn starts. */
+function ResponseToken({
+  trace,
+  i,
+  text,
+  turn,
+}: {
+  trace: Trace;
+  i: number;
+  text: string[] | undefined;
+  turn: TurnMark | undefined;
+}) {
+  const id = trace.response_ids[i];
+  const lp = trace.response_logprobs?.[i];
+  const mask = trace.loss_mask[i] ?? 0;
+  const h = mask === 1 ? heat(lp) : 0;
+  return (
+    <>
+      {turn ? (
+        <span class={`verdict verdict-${turn.verdict}`} title={turn.reason ?? ""} data-verdict={turn.verdict}>
+          turn {turn.n}: {turn.verdict}
+        </span>
+      ) : null}
+      <span
+        class={`tok ${mask === 1 ? "tok-train" : "tok-ctx"}`}
+        data-mask={mask}
+        style={h > 0 ? { backgroundColor: `rgba(220, 50, 47, ${(0.15 + 0.7 * h).toFixed(2)})` } : undefined}
+        title={`response #${i} id ${id} mask ${mask}${lp === undefined ? "" : ` logprob ${lp.toFixed(3)}`}`}
+      >
+        {label(i, trace.response_ids, text)}
+      </span>
+    </>
+  );
+}
+
 /**
  * One trace: the prompt (collapsed), then the response tokens with masks, heat and turn verdicts.
  *
@@ -45,23 +104,8 @@ function show(text: string): string {
  * <TraceTokens index={0} trace={trace} text={{ prompt: ["<|im_start|>"], response: ["Hi"] }} />
  * ```
  */
-export function TraceTokens({
-  index,
-  trace,
-  text,
-}: {
-  index: number;
-  trace: TraceLike;
-  text: { prompt: string[]; response: string[] } | null;
-}) {
-  const turnAt = new Map<number, { n: number; verdict: string; reason?: string }>();
-  (trace.metadata?.turns ?? []).forEach((t, n) => {
-    const at = t.bridged_start ?? t.sampled_start;
-    if (typeof at === "number")
-      turnAt.set(at, { n: n + 1, verdict: t.verdict ?? "?", ...(t.reason ? { reason: t.reason } : {}) });
-  });
-  const label = (i: number, ids: number[], texts: string[] | undefined) =>
-    texts?.[i] !== undefined ? show(texts[i]!) : `[${ids[i]}]`;
+export function TraceTokens({ index, trace, text }: { index: number; trace: Trace; text: TraceText | null }) {
+  const turns = turnMarks(trace);
   const masked = trace.loss_mask.filter((m) => m === 1).length;
   return (
     <div class="trace" data-trace={index}>
@@ -80,36 +124,9 @@ export function TraceTokens({
         </pre>
       </details>
       <pre class="tokens" data-response>
-        {trace.response_ids.map((id, i) => {
-          const lp = trace.response_logprobs?.[i];
-          const mask = trace.loss_mask[i] ?? 0;
-          const turn = turnAt.get(i);
-          const h = mask === 1 ? heat(lp) : 0;
-          return (
-            <>
-              {turn ? (
-                <span
-                  class={`verdict verdict-${turn.verdict}`}
-                  title={turn.reason ?? ""}
-                  data-verdict={turn.verdict}
-                >
-                  turn {turn.n}: {turn.verdict}
-                </span>
-              ) : null}
-              <span
-                key={i}
-                class={`tok ${mask === 1 ? "tok-train" : "tok-ctx"}`}
-                data-mask={mask}
-                style={
-                  h > 0 ? { backgroundColor: `rgba(220, 50, 47, ${(0.15 + 0.7 * h).toFixed(2)})` } : undefined
-                }
-                title={`response #${i} id ${id} mask ${mask}${lp === undefined ? "" : ` logprob ${lp.toFixed(3)}`}`}
-              >
-                {label(i, trace.response_ids, text?.response)}
-              </span>
-            </>
-          );
-        })}
+        {trace.response_ids.map((_, i) => (
+          <ResponseToken key={i} trace={trace} i={i} text={text?.response} turn={turns.get(i)} />
+        ))}
       </pre>
     </div>
   );
