@@ -5,7 +5,7 @@
  * @module
  */
 import type { ArtifactKind } from "../protocol";
-import type { RawResult } from "./batch/dto";
+import type { RawResult } from "./shared/ledger-rpc";
 
 /**
  * R2 key of an artifact: by batch, session and lease, so an upload under a superseded lease never

@@ -7,8 +7,10 @@
  * @module
  */
 import { Hono } from "hono";
+import { z } from "zod";
 import { authorize } from "./auth";
 import { EXPOSITION_CONTENT_TYPE, Exposition, type Labels, type Sample } from "./metrics-text";
+import { type ApiDescription, errors } from "./openapi-registry";
 import type { QueueCounters } from "./queue/counter-store";
 import type { ShardMetrics } from "./queue/shard-metrics";
 import { dispatchersOf } from "./queue/shards";
@@ -29,7 +31,8 @@ function per(shards: ShardMetrics[], value: (m: ShardMetrics) => number): Sample
 }
 
 /**
- * The exposition of `shards` (pure: the route gathers, this writes).
+ * The exposition of `shards` (pure: the route gathers, this writes), family after family in the
+ * order docs/control-plane.md lists them.
  *
  * @example
  * ```ts
@@ -40,6 +43,21 @@ function per(shards: ShardMetrics[], value: (m: ShardMetrics) => number): Sample
  */
 export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
   const out = new Exposition();
+  writeDepths(out, shards);
+  writeGateways(out, shards);
+  writeDispatch(out, shards);
+  writeFence(out, shards);
+  for (const [name, help] of Object.entries(DISPATCHER_COUNTERS) as [keyof QueueCounters, string][])
+    out.counter(
+      `polar_queue_${name}_total`,
+      help,
+      per(shards, (m) => m.counters[name]),
+    );
+  return out.text();
+}
+
+/** What each shard holds: sessions pending and leased, batches active. */
+function writeDepths(out: Exposition, shards: ShardMetrics[]): void {
   out.gauge(
     "polar_queue_pending_sessions",
     "Sessions waiting for a gateway (queue depth)",
@@ -55,6 +73,10 @@ export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
     "Batches with a session pending or leased on the shard",
     per(shards, (m) => m.active_batches),
   );
+}
+
+/** The gateways of each shard: counted by state, and each one's credit and leases. */
+function writeGateways(out: Exposition, shards: ShardMetrics[]): void {
   const gatewayStates: Sample[] = [];
   const credit: Sample[] = [];
   const gatewayLeases: Sample[] = [];
@@ -80,6 +102,10 @@ export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
     credit,
   );
   out.gauge("polar_queue_gateway_leases", "Leases held by each gateway", gatewayLeases);
+}
+
+/** How fast each shard leases what it holds, and what comes back. */
+function writeDispatch(out: Exposition, shards: ShardMetrics[]): void {
   out.histogram(
     "polar_queue_dispatch_seconds",
     "Time from a session entering the shard's pending list to its lease (sent to a gateway)",
@@ -100,6 +126,10 @@ export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
       })),
     ),
   );
+}
+
+/** The queue's inference fence as each shard stores it. */
+function writeFence(out: Exposition, shards: ShardMetrics[]): void {
   out.gauge(
     "polar_queue_paused",
     "1 while the queue's inference fence is paused (as stored on the shard)",
@@ -119,13 +149,6 @@ export function renderControlPlaneMetrics(shards: ShardMetrics[]): string {
         : [{ labels: { queue: m.queue, shard: m.shard, policy_version: m.fence.policy_version }, value: 1 }],
     ),
   );
-  for (const [name, help] of Object.entries(DISPATCHER_COUNTERS) as [keyof QueueCounters, string][])
-    out.counter(
-      `polar_queue_${name}_total`,
-      help,
-      per(shards, (m) => m.counters[name]),
-    );
-  return out.text();
 }
 
 /**
@@ -145,3 +168,29 @@ metricsRoutes.get("/", async (c) => {
   const shards = await Promise.all(dispatchers.map((q) => c.env.QUEUE.getByName(q).metrics()));
   return c.body(renderControlPlaneMetrics(shards), 200, { "content-type": EXPOSITION_CONTENT_TYPE });
 });
+
+/**
+ * The OpenAPI entry of `GET /metrics`: Prometheus text, so registered whole rather than through
+ * `api.path` (which answers JSON), with the one error it answers before gathering (401).
+ *
+ * @example
+ * ```ts
+ * describeMetricsRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeMetricsRoutes(api: ApiDescription): void {
+  api.register({
+    method: "get",
+    path: "/metrics",
+    operationId: "getMetrics",
+    summary: "Prometheus metrics of every queue's shards: depth, leases, gateways, dispatch latency, results",
+    security: [{ bearer: [] }],
+    responses: {
+      401: errors[401],
+      200: {
+        description: "Prometheus text exposition format 0.0.4 (families: docs/control-plane.md)",
+        content: { "text/plain; version=0.0.4; charset=utf-8": { schema: z.string() } },
+      },
+    },
+  });
+}

@@ -1,28 +1,16 @@
 /**
  * OpenAPI entries of the state queries and the state-event stream (`GET /v1/events`,
- * `GET /v1/batches/:id/sessions`, `GET /v1/batches/:id/summary`), registered by `openapi.ts`
- * through its `path` helper. The shapes mirror `events/kinds.ts` and `batch/summary.ts`.
+ * `GET /v1/batches/:id/sessions`, `GET /v1/batches/:id/summary`), served by `routes/events.ts`
+ * and `routes/batches.ts` and kept together here, in the document's order, with the shapes they
+ * answer (mirrors of `events/kinds.ts` and `batch/summary.ts`, which have no zod schema of their
+ * own).
  *
  * @module
  */
 import { z } from "zod";
 import { ErrorBody, SessionStatus } from "../protocol";
 import { EVENT_KINDS, MAX_EVENTS_PER_PAGE } from "./events/kinds";
-
-/** The signature of `openapi.ts`'s `path` helper that these entries need. */
-export type PathFn = (
-  method: "get",
-  route: string,
-  operationId: string,
-  summary: string,
-  responses: Record<number, { description: string; content: { "application/json": { schema: z.ZodType } } }>,
-  request: { params?: z.ZodObject; query?: z.ZodObject },
-) => void;
-
-const json = (schema: z.ZodType, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
+import { type ApiDescription, json } from "./openapi-registry";
 
 const counts = z.record(z.string(), z.number()).describe("Sessions per status (statuses with none left out)");
 const tokens = z.object({ prompt: z.number(), response: z.number() });
@@ -113,11 +101,11 @@ const EventsPage = z.object({
  *
  * @example
  * ```ts
- * registerStatePaths(path);
+ * describeStateRoutes(apiDescription(doc.openAPIRegistry));
  * ```
  */
-export function registerStatePaths(path: PathFn): void {
-  path(
+export function describeStateRoutes(api: ApiDescription): void {
+  api.path(
     "get",
     "/v1/events",
     "listEvents",
@@ -142,7 +130,7 @@ export function registerStatePaths(path: PathFn): void {
       }),
     },
   );
-  path(
+  api.path(
     "get",
     "/v1/batches/{id}/sessions",
     "listBatchSessions",
@@ -164,7 +152,7 @@ export function registerStatePaths(path: PathFn): void {
       }),
     },
   );
-  path(
+  api.path(
     "get",
     "/v1/batches/{id}/summary",
     "getBatchSummary",

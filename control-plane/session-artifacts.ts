@@ -16,8 +16,8 @@ import {
   TokenTextShapeError,
   TokenTextUpload,
 } from "../protocol";
-import type { SessionView } from "./batch/dto";
 import { ApiError } from "./errors";
+import type { SessionView } from "./shared/ledger-rpc";
 
 const SHAPES: Partial<Record<ArtifactKind, z.ZodType>> = { logs: LogsUpload, tokens: TokenTextUpload };
 
@@ -58,8 +58,44 @@ function tokensOrThrow(upload: TokenTextUpload, sessionId: string): SessionToken
 }
 
 /**
- * The text of an artifact the ledger accepted: 404 when R2 lacks it, 409 `not_ready` when the
- * object is not the size of the accepted upload (overwritten or truncated).
+ * The R2 object of an artifact the ledger accepted, checked before a byte of it is used: 404 when
+ * R2 lacks it, 409 `not_ready` when it is not the size of the accepted upload (overwritten or
+ * truncated; `expectedBytes` null: any size). `refuseEmpty` also refuses an empty object, for
+ * artifacts served as they are stored, where an empty 200 would pass for the document.
+ *
+ * @example
+ * ```ts
+ * const object = await openStoredArtifact(env.TRAJECTORIES, view, key, view.trajectory_bytes, "trajectory", {
+ *   refuseEmpty: true,
+ * });
+ * ```
+ */
+export async function openStoredArtifact(
+  bucket: R2Bucket,
+  view: Pick<SessionView, "session_id">,
+  key: string,
+  expectedBytes: number | null,
+  what: string,
+  { refuseEmpty = false }: { refuseEmpty?: boolean } = {},
+): Promise<R2ObjectBody> {
+  const object = await bucket.get(key);
+  if (!object) throw ApiError.notFound(`${what} of session '${view.session_id}' are missing from storage`);
+  const expected = expectedBytes ?? object.size;
+  if (object.size !== expected || (refuseEmpty && object.size === 0)) {
+    await object.body.cancel().catch(() => {});
+    throw new ApiError(
+      409,
+      "not_ready",
+      `${what} of session '${view.session_id}' are ${object.size} bytes in storage but the accepted upload was ${expected} bytes`,
+      undefined,
+      { "Retry-After": "1" },
+    );
+  }
+  return object;
+}
+
+/**
+ * The text of an artifact the ledger accepted, checked as {@link openStoredArtifact} does.
  *
  * @example
  * ```ts
@@ -73,19 +109,7 @@ export async function readStoredArtifact(
   expectedBytes: number | null,
   what: string,
 ): Promise<string> {
-  const object = await bucket.get(key);
-  if (!object) throw ApiError.notFound(`${what} of session '${view.session_id}' are missing from storage`);
-  if (expectedBytes !== null && object.size !== expectedBytes) {
-    await object.body.cancel().catch(() => {});
-    throw new ApiError(
-      409,
-      "not_ready",
-      `${what} of session '${view.session_id}' are ${object.size} bytes in storage but the accepted upload was ${expectedBytes} bytes`,
-      undefined,
-      { "Retry-After": "1" },
-    );
-  }
-  return object.text();
+  return (await openStoredArtifact(bucket, view, key, expectedBytes, what)).text();
 }
 
 /**

@@ -17,8 +17,8 @@ import {
   type TaskSpec,
   type TerminalStatus,
 } from "../../protocol";
+import type { ResultRefs } from "../shared/ledger-rpc";
 import { idChunks } from "../sql-chunks";
-import type { ResultRefs } from "./dto";
 import { recordSessionEvent } from "./events";
 import { RESULT_CHUNK_CHARS, splitText } from "./result-store";
 import * as schema from "./schema";
@@ -205,6 +205,28 @@ export function endSessions(
   return out;
 }
 
+/**
+ * Ends every open session in `sessions` as TIMEOUT (error kind `timeout`), saying which limit ran
+ * out in `metadata.timeout_source`; returns what the queue must withdraw.
+ *
+ * @example
+ * ```ts
+ * timeOutSessions(db, batchId, new TaskCache(db), [row], "no gateway …", "no_gateway", Date.now());
+ * ```
+ */
+export function timeOutSessions(
+  db: BatchDb,
+  batchId: string,
+  tasks: TaskCache,
+  sessions: SessionRow[],
+  message: string,
+  source: "session" | "queue" | "no_gateway",
+  now: number,
+): Withdrawal[] {
+  const metadata = () => ({ timeout_source: source });
+  return endSessions(db, batchId, tasks, sessions, "TIMEOUT", "timeout", message, metadata, now);
+}
+
 function openSessions(db: BatchDb, where?: ReturnType<typeof sql>) {
   return db
     .select()
@@ -233,35 +255,21 @@ export function expireDeadlines(db: BatchDb, batchId: string, now: number): With
     .all();
   if (due.length === 0) return [];
   const tasks = new TaskCache(db);
-  const out = endSessions(
+  const ended = due.filter((s) => s.startedAt !== null);
+  const out = timeOutSessions(
     db,
     batchId,
     tasks,
-    due.filter((s) => s.startedAt !== null),
-    "TIMEOUT",
-    "timeout",
+    ended,
     "the session did not finish within timeout_seconds plus the grace period",
-    () => ({ timeout_source: "session" }),
+    "session",
     now,
   );
-  const ended = due.filter((s) => s.startedAt !== null);
   for (const session of due) {
     const { spec } = tasks.get(session.taskIndex);
     if (!queueTimeoutPassed(spec, session, now)) continue;
     const message = `the session waited for a gateway longer than queue_timeout_seconds (${spec.queue_timeout_seconds} s)`;
-    out.push(
-      ...endSessions(
-        db,
-        batchId,
-        tasks,
-        [session],
-        "TIMEOUT",
-        "timeout",
-        message,
-        () => ({ timeout_source: "queue" }),
-        now,
-      ),
-    );
+    out.push(...timeOutSessions(db, batchId, tasks, [session], message, "queue", now));
     ended.push(session);
   }
   for (const taskIndex of new Set(ended.map((s) => s.taskIndex))) afterTerminal(db, taskIndex, now);

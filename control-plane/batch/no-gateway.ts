@@ -11,7 +11,7 @@
  */
 import { and, eq, isNotNull, isNull, lte } from "drizzle-orm";
 import type { GatewayPresence } from "../queue/stats";
-import { afterTerminal, endSessions, TaskCache, type Withdrawal } from "./lifecycle";
+import { afterTerminal, TaskCache, timeOutSessions, type Withdrawal } from "./lifecycle";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
 import type { BatchDb } from "./store";
@@ -96,15 +96,13 @@ export function applyPresence(
     const since = Math.max(queuedAt, lastServed ?? queuedAt);
     if (now - since >= limitMs) {
       const seconds = Math.round(limitMs / 1000);
-      const withdrawn = endSessions(
+      const withdrawn = timeOutSessions(
         db,
         batchId,
         tasks,
         [session],
-        "TIMEOUT",
-        "timeout",
         `no gateway was connected to queue '${queue}' for ${seconds} s (POLAR_NO_GATEWAY_SECONDS); the session never ran`,
-        () => ({ timeout_source: "no_gateway" }),
+        "no_gateway",
         now,
       );
       out.push(...withdrawn);

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { and, asc, eq, inArray, lte, min, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, lte, sql } from "drizzle-orm";
 import { parseSessionId, type SessionAssignment, samplingSeed, type TaskSpec } from "../../protocol";
 import { idChunks } from "../sql-chunks";
 import * as schema from "./schema";
@@ -72,23 +72,6 @@ export function deferOutbox(db: BatchDb, ids: number[], now: number, error: stri
       .where(eq(schema.outbox.id, id))
       .run();
   }
-}
-
-/**
- * Earliest `next_attempt_at` in the outbox, or null when it is empty.
- *
- * @example
- * ```ts
- * const at = nextOutboxAt(db); if (at !== null) await ctx.storage.setAlarm(at);
- * ```
- */
-export function nextOutboxAt(db: BatchDb): number | null {
-  return (
-    db
-      .select({ at: min(schema.outbox.nextAttemptAt) })
-      .from(schema.outbox)
-      .get()?.at ?? null
-  );
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { type BatchRequest, LIMITS } from "../../protocol";
 import { shardsOf } from "../queue/shards";
-import type { CreateOutcome } from "./dto";
+import type { CreateOutcome } from "../shared/ledger-rpc";
 
 /**
  * I5: a trainer over the queue limit gets 429 with Retry-After, before anything is stored. Asks

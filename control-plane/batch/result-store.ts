@@ -6,7 +6,7 @@
  * @module
  */
 import { asc, eq, gt, sql } from "drizzle-orm";
-import type { RawResult } from "./dto";
+import type { RawResult } from "../shared/ledger-rpc";
 import * as schema from "./schema";
 import type { BatchDb } from "./store";
 

@@ -18,7 +18,8 @@ import {
   type TaskSpec,
 } from "../../protocol";
 import { sessionIdOf } from "../ids";
-import type { AssignOutcome, BatchCounters, ProgressOutcome } from "./dto";
+import { countersFrom } from "../shared/counters";
+import type { AssignOutcome, BatchCounters, ProgressOutcome } from "../shared/ledger-rpc";
 import { recordBatchEvent, recordSessionEvent } from "./events";
 import * as schema from "./schema";
 import { OPEN_SESSION } from "./statuses";
@@ -256,17 +257,14 @@ export function bumpCounter(db: BatchDb, name: keyof BatchCounters): void {
  * ```
  */
 export function readCounters(db: BatchDb): BatchCounters {
-  const out: BatchCounters = {
+  const zeros: BatchCounters = {
     stale_results: 0,
     duplicate_results: 0,
     stale_progress: 0,
     requeued_sessions: 0,
     stale_uploads: 0,
   };
-  for (const row of db.select().from(schema.counters).all()) {
-    if (row.name in out) out[row.name as keyof BatchCounters] = row.value;
-  }
-  return out;
+  return countersFrom(zeros, db.select().from(schema.counters).all());
 }
 
 /**
@@ -383,6 +381,9 @@ export function checkResult(
   }
   return { kind: "open", session };
 }
+
+/** `request_hash` of a tombstone: a batch id cancelled before it was ever submitted. */
+export const TOMBSTONE = "tombstone";
 
 /**
  * Records a cancelled batch that never existed (upstream's `register_if_missing`): a tombstone

@@ -31,8 +31,14 @@ export function waitingTimerAt(
   queuedAt: number,
   nextCheckAt: number,
 ): number {
+  const timeoutAt = queueTimeoutAt(spec, queuedAt);
+  return timeoutAt === null ? nextCheckAt : Math.min(nextCheckAt, timeoutAt);
+}
+
+/** When a wait that began at `queuedAt` reaches the task's `queue_timeout_seconds`; null without one. */
+function queueTimeoutAt(spec: Pick<TaskSpec, "queue_timeout_seconds">, queuedAt: number): number | null {
   const limit = spec.queue_timeout_seconds;
-  return limit === undefined ? nextCheckAt : Math.min(nextCheckAt, queuedAt + limit * 1000);
+  return limit === undefined ? null : queuedAt + limit * 1000;
 }
 
 /** When the session's current attempt entered QUEUED (rows from before the column: creation). */
@@ -79,6 +85,7 @@ export function queueTimeoutPassed(
   session: SessionRow,
   now: number,
 ): boolean {
-  const limit = spec.queue_timeout_seconds;
-  return session.startedAt === null && limit !== undefined && queuedAtOf(session) + limit * 1000 <= now;
+  if (session.startedAt !== null) return false;
+  const timeoutAt = queueTimeoutAt(spec, queuedAtOf(session));
+  return timeoutAt !== null && timeoutAt <= now;
 }

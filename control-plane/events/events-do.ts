@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import { and, asc, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { type DrizzleSqliteDODatabase, drizzle } from "drizzle-orm/durable-sqlite";
 import { migrate } from "drizzle-orm/durable-sqlite/migrator";
-import { ResultWaiters } from "../batch/result-waiters";
+import { ResultWaiters } from "../shared/result-waiters";
 import migrations from "./drizzle/migrations.js";
 import { EVENT_LOG_LIMIT, type EventFilter, type EventsRead, type OutgoingEvent } from "./kinds";
 import * as schema from "./schema";

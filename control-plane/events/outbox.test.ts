@@ -32,7 +32,8 @@ async function logDown(batchId: string, down: boolean | "hung"): Promise<void> {
 function retryAt(batchId: string): Promise<number> {
   return runInDurableObject(
     env.BATCH.getByName(batchId),
-    (instance: BatchDO) => (instance as unknown as { events: { retryAt: number } }).events.retryAt,
+    (instance: BatchDO) =>
+      (instance as unknown as { ledger: { events: { retryAt: number } } }).ledger.events.retryAt,
   );
 }
 

@@ -13,6 +13,7 @@
  */
 import { asc, lte, sql } from "drizzle-orm";
 import type { DrizzleSqliteDODatabase } from "drizzle-orm/durable-sqlite";
+import { SingleFlight } from "../shared/single-flight";
 import { EVENTS_NAME } from "./events-do";
 import type { EventKind, OutgoingEvent } from "./kinds";
 import { eventOutbox } from "./outbox-schema";
@@ -97,8 +98,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
  * ```
  */
 export class EventFlusher {
-  private running = false;
-  private again = false;
+  /** One flush at a time: a flush asked for while one runs makes it run again after. */
+  private readonly flight = new SingleFlight();
   private failures = 0;
   /** Earliest time of the next retry after a failure (0: none pending). */
   retryAt = 0;
@@ -124,19 +125,8 @@ export class EventFlusher {
 
   /** Sends every waiting event; never throws. */
   async flush(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    try {
-      do {
-        this.again = false;
-        await this.sendAll();
-      } while (this.again && this.failures === 0);
-    } finally {
-      this.running = false;
-    }
+    // After a failure the next attempt is the alarm's, at the backoff: not a tight loop here.
+    await this.flight.run(() => this.sendAll(), { repeatWhile: () => this.failures === 0 });
   }
 
   private async sendAll(): Promise<void> {

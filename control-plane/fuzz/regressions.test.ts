@@ -185,7 +185,7 @@ describe("fuzz counterexamples: more ids than one statement may bind", () => {
       ).status,
     ).toBe(201);
     await runInDurableObject(env.BATCH.getByName(batchId), (instance) => {
-      const db = (instance as unknown as { db: BatchDb }).db;
+      const db = (instance as unknown as { ledger: { db: BatchDb } }).ledger.db;
       expect(taskResultSeqs(db, 0)).toEqual([]);
       const ids = Array.from({ length: 150 }, (_, i) => `${batchId}.0.${i}`);
       expect(sessionsById(db, ids)).toHaveLength(150);

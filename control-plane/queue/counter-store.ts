@@ -6,6 +6,7 @@
  * @module
  */
 import { sql } from "drizzle-orm";
+import { countersFrom } from "../shared/counters";
 import type { QueueDb } from "./db";
 import * as schema from "./schema";
 
@@ -49,7 +50,7 @@ export function bumpCounter(db: QueueDb, name: keyof QueueCounters, by = 1): voi
  * ```
  */
 export function readCounters(db: QueueDb): QueueCounters {
-  const out: QueueCounters = {
+  const zeros: QueueCounters = {
     stale_progress: 0,
     stale_results: 0,
     duplicate_results: 0,
@@ -57,10 +58,7 @@ export function readCounters(db: QueueDb): QueueCounters {
     stolen_sessions: 0,
     lent_sessions: 0,
   };
-  for (const row of db.select().from(schema.counters).all()) {
-    if (row.name in out) out[row.name as keyof QueueCounters] = row.value;
-  }
-  return out;
+  return countersFrom(zeros, db.select().from(schema.counters).all());
 }
 
 /**

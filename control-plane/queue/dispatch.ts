@@ -6,8 +6,8 @@
  * @module
  */
 import { type SessionAssignment, WIRE_VERSION } from "../../protocol";
-import type { AssignOutcome } from "../batch/dto";
 import { newLeaseId } from "../ids";
+import type { AssignOutcome } from "../shared/ledger-rpc";
 import type { GatewayRow, PendingRow } from "./db";
 import { disconnect } from "./liveness";
 import { DISPATCH_RETRY_MS } from "./settings";

@@ -20,11 +20,12 @@ import {
 } from "../../protocol";
 import { requireRole } from "../auth";
 import { ApiError } from "../errors";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
 import type { FenceChange } from "../queue/fence";
 import { parseShardName } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
-import { fenceQueue, parseFenceBody } from "./queues";
+import { fenceQueue, fenceStoreErrors, parseFenceBody } from "./queues";
 
 /** Body of `POST /v1/admin/inference/pause` (the trainer route's). */
 export const PauseBody = PauseRequest;
@@ -138,3 +139,77 @@ adminRoutes.delete("/path_tokens/:name", async (c) => {
   const revoked = await c.env.REGISTRY.getByName(REGISTRY_NAME).revokePathTokens(parsed.data);
   return c.json({ name: parsed.data, revoked });
 });
+
+/** The answers of an admin fence change, which is stored in every known queue before the fan-out. */
+const ADMIN_FENCE_RESPONSES = {
+  200: json(AdminFanoutResponse, "Stored in every known queue; per-node acks"),
+  502: json(AdminFanoutResponse, "Stored, but every gateway failed"),
+  ...fenceStoreErrors,
+};
+
+/**
+ * The OpenAPI entries of the routes above.
+ *
+ * @example
+ * ```ts
+ * describeAdminRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeAdminRoutes(api: ApiDescription): void {
+  api.path(
+    "post",
+    "/v1/admin/inference/pause",
+    "pauseAllInference",
+    "Pause inference on every known queue, durably (admin)",
+    ADMIN_FENCE_RESPONSES,
+    { body: PauseBody },
+  );
+  api.path(
+    "post",
+    "/v1/admin/inference/resume",
+    "resumeAllInference",
+    "Resume inference on every known queue, durably (admin)",
+    ADMIN_FENCE_RESPONSES,
+    { body: ResumeBody },
+  );
+  api.path(
+    "post",
+    "/v1/admin/policy_version",
+    "setAllPolicyVersion",
+    "Set the policy version of every known queue, durably (admin)",
+    ADMIN_FENCE_RESPONSES,
+    { body: PolicyVersionBody },
+  );
+  api.path(
+    "post",
+    "/v1/admin/gateway_tokens",
+    "registerGatewayToken",
+    "Register a per-gateway token by its SHA-256 (admin)",
+    { 201: json(z.object({ node_id: z.string(), registered: z.boolean() }), "Registered") },
+    { body: GatewayTokenBody },
+  );
+  api.path(
+    "delete",
+    "/v1/admin/gateway_tokens/{node_id}",
+    "revokeGatewayTokens",
+    "Revoke a node's gateway tokens (admin)",
+    { 200: json(z.object({ node_id: z.string(), revoked: z.number() }), "Revoked") },
+    { params: idParam("node_id") },
+  );
+  api.path(
+    "post",
+    "/v1/admin/path_tokens",
+    "registerPathToken",
+    "Register a path credential (upstream base URL /u/<credential>) by its SHA-256 (admin)",
+    { 201: json(z.object({ name: z.string(), queue: z.string(), registered: z.boolean() }), "Registered") },
+    { body: PathTokenBody },
+  );
+  api.path(
+    "delete",
+    "/v1/admin/path_tokens/{name}",
+    "revokePathTokens",
+    "Revoke every path credential of a name (admin)",
+    { 200: json(z.object({ name: z.string(), revoked: z.number() }), "Revoked") },
+    { params: idParam("name") },
+  );
+}

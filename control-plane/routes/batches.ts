@@ -7,16 +7,30 @@
  */
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { BatchRequest, describeIssues, fieldIssues, Identifier, LIMITS, SessionStatus } from "../../protocol";
+import { z } from "zod";
+import {
+  BatchCreated,
+  BatchRequest,
+  BatchStatusBody,
+  describeIssues,
+  ErrorBody,
+  fieldIssues,
+  Identifier,
+  LIMITS,
+  ResultsPage,
+  SessionStatus,
+} from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { requireReadWrite } from "../auth";
-import type { RawResultsPage } from "../batch/dto";
 import { harnessOf } from "../batch/summary";
 import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
 import { newBatchId } from "../ids";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
+import { BatchListFilters, BatchListItemSchema } from "../openapi-state";
 import { type BatchCursor, type BatchListFilter, REGISTRY_NAME } from "../registry/registry-do";
 import { canonicalHash, readJsonBody, utf8Length } from "../request-body";
+import type { RawResultsPage } from "../shared/ledger-rpc";
 import { identifierParam, integerParam } from "./params";
 
 /**
@@ -318,3 +332,111 @@ batchRoutes.get("/:id/results", async (c) => {
     }
   });
 });
+
+/** `GET /v1/batches`'s page: newest first, with the cursor of the next. */
+const BatchListPage = z.object({
+  batches: z.array(BatchListItemSchema),
+  next_before: z
+    .string()
+    .nullable()
+    .describe("Cursor of the next page ('<created_at>:<batch_id>'); null on the last page"),
+});
+
+/** The query of `GET /v1/batches`. */
+const BatchListQuery = z.object({
+  limit: z.string().optional(),
+  before: z
+    .string()
+    .optional()
+    .describe("next_before of the previous page; a bare created_at lists batches strictly older"),
+  ...BatchListFilters,
+});
+
+/**
+ * The OpenAPI entries of the routes above; the sessions and summary of a batch are described with
+ * the other state queries (`openapi-state.ts`).
+ *
+ * @example
+ * ```ts
+ * describeBatchRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeBatchRoutes(api: ApiDescription): void {
+  const batchId = idParam("id");
+  api.path(
+    "post",
+    "/v1/batches",
+    "createBatch",
+    "Create a batch (idempotent by batch_id)",
+    {
+      200: json(BatchCreated, "Replay of the same body"),
+      201: json(BatchCreated, "Created"),
+      409: json(ErrorBody, "batch_id exists with another body, or was cancelled"),
+      413: json(ErrorBody, `Body over ${LIMITS.maxBodyBytes} bytes or a task over the limit`),
+      429: json(ErrorBody, "Queue full (LIMITS.maxQueueDepth); see Retry-After"),
+    },
+    { body: BatchRequest },
+  );
+  api.path(
+    "get",
+    "/v1/batches",
+    "listBatches",
+    "List batches, newest first",
+    { 200: json(BatchListPage, "Batches") },
+    { query: BatchListQuery },
+  );
+  api.path(
+    "get",
+    "/v1/batches/{id}",
+    "getBatch",
+    "Batch status with per-task counts",
+    { 200: json(BatchStatusBody, "Status") },
+    { params: batchId },
+  );
+  api.path(
+    "get",
+    "/v1/batches/{id}/results",
+    "getBatchResults",
+    "Results after a cursor; long-poll with wait=, or SSE (Accept: text/event-stream; id = seq, resumable with Last-Event-ID)",
+    { 200: json(ResultsPage, "A page of results") },
+    {
+      params: batchId,
+      query: z.object({
+        after: z.string().optional(),
+        wait: z.string().optional(),
+        limit: z.string().optional(),
+      }),
+    },
+  );
+  api.path(
+    "delete",
+    "/v1/batches/{id}",
+    "cancelBatch",
+    "Cancel a batch (idempotent; the id cannot be resubmitted)",
+    {
+      200: json(
+        z.object({ batch_id: z.string(), status: z.literal("cancelled"), cancelled_sessions: z.number() }),
+        "Cancelled",
+      ),
+    },
+    { params: batchId },
+  );
+  api.path(
+    "delete",
+    "/v1/batches/{id}/tasks/{task_id}",
+    "cancelTask",
+    "Cancel one task of a batch",
+    {
+      200: json(
+        z.object({
+          batch_id: z.string(),
+          task_id: z.string(),
+          status: z.literal("cancelled"),
+          cancelled_sessions: z.number(),
+        }),
+        "Cancelled",
+      ),
+    },
+    { params: z.object({ id: z.string(), task_id: z.string() }) },
+  );
+}

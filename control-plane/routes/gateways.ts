@@ -7,8 +7,11 @@
  * @module
  */
 import { Hono } from "hono";
+import { z } from "zod";
+import { ErrorBody } from "../../protocol";
 import { authorize } from "../auth";
 import { ApiError } from "../errors";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
 import { dispatchersOf, gatewayShard } from "../queue/shards";
 import { NODE_HEADER, NODE_HINT_HEADER, QUEUE_HEADER } from "../queue/sockets";
 import { REGISTRY_NAME } from "../registry/registry-do";
@@ -75,3 +78,83 @@ gatewayRoutes.post("/:id/drain", async (c) => {
   if (!result) throw ApiError.notFound(`gateway '${nodeId}' never connected`);
   return c.json({ node_id: nodeId, queue, draining: true, ack: result });
 });
+
+/**
+ * A gateway of `GET /v1/gateways` (`queue/stats.ts`'s `GatewayView`): an open object, so fields
+ * added there do not break clients generated from an older document.
+ */
+const GatewayViewSchema = z
+  .object({
+    node_id: z.string(),
+    queue: z.string(),
+    shard: z.string().describe("The dispatcher holding the gateway: the queue, or queue#i when sharded"),
+    credit: z.number(),
+    connected: z.boolean(),
+    draining: z.boolean(),
+    leases: z.number(),
+    reservations: z.number(),
+    capacity: z.object({ max_init: z.number(), max_run: z.number(), max_postrun: z.number() }),
+    metrics: z.record(z.string(), z.number()).nullable().describe("Stage depths and in-flight counts"),
+    connected_at: z.number(),
+    disconnected_at: z.number().nullable(),
+    last_seen_at: z.number().nullable(),
+  })
+  .passthrough();
+
+/** A dispatcher shard of `GET /v1/gateways` (`queue/stats.ts`'s `ShardStats`), open as the gateway. */
+const QueueShardSchema = z
+  .object({
+    queue: z.string(),
+    shard: z.string(),
+    pending: z.number(),
+    leases: z.number(),
+    counters: z.record(z.string(), z.number()),
+  })
+  .passthrough();
+
+/**
+ * The OpenAPI entry of `GET /v1/gateways`. It is apart from {@link describeGatewayRoutes}
+ * because the document lists `GET /metrics` between them, and generated clients keep that order.
+ *
+ * @example
+ * ```ts
+ * describeGatewayListing(api);
+ * describeMetricsRoutes(api);
+ * describeGatewayRoutes(api);
+ * ```
+ */
+export function describeGatewayListing(api: ApiDescription): void {
+  api.path("get", "/v1/gateways", "listGateways", "Gateways of every queue, with stage metrics", {
+    200: json(
+      z.object({ gateways: z.array(GatewayViewSchema), queues: z.array(QueueShardSchema) }),
+      "Gateways",
+    ),
+  });
+}
+
+/**
+ * The OpenAPI entries of the gateway's WebSocket and of its drain.
+ *
+ * @example
+ * ```ts
+ * describeGatewayRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeGatewayRoutes(api: ApiDescription): void {
+  api.path(
+    "get",
+    "/v1/gateways/connect",
+    "connectGateway",
+    "Gateway WebSocket (Upgrade: websocket; protocol/wire.ts)",
+    { 426: json(ErrorBody, "Not a WebSocket upgrade") },
+    { query: z.object({ queue: z.string().optional(), node_id: z.string().optional() }) },
+  );
+  api.path(
+    "post",
+    "/v1/gateways/{id}/drain",
+    "drainGateway",
+    "Drain a gateway (admin)",
+    { 200: json(z.object({ node_id: z.string(), draining: z.boolean() }).passthrough(), "Draining") },
+    { params: idParam("id") },
+  );
+}

@@ -16,21 +16,24 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import { DEFAULT_FENCE_TIMEOUT_SECONDS, MAX_FENCE_TIMEOUT_SECONDS } from "../../protocol";
+import { z } from "zod";
+import { DEFAULT_FENCE_TIMEOUT_SECONDS, ErrorBody, MAX_FENCE_TIMEOUT_SECONDS } from "../../protocol";
 import { ApiError } from "../errors";
+import { type ApiDescription, json } from "../openapi-registry";
 import type { FenceChange } from "../queue/fence";
 import { shardsOf } from "../queue/shards";
+import { requireUpstreamAuth, scopeOf, type UpstreamEnv, type UpstreamScope } from "../upstream/credentials";
 import {
-  requireUpstreamAuth,
-  scopeOf,
-  type UpstreamScope,
-  type UpstreamVariables,
-} from "../upstream/credentials";
-import { fenceAnswer, fenceUrl, nodeList, scopeFleet, upstreamBase } from "../upstream/nodes";
+  fenceAnswer,
+  fenceUrl,
+  GatewayNodeInfo,
+  GenerationStatus,
+  nodeList,
+  scopeFleet,
+  upstreamBase,
+} from "../upstream/nodes";
 import { identifierParam } from "./params";
 import { fenceQueue, fenceStatus } from "./queues";
-
-type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
 
 /**
  * Upstream's `timeout_seconds` query parameter of a pause (a float, default 300 as upstream's
@@ -149,3 +152,67 @@ nodeRoutes.get(`${QUEUE}/status`, requireUpstreamAuth, async (c) => {
   const status = await fenceStatus(c.env, queue);
   return c.json(fenceAnswer("status", status.fence, status.nodes, fenceUrl(upstreamBase(c.req.url), queue)));
 });
+
+/**
+ * The OpenAPI entries of the routes above: `/nodes`, then each fence URL's pause, resume and
+ * status, the gateway's before the queue's.
+ *
+ * @example
+ * ```ts
+ * describeNodeRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeNodeRoutes(api: ApiDescription): void {
+  api.path(
+    "get",
+    "/nodes",
+    "upstreamListNodes",
+    "Upstream-compatible gateway fleet: one row per gateway (and per queue without one), gateway_url a fence URL",
+    { 200: json(z.array(GatewayNodeInfo), "Nodes") },
+  );
+  for (const [route, what, scope] of [
+    [
+      "/queues/{queue}/gateways/{node_id}/admin/inference",
+      "one gateway (the queue's durable fence)",
+      "Gateway",
+    ],
+    ["/queues/{queue}/admin/inference", "a queue's durable fence", "Queue"],
+  ] as const) {
+    const params = route.includes("{node_id}")
+      ? z.object({ queue: z.string(), node_id: z.string() })
+      : z.object({ queue: z.string() });
+    api.path(
+      "post",
+      `${route}/pause`,
+      `upstreamPause${scope}`,
+      `Upstream-compatible pause of ${what}; drains`,
+      {
+        200: json(GenerationStatus, "Paused (timed_out: calls still in flight)"),
+        502: json(ErrorBody, "A gateway did not acknowledge"),
+        503: json(ErrorBody, "The gateway is not connected: its drain cannot be confirmed"),
+      },
+      {
+        params,
+        query: z.object({ timeout_seconds: z.number().min(0).max(MAX_FENCE_TIMEOUT_SECONDS).optional() }),
+      },
+    );
+    api.path(
+      "post",
+      `${route}/resume`,
+      `upstreamResume${scope}`,
+      `Upstream-compatible resume of ${what}`,
+      {
+        200: json(GenerationStatus, "Resumed"),
+      },
+      { params },
+    );
+    api.path(
+      "get",
+      `${route}/status`,
+      `upstream${scope}FenceStatus`,
+      `Upstream-compatible fence status of ${what}`,
+      { 200: json(GenerationStatus, "Status") },
+      { params },
+    );
+  }
+}

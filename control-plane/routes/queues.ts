@@ -14,8 +14,9 @@ import { Hono } from "hono";
 import type { z } from "zod";
 import {
   describeIssues,
-  type FenceChangeResponse,
-  type FenceStatusResponse,
+  ErrorBody,
+  FenceChangeResponse,
+  FenceStatusResponse,
   fieldIssues,
   PauseRequest,
   PolicyVersionRequest,
@@ -23,6 +24,7 @@ import {
 } from "../../protocol";
 import { requireReadWrite } from "../auth";
 import { ApiError } from "../errors";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
 import type { FenceChange } from "../queue/fence";
 import { shardsOf } from "../queue/shards";
 import { REGISTRY_NAME } from "../registry/registry-do";
@@ -165,3 +167,63 @@ queueRoutes.get("/:queue/inference", async (c) => {
   const queue = identifierParam("queue", c.req.param("queue"));
   return c.json(await fenceStatus(c.env, queue));
 });
+
+/**
+ * The answer of a fence change none of whose shards could be reached to store it (each fence
+ * route of this module and of `admin.ts` may answer it).
+ *
+ * @example
+ * ```ts
+ * api.path("post", route, operationId, summary, { 200: json(FenceChangeResponse, "Stored"), ...fenceStoreErrors });
+ * ```
+ */
+export const fenceStoreErrors = {
+  503: json(ErrorBody, "A shard of the queue did not store the change; send it again"),
+};
+
+/**
+ * The OpenAPI entries of the routes above.
+ *
+ * @example
+ * ```ts
+ * describeQueueRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeQueueRoutes(api: ApiDescription): void {
+  const queueParam = idParam("queue");
+  api.path(
+    "post",
+    "/v1/queues/{queue}/inference/pause",
+    "pauseQueueInference",
+    "Pause inference on the queue's gateways, durably (trainer); mode drain or abort, one timeout",
+    {
+      200: json(FenceChangeResponse, "Stored; ok when every connected gateway acked paused with 0 in flight"),
+      ...fenceStoreErrors,
+    },
+    { params: queueParam, body: PauseRequest },
+  );
+  api.path(
+    "post",
+    "/v1/queues/{queue}/inference/resume",
+    "resumeQueueInference",
+    "Set the policy version (if given) and resume inference on the queue, durably (trainer)",
+    { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceStoreErrors },
+    { params: queueParam, body: ResumeRequest },
+  );
+  api.path(
+    "post",
+    "/v1/queues/{queue}/policy_version",
+    "setQueuePolicyVersion",
+    "Set the policy version stamped on the queue's completions, durably (trainer)",
+    { 200: json(FenceChangeResponse, "Stored; each gateway's ack"), ...fenceStoreErrors },
+    { params: queueParam, body: PolicyVersionRequest },
+  );
+  api.path(
+    "get",
+    "/v1/queues/{queue}/inference",
+    "getQueueInference",
+    "The queue's fence and each connected gateway's gate (trainer; no side effect)",
+    { 200: json(FenceStatusResponse, "Fence and gates") },
+    { params: queueParam },
+  );
+}

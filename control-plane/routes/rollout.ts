@@ -8,27 +8,27 @@
  * @module
  */
 import { Hono } from "hono";
-import { LIMITS, type SessionResult } from "../../protocol";
+import { z } from "zod";
+import { LIMITS, SessionResult, TaskSpec } from "../../protocol";
 import { sequencedResults } from "../artifacts";
 import { callbackUrlProblem, privateCallbacksAllowed } from "../callback-url";
 import { ApiError } from "../errors";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
 import { REGISTRY_NAME } from "../registry/registry-do";
 import { readJsonBody } from "../request-body";
 import {
   optionalScope,
   requireUpstreamAuth,
   scopeOf,
+  type UpstreamEnv,
   type UpstreamScope,
-  type UpstreamVariables,
 } from "../upstream/credentials";
-import { fenceUrl, nodeInfo, scopeFleet, upstreamBase } from "../upstream/nodes";
+import { fenceUrl, GatewayNodeInfo, nodeInfo, scopeFleet, upstreamBase } from "../upstream/nodes";
 import { isRolloutBatch, rolloutState, upstreamTaskStatus } from "../upstream/render";
 import { batchForSubmit, currentRun, isTombstone, parseRolloutBatchId } from "../upstream/runs";
 import { createBatch, parseBatchRequest } from "./batches";
 import { nodeRoutes } from "./nodes";
 import { identifierParam } from "./params";
-
-type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
 
 /**
  * The `/rollout` routes (trainer or admin token in a header, or a path credential).
@@ -216,3 +216,80 @@ upstreamSurface.get("/health", async (c) => {
 });
 upstreamSurface.route("/rollout", rolloutRoutes);
 upstreamSurface.route("/", nodeRoutes);
+
+/** Upstream's SessionResult as rendered on `/rollout/*` (`control-plane/upstream/render.ts`). */
+const UpstreamResultSchema = SessionResult.extend({
+  status: z.enum(["COMPLETED", "ERROR", "TIMEOUT"]),
+  timing: z.object({
+    register_to_init_queue_ms: z.number(),
+    init_ms: z.number(),
+    run_ms: z.number(),
+    postrun_ms: z.number(),
+  }),
+  error: z.string().nullable(),
+});
+
+/** Upstream's TaskStatus (`upstreamTaskStatus`). */
+const TaskStatusSchema = z.object({
+  task_id: z.string(),
+  status: z.enum(["running", "completed", "failed", "cancelled"]),
+  total_sessions: z.number(),
+  completed_sessions: z.number(),
+  results: z.array(UpstreamResultSchema),
+  result_paths: z.array(z.string()),
+});
+
+/**
+ * The OpenAPI entries of the `/rollout` routes (the fence discovery of `./nodes.ts` describes
+ * itself).
+ *
+ * @example
+ * ```ts
+ * describeRolloutRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeRolloutRoutes(api: ApiDescription): void {
+  api.path(
+    "post",
+    "/rollout/task/submit",
+    "upstreamSubmitTask",
+    "Upstream-compatible submit of one TaskRequest (also under /u/{credential})",
+    {
+      200: json(
+        z.object({
+          task_id: z.string(),
+          status: z.literal("running"),
+          warnings: z.array(z.string()).optional(),
+        }),
+        "Accepted",
+      ),
+    },
+    { body: TaskSpec },
+  );
+  api.path(
+    "get",
+    "/rollout/task/{id}",
+    "upstreamGetTask",
+    "Upstream-compatible TaskStatus",
+    { 200: json(TaskStatusSchema, "Status") },
+    { params: idParam("id") },
+  );
+  api.path(
+    "delete",
+    "/rollout/task/{id}",
+    "upstreamCancelTask",
+    "Upstream-compatible cancel (tombstone when unknown)",
+    { 200: json(TaskStatusSchema, "Cancelled") },
+    { params: idParam("id") },
+  );
+  api.path("get", "/rollout/status", "upstreamStatus", "Upstream-compatible service status", {
+    200: json(
+      z.object({
+        tasks: z.record(z.string(), z.string()),
+        pipeline: z.object({ pending_sessions: z.number() }),
+        nodes: z.object({ nodes: z.array(GatewayNodeInfo) }),
+      }),
+      "Status",
+    ),
+  });
+}

@@ -6,19 +6,31 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import { ArtifactKind, type ArtifactRef, LIMITS } from "../../protocol";
+import { z } from "zod";
+import {
+  ArtifactKind,
+  ArtifactRef,
+  ErrorBody,
+  LIMITS,
+  SessionLogs,
+  SessionResult,
+  SessionTokens,
+  Trajectory,
+} from "../../protocol";
 import { artifactKey, resultJson, sha256Hex } from "../artifacts";
 import { authorize } from "../auth";
-import type { SessionView } from "../batch/dto";
 import { ApiError } from "../errors";
 import { parseSessionId } from "../ids";
+import { type ApiDescription, idParam, json } from "../openapi-registry";
 import { refuseTooDeep } from "../request-body";
 import {
   checkArtifactShape,
+  openStoredArtifact,
   readStoredArtifact,
   sessionLogsBody,
   sessionTokensBody,
 } from "../session-artifacts";
+import type { SessionView } from "../shared/ledger-rpc";
 import { identifierParam } from "./params";
 
 /** Uploads up to this size are parsed as JSON before storing; larger ones are trusted (gateway token). */
@@ -95,11 +107,12 @@ function notReady(view: SessionView, what: string): ApiError {
 
 /**
  * Serves an R2 artifact whole or refuses it. The status is decided before any byte is sent: the
- * object must exist and be exactly the size of the upload the ledger accepted (an overwritten or
- * truncated object is refused with 409, a missing one with 404). The body then streams through a
- * `FixedLengthStream`, so the response carries `Content-Length` (a plain R2 stream goes out
- * chunked, with no length for the client to check) and the runtime aborts the connection rather
- * than end a short body cleanly — a reader never mistakes a partial or empty 200 for the document.
+ * object must exist and be exactly the size of the upload the ledger accepted (an overwritten,
+ * truncated or empty object is refused with 409, a missing one with 404). The body then streams
+ * through a `FixedLengthStream`, so the response carries `Content-Length` (a plain R2 stream goes
+ * out chunked, with no length for the client to check) and the runtime aborts the connection
+ * rather than end a short body cleanly — a reader never mistakes a partial or empty 200 for the
+ * document.
  * HEAD answers the same status and length without the body.
  */
 async function serveArtifact(
@@ -109,19 +122,9 @@ async function serveArtifact(
   expectedBytes: number | null,
   what: string,
 ): Promise<Response> {
-  const object = await c.env.TRAJECTORIES.get(key);
-  if (!object) throw ApiError.notFound(`${what} of session '${view.session_id}' are missing from storage`);
-  const expected = expectedBytes ?? object.size;
-  if (object.size !== expected || object.size === 0) {
-    await object.body.cancel().catch(() => {});
-    throw new ApiError(
-      409,
-      "not_ready",
-      `${what} of session '${view.session_id}' are ${object.size} bytes in storage but the accepted upload was ${expected} bytes`,
-      undefined,
-      { "Retry-After": "1" },
-    );
-  }
+  const object = await openStoredArtifact(c.env.TRAJECTORIES, view, key, expectedBytes, what, {
+    refuseEmpty: true,
+  });
   const headers = {
     "Content-Type": "application/json; charset=UTF-8",
     "Content-Length": String(object.size),
@@ -162,34 +165,45 @@ sessionRoutes.get("/:id/completions", async (c) => {
   return serveArtifact(c, view, view.completions_key, view.completions_bytes, "completion records");
 });
 
-sessionRoutes.get("/:id/logs", async (c) => {
+/**
+ * The stored text of a diagnostic artifact (`logs`, `tokens`) of the session in the path, for
+ * the viewer: 409 `not_ready` until the result is accepted (the artifact is uploaded first and its
+ * ref stored with the result, so before that "none" would be a guess), 404 when the result came
+ * without one (`missing` says why that happens).
+ */
+async function storedDiagnostic(
+  c: Context<{ Bindings: Env }>,
+  kind: "logs" | "tokens",
+  what: string,
+  missing: string,
+): Promise<{ sessionId: string; stored: string }> {
   await authorize("viewer", c.req.header("Authorization"), c.env);
   const view = await viewOf(c.env, c.req.param("id"));
-  if (view.result_json === null) throw notReady(view, "logs");
-  if (!view.logs_key)
-    throw ApiError.notFound(
-      `session '${view.session_id}' finished without logs (nothing ran, or their upload failed: see the trajectory's metadata.logs_upload_error)`,
-    );
-  const stored = await readStoredArtifact(c.env.TRAJECTORIES, view, view.logs_key, view.logs_bytes, "logs");
-  return c.json(sessionLogsBody(view.session_id, stored));
+  if (view.result_json === null) throw notReady(view, what);
+  const key = view[`${kind}_key`];
+  if (!key) throw ApiError.notFound(`session '${view.session_id}' ${missing}`);
+  const stored = await readStoredArtifact(c.env.TRAJECTORIES, view, key, view[`${kind}_bytes`], what);
+  return { sessionId: view.session_id, stored };
+}
+
+sessionRoutes.get("/:id/logs", async (c) => {
+  const { sessionId, stored } = await storedDiagnostic(
+    c,
+    "logs",
+    "logs",
+    "finished without logs (nothing ran, or their upload failed: see the trajectory's metadata.logs_upload_error)",
+  );
+  return c.json(sessionLogsBody(sessionId, stored));
 });
 
 sessionRoutes.get("/:id/tokens", async (c) => {
-  await authorize("viewer", c.req.header("Authorization"), c.env);
-  const view = await viewOf(c.env, c.req.param("id"));
-  if (view.result_json === null) throw notReady(view, "token text");
-  if (!view.tokens_key)
-    throw ApiError.notFound(
-      `session '${view.session_id}' has no token text (its engine is not a token-mode engine, it has no traces, or the upload failed: see the trajectory's metadata.tokens_upload_error)`,
-    );
-  const stored = await readStoredArtifact(
-    c.env.TRAJECTORIES,
-    view,
-    view.tokens_key,
-    view.tokens_bytes,
+  const { sessionId, stored } = await storedDiagnostic(
+    c,
+    "tokens",
     "token text",
+    "has no token text (its engine is not a token-mode engine, it has no traces, or the upload failed: see the trajectory's metadata.tokens_upload_error)",
   );
-  return c.json(sessionTokensBody(view.session_id, stored));
+  return c.json(sessionTokensBody(sessionId, stored));
 });
 
 /** Reads at most `max` bytes of the body; 413 naming the limit above it. */
@@ -272,3 +286,81 @@ sessionRoutes.put("/:id/artifacts/:kind", async (c) => {
   const ref: ArtifactRef = { key, bytes: bytes.byteLength, sha256 };
   return c.json(ref, 201);
 });
+
+/** `GET /v1/sessions/:id`: the session's row (an open object: it carries more than these) and result. */
+const SessionBody = z
+  .object({
+    session_id: z.string(),
+    status: z.string(),
+    attempt: z.number(),
+    result: SessionResult.nullable(),
+  })
+  .passthrough();
+
+/**
+ * The OpenAPI entries of the routes above.
+ *
+ * @example
+ * ```ts
+ * describeSessionRoutes(apiDescription(doc.openAPIRegistry));
+ * ```
+ */
+export function describeSessionRoutes(api: ApiDescription): void {
+  const sessionId = idParam("id");
+  const notReadyYet = json(ErrorBody, "not_ready: the session has no accepted result yet");
+  api.path(
+    "get",
+    "/v1/sessions/{id}",
+    "getSession",
+    "Session state and its result (trajectory included)",
+    { 200: json(SessionBody, "Session") },
+    { params: sessionId },
+  );
+  api.path(
+    "get",
+    "/v1/sessions/{id}/trajectory",
+    "getSessionTrajectory",
+    "The session's trajectory",
+    { 200: json(Trajectory, "Trajectory") },
+    { params: sessionId },
+  );
+  api.path(
+    "get",
+    "/v1/sessions/{id}/completions",
+    "getSessionCompletions",
+    "The session's uploaded completion records",
+    { 200: json(z.array(z.record(z.string(), z.unknown())), "Completion records") },
+    { params: sessionId },
+  );
+  api.path(
+    "get",
+    "/v1/sessions/{id}/logs",
+    "getSessionLogs",
+    "The session's logs: prepare, harness stdout/stderr, evaluator; each stream's tail, bounded",
+    { 200: json(SessionLogs, "Logs"), 409: notReadyYet },
+    { params: sessionId },
+  );
+  api.path(
+    "get",
+    "/v1/sessions/{id}/tokens",
+    "getSessionTokens",
+    "Token mode: the text of each id of each trace's prompt_ids and response_ids, decoded one at a time",
+    { 200: json(SessionTokens, "Token text"), 409: notReadyYet },
+    { params: sessionId },
+  );
+  api.path(
+    "put",
+    "/v1/sessions/{id}/artifacts/{kind}",
+    "putSessionArtifact",
+    "Gateway upload of a session artifact: trajectory, completion records, logs, token text (gateway token, ?lease_id=)",
+    {
+      201: json(ArtifactRef, "Stored in R2"),
+      409: json(ErrorBody, "stale_lease: not the session's current lease"),
+      413: json(ErrorBody, `Over ${LIMITS.maxArtifactBytes} bytes (LIMITS.maxArtifactBytes)`),
+    },
+    {
+      params: z.object({ id: z.string(), kind: ArtifactKind }),
+      query: z.object({ lease_id: z.string() }),
+    },
+  );
+}

@@ -101,7 +101,16 @@ async function scopeOfHeader(token: string | null, env: Env): Promise<UpstreamSc
   return { credential: null, queue: null };
 }
 
-type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
+/**
+ * The Hono environment of the upstream surface's routes and middlewares: the Worker's bindings and
+ * the scope {@link requireUpstreamAuth} sets.
+ *
+ * @example
+ * ```ts
+ * export const nodeRoutes = new Hono<UpstreamEnv>();
+ * ```
+ */
+export type UpstreamEnv = { Bindings: Env; Variables: UpstreamVariables };
 
 /**
  * Middleware of `/u/:credential/*`: the path credential must be valid (401 otherwise, whatever

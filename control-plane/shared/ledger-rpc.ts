@@ -1,5 +1,6 @@
 /**
- * Types crossing the BatchDO's RPC boundary. They are explicit (no `unknown`), because an
+ * Types crossing the BatchDO's RPC boundary, shared by the ledger and its callers (the Worker's
+ * routes, QueueDO's dispatch, artifact serving). They are explicit (no `unknown`), because an
  * `unknown` anywhere in a return type turns into `never` on the caller's stub.
  *
  * @module

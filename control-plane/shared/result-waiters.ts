@@ -1,6 +1,7 @@
 /**
- * The long-polls of `BatchDO.results` waiting for the next accepted result. They live in memory
- * only: a restart of the object ends them early, and the Worker simply asks again.
+ * Long-polls held inside a Durable Object until its next new row: `BatchDO.results` waits for the
+ * next accepted result, `EventsDO` for the next appended event. They live in memory only: a
+ * restart of the object ends them early, and the Worker simply asks again.
  *
  * @module
  */
