@@ -89,55 +89,14 @@ export function conformanceReport(
   records: readonly CompletionRecord[],
   expected: ExpectedSampling = {},
 ): ConformanceReport {
-  const turns: ConformanceTurn[] = records.map((r, i) => {
-    const bridge = (r.metadata.bridge ?? {}) as JsonObject;
-    // The internal chat form: every family's sampling fields under their OpenAI names.
-    const applied: JsonObject = {};
-    for (const k of SAMPLING_KEYS) if (r.request[k] !== undefined) applied[k] = r.request[k];
-    // `request` is what the engine got; the policy's record says what the harness had sent.
-    const policy = (r.metadata.sampling ?? null) as { requested?: JsonObject; overridden?: string[] } | null;
-    const sent: JsonObject = { ...applied };
-    for (const k of policy?.overridden ?? []) {
-      if (policy?.requested?.[k] === undefined) delete sent[k];
-      else sent[k] = policy.requested[k];
-    }
-    return {
-      turn: i + 1,
-      turn_id: String(bridge.turn_id ?? "?"),
-      api: r.api_type,
-      streamed: r.metadata.client_stream === true,
-      verdict: typeof bridge.verdict === "string" ? bridge.verdict : "(not token mode)",
-      reason: typeof bridge.reason === "string" ? bridge.reason : null,
-      flags: Array.isArray(bridge.flags) ? bridge.flags.map(String) : [],
-      messages: Array.isArray(r.request.messages) ? r.request.messages.length : 0,
-      prompt_tokens: r.prompt_ids.length,
-      sampled_tokens: r.response_ids.length,
-      sent,
-      applied,
-      overridden: policy?.overridden ?? [],
-    };
-  });
+  const turns = records.map(conformanceTurn);
   const verdicts: Record<string, number> = {};
   for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
   const flags: Record<string, number> = Object.fromEntries(BRIDGE_FLAGS.map((f) => [f, 0]));
   for (const t of turns) for (const f of t.flags) flags[f] = (flags[f] ?? 0) + 1;
   const wanted = Object.entries(expected).filter(([, v]) => v !== undefined);
-  const mismatchesOf = (side: "sent" | "applied"): string[] => {
-    const out: string[] = [];
-    for (const t of turns) {
-      const got = t[side];
-      for (const [k, v] of wanted) {
-        const value = k === "max_tokens" ? (got.max_tokens ?? got.max_completion_tokens) : got[k];
-        if (value !== v)
-          out.push(
-            `turn ${t.turn}: ${k} ${value === undefined ? "not sent" : `= ${JSON.stringify(value)}`}, expected ${v}`,
-          );
-      }
-    }
-    return out;
-  };
-  const mismatches = mismatchesOf("sent");
-  const appliedMismatches = mismatchesOf("applied");
+  const mismatches = samplingMismatches(turns, wanted, "sent");
+  const appliedMismatches = samplingMismatches(turns, wanted, "applied");
   const overridden = [...new Set(turns.flatMap((t) => t.overridden))].sort();
   const streamed = turns.filter((t) => t.streamed).length;
   // A chain starts at every turn that is not bridged from an earlier one.
@@ -165,6 +124,56 @@ export function conformanceReport(
     chains,
     safe_to_train: turns.length > 0 && chains === 1 && asExpected !== false,
   };
+}
+
+/** One turn of the report from its record (the `i`-th of the session). */
+function conformanceTurn(r: CompletionRecord, i: number): ConformanceTurn {
+  const bridge = (r.metadata.bridge ?? {}) as JsonObject;
+  // The internal chat form: every family's sampling fields under their OpenAI names.
+  const applied: JsonObject = {};
+  for (const k of SAMPLING_KEYS) if (r.request[k] !== undefined) applied[k] = r.request[k];
+  // `request` is what the engine got; the policy's record says what the harness had sent.
+  const policy = (r.metadata.sampling ?? null) as { requested?: JsonObject; overridden?: string[] } | null;
+  const sent: JsonObject = { ...applied };
+  for (const k of policy?.overridden ?? []) {
+    if (policy?.requested?.[k] === undefined) delete sent[k];
+    else sent[k] = policy.requested[k];
+  }
+  return {
+    turn: i + 1,
+    turn_id: String(bridge.turn_id ?? "?"),
+    api: r.api_type,
+    streamed: r.metadata.client_stream === true,
+    verdict: typeof bridge.verdict === "string" ? bridge.verdict : "(not token mode)",
+    reason: typeof bridge.reason === "string" ? bridge.reason : null,
+    flags: Array.isArray(bridge.flags) ? bridge.flags.map(String) : [],
+    messages: Array.isArray(r.request.messages) ? r.request.messages.length : 0,
+    prompt_tokens: r.prompt_ids.length,
+    sampled_tokens: r.response_ids.length,
+    sent,
+    applied,
+    overridden: policy?.overridden ?? [],
+  };
+}
+
+/** Every turn's value of an expected sampling field that differs, on the `sent` or `applied` side. */
+function samplingMismatches(
+  turns: readonly ConformanceTurn[],
+  wanted: ReadonlyArray<[string, number | undefined]>,
+  side: "sent" | "applied",
+): string[] {
+  const out: string[] = [];
+  for (const t of turns) {
+    const got = t[side];
+    for (const [k, v] of wanted) {
+      const value = k === "max_tokens" ? (got.max_tokens ?? got.max_completion_tokens) : got[k];
+      if (value !== v)
+        out.push(
+          `turn ${t.turn}: ${k} ${value === undefined ? "not sent" : `= ${JSON.stringify(value)}`}, expected ${v}`,
+        );
+    }
+  }
+  return out;
 }
 
 /**

@@ -81,6 +81,19 @@ function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): Co
  * ```
  */
 export function buildConversationTraces(turns: readonly ConversationTurn[]): Trace[] {
+  const { byId, hasChild } = indexTurns(turns);
+  // Turns already trained in an earlier trace (a resampled turn's shared ancestors).
+  const trained = new Set<string>();
+  return turns
+    .filter((t) => !hasChild.has(t.turn_id))
+    .map((leaf, chainIndex) => chainTrace(pathTo(leaf, byId), chainIndex, trained));
+}
+
+/** The turns by id and the ids that have a child; a turn listed twice or misaligned logprobs throw. */
+function indexTurns(turns: readonly ConversationTurn[]): {
+  byId: Map<string, ConversationTurn>;
+  hasChild: Set<string>;
+} {
   const byId = new Map<string, ConversationTurn>();
   const hasChild = new Set<string>();
   for (const t of turns) {
@@ -93,77 +106,103 @@ export function buildConversationTraces(turns: readonly ConversationTurn[]): Tra
     byId.set(t.turn_id, t);
     if (t.parent_turn_id !== null) hasChild.add(t.parent_turn_id);
   }
-  const trained = new Set<string>();
-  return turns
-    .filter((t) => !hasChild.has(t.turn_id))
-    .map((leaf, chainIndex) => {
-      const path = pathTo(leaf, byId);
-      const root = path[0]!;
-      const response: number[] = [];
-      const mask: Array<0 | 1> = [];
-      const logprobs: number[] = [];
-      const meta: JsonObject[] = [];
-      let exact = true;
-      let held = [...root.prompt_ids];
-      for (const [i, t] of path.entries()) {
-        const bridgedStart = response.length;
-        if (i > 0) {
-          if (!startsWith(t.prompt_ids, held)) {
-            throw new ConversationBuildError(
-              `${t.turn_id}: prompt does not extend ${t.parent_turn_id}'s prompt + sampled ids`,
-            );
-          }
-          const bridged = t.prompt_ids.slice(held.length);
-          response.push(...bridged);
-          for (const _ of bridged) {
-            mask.push(0);
-            logprobs.push(0);
-          }
-        }
-        const first = !trained.has(t.turn_id);
-        trained.add(t.turn_id);
-        const sampledStart = response.length;
-        response.push(...t.sampled_ids);
-        for (const lp of t.sampled_logprobs) {
-          mask.push(first ? 1 : 0);
-          logprobs.push(lp);
-        }
-        held = [...t.prompt_ids, ...t.sampled_ids];
-        // Not proven to be the sequence the engine ran (images, and no or unaligned engine ids).
-        const turnExact = !t.flags.includes("image_prompt_unverified");
-        exact &&= turnExact;
-        meta.push({
-          turn_id: t.turn_id,
-          verdict: t.verdict,
-          reason: t.reason,
-          flags: t.flags,
-          token_exact: turnExact,
-          finish_reason: t.finish_reason,
-          trained: first,
-          bridged_start: bridgedStart,
-          sampled_start: sampledStart,
-          sampled_len: t.sampled_ids.length,
-          ...t.provenance,
-        });
-      }
-      const rootMessages = root.messages as unknown as JsonObject[];
-      const responseMessages = [
-        ...(leaf.messages.slice(root.messages.length) as unknown as JsonObject[]),
-        leaf.assistant_message as unknown as JsonObject,
-      ];
-      return {
-        prompt_ids: [...root.prompt_ids],
-        response_ids: response,
-        loss_mask: mask,
-        response_logprobs: logprobs,
-        prompt_messages: rootMessages,
-        response_messages: responseMessages,
-        tools: root.tools ? (root.tools as JsonObject[]) : null,
-        finish_reason: leaf.finish_reason,
-        reward: null,
-        metadata: { builder: "conversation", chain_index: chainIndex, token_exact: exact, turns: meta },
-      };
-    });
+  return { byId, hasChild };
+}
+
+/** The response side of one chain's trace, as its turns are appended. */
+interface ChainBuild {
+  response: number[];
+  mask: Array<0 | 1>;
+  logprobs: number[];
+  /** Per-turn metadata (verdict, flags, offsets in `response`, provenance). */
+  meta: JsonObject[];
+  /** No turn so far carries `image_prompt_unverified`. */
+  exact: boolean;
+  /** The sequence so far: the last turn's prompt + its sampled ids. */
+  held: number[];
+}
+
+/** The trace of one chain (root-to-leaf `path`); marks its turns in `trained`. */
+function chainTrace(path: ConversationTurn[], chainIndex: number, trained: Set<string>): Trace {
+  const root = path[0]!;
+  const leaf = path.at(-1)!;
+  const build: ChainBuild = {
+    response: [],
+    mask: [],
+    logprobs: [],
+    meta: [],
+    exact: true,
+    held: [...root.prompt_ids],
+  };
+  for (const [i, t] of path.entries()) appendTurn(build, t, i > 0, trained);
+  const rootMessages = root.messages as unknown as JsonObject[];
+  const responseMessages = [
+    ...(leaf.messages.slice(root.messages.length) as unknown as JsonObject[]),
+    leaf.assistant_message as unknown as JsonObject,
+  ];
+  return {
+    prompt_ids: [...root.prompt_ids],
+    response_ids: build.response,
+    loss_mask: build.mask,
+    response_logprobs: build.logprobs,
+    prompt_messages: rootMessages,
+    response_messages: responseMessages,
+    tools: root.tools ? (root.tools as JsonObject[]) : null,
+    finish_reason: leaf.finish_reason,
+    reward: null,
+    metadata: {
+      builder: "conversation",
+      chain_index: chainIndex,
+      token_exact: build.exact,
+      turns: build.meta,
+    },
+  };
+}
+
+/**
+ * Appends one turn: the ids bridged since its parent (context, mask 0) unless it starts the chain,
+ * then its sampled ids (trained the first time the turn appears in any trace).
+ */
+function appendTurn(build: ChainBuild, t: ConversationTurn, hasParent: boolean, trained: Set<string>): void {
+  const bridgedStart = build.response.length;
+  if (hasParent) {
+    if (!startsWith(t.prompt_ids, build.held)) {
+      throw new ConversationBuildError(
+        `${t.turn_id}: prompt does not extend ${t.parent_turn_id}'s prompt + sampled ids`,
+      );
+    }
+    const bridged = t.prompt_ids.slice(build.held.length);
+    build.response.push(...bridged);
+    for (const _ of bridged) {
+      build.mask.push(0);
+      build.logprobs.push(0);
+    }
+  }
+  const first = !trained.has(t.turn_id);
+  trained.add(t.turn_id);
+  const sampledStart = build.response.length;
+  build.response.push(...t.sampled_ids);
+  for (const lp of t.sampled_logprobs) {
+    build.mask.push(first ? 1 : 0);
+    build.logprobs.push(lp);
+  }
+  build.held = [...t.prompt_ids, ...t.sampled_ids];
+  // Not proven to be the sequence the engine ran (images, and no or unaligned engine ids).
+  const turnExact = !t.flags.includes("image_prompt_unverified");
+  build.exact &&= turnExact;
+  build.meta.push({
+    turn_id: t.turn_id,
+    verdict: t.verdict,
+    reason: t.reason,
+    flags: t.flags,
+    token_exact: turnExact,
+    finish_reason: t.finish_reason,
+    trained: first,
+    bridged_start: bridgedStart,
+    sampled_start: sampledStart,
+    sampled_len: t.sampled_ids.length,
+    ...t.provenance,
+  });
 }
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -103,7 +103,16 @@ function logprobAt(i: number, id: number): number {
   return -((((id * 31 + i * 7) % 97) + 1) / 100);
 }
 
-function completion(body: JsonObject, b: FixtureBehaviour, model: string): JsonObject {
+/** What the fixture "samples" for a request: the prompt ids and the answer's text, tool calls and ids. */
+interface Sampled {
+  promptIds: number[];
+  content: string;
+  toolCalls: JsonObject[];
+  outputIds: number[];
+  logprobs: number[];
+}
+
+function sample(body: JsonObject, b: FixtureBehaviour): Sampled {
   const { tokenizer: tok } = qwen3();
   const messages = Array.isArray(body.messages) ? body.messages : [];
   const tools = Array.isArray(body.tools) ? body.tools : undefined;
@@ -121,45 +130,55 @@ function completion(body: JsonObject, b: FixtureBehaviour, model: string): JsonO
   }
   const outputIds = [...tok.encode(sampledText, { add_special_tokens: false }), QWEN3_IM_END];
   const logprobs = outputIds.map((id, i) => logprobAt(i, id));
-  const finish = toolCalls.length > 0 ? "tool_calls" : "stop";
-  const contentLogprobs = outputIds.map((id, i) => {
+  return { promptIds, content, toolCalls, outputIds, logprobs };
+}
+
+/** OpenAI `logprobs.content`, with `token_id` in the patched 0.5.10 shape. */
+function contentLogprobs(s: Sampled, b: FixtureBehaviour): JsonObject[] {
+  const { tokenizer: tok } = qwen3();
+  const entries = s.outputIds.map((id, i) => {
     const token = tok.decode([id], { skip_special_tokens: false });
     const entry: JsonObject = {
       token,
       bytes: [...Buffer.from(token)],
-      logprob: logprobs[i],
+      logprob: s.logprobs[i],
       top_logprobs: [],
     };
     if (b.shape === "patched-0.5.10") entry.token_id = id;
     return entry;
   });
-  if (b.misalignLogprobs) contentLogprobs.pop();
+  if (b.misalignLogprobs) entries.pop();
+  return entries;
+}
+
+/** `choices[0]` in the behaviour's shape, with only the extensions the request asked for. */
+function choiceOf(body: JsonObject, b: FixtureBehaviour, s: Sampled, rid: string): JsonObject {
+  const hasTools = s.toolCalls.length > 0;
   const choice: JsonObject = {
     index: 0,
     message: {
       role: "assistant",
-      content: content.length > 0 ? content : null,
+      content: s.content.length > 0 ? s.content : null,
       reasoning_content: null,
-      tool_calls: toolCalls.length > 0 ? toolCalls : null,
+      tool_calls: hasTools ? s.toolCalls : null,
     },
-    logprobs: { content: contentLogprobs },
-    finish_reason: finish,
-    matched_stop: toolCalls.length > 0 ? null : QWEN3_IM_END,
+    logprobs: { content: contentLogprobs(s, b) },
+    finish_reason: hasTools ? "tool_calls" : "stop",
+    matched_stop: hasTools ? null : QWEN3_IM_END,
   };
-  const rid = randomBytes(16).toString("hex");
   if (b.shape === "patched-0.5.10") {
-    choice.input_token_ids = promptIds;
+    choice.input_token_ids = s.promptIds;
   } else {
-    choice.prompt_token_ids = promptIds;
-    const otl = outputIds.map((id, i) => [logprobs[i], id, null]);
+    choice.prompt_token_ids = s.promptIds;
+    const otl = s.outputIds.map((id, i) => [s.logprobs[i], id, null]);
     if (b.misalignLogprobs) (otl[0] as unknown[])[0] = null;
     choice.meta_info = {
       id: rid,
       finish_reason: { type: "stop", matched: QWEN3_IM_END },
-      prompt_tokens: promptIds.length,
+      prompt_tokens: s.promptIds.length,
       weight_version: "default",
       num_retractions: 0,
-      completion_tokens: outputIds.length,
+      completion_tokens: s.outputIds.length,
       cached_tokens: 0,
       e2e_latency: 0.042,
       output_token_logprobs: otl,
@@ -170,21 +189,100 @@ function completion(body: JsonObject, b: FixtureBehaviour, model: string): JsonO
   if (body.return_prompt_token_ids !== true) delete choice.prompt_token_ids;
   if (body.return_meta_info !== true) delete choice.meta_info;
   if (b.dropChoiceField) delete choice[b.dropChoiceField];
+  return choice;
+}
+
+function completion(body: JsonObject, b: FixtureBehaviour, model: string): JsonObject {
+  const s = sample(body, b);
+  const rid = randomBytes(16).toString("hex");
   return {
     id: rid,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [choice],
+    choices: [choiceOf(body, b, s, rid)],
     usage: {
-      prompt_tokens: promptIds.length,
-      total_tokens: promptIds.length + outputIds.length,
-      completion_tokens: outputIds.length,
+      prompt_tokens: s.promptIds.length,
+      total_tokens: s.promptIds.length + s.outputIds.length,
+      completion_tokens: s.outputIds.length,
       prompt_tokens_details: null,
       reasoning_tokens: 0,
     },
     metadata: { weight_version: "default" },
   };
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+/** SGLang's error body (openai serving_base `create_error_response`). */
+function errorBody(message: string, type: string, code: number): JsonObject {
+  return { object: "error", message, type, param: null, code };
+}
+
+/** Answers one completion call per the behaviour it arrived under (a 400 for a body that is not JSON). */
+function answerCompletion(
+  res: http.ServerResponse,
+  body: JsonObject | null,
+  parseError: unknown,
+  b: FixtureBehaviour,
+  model: string,
+): void {
+  try {
+    if (!body) throw parseError;
+    if (b.status && b.status !== 200) {
+      json(res, b.status, errorBody("fixture engine failure", "InternalServerError", b.status));
+      return;
+    }
+    json(res, 200, completion(body, b, model));
+  } catch (err) {
+    json(res, 400, errorBody(String(err), "BadRequestError", 400));
+  }
+}
+
+/** Routes one request whose body has arrived. */
+function route(
+  state: FixtureEngine,
+  model: string,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  raw: Buffer,
+): void {
+  if (req.method === "GET" && req.url === "/model_info") {
+    // The proxy reads the weight version here; not a call, so not recorded.
+    json(res, 200, { model_path: model, weight_version: "default" });
+    return;
+  }
+  if (req.method === "GET" && (req.url === "/server_info" || req.url === "/get_server_info")) {
+    // The proxy reads the server arguments at start (priority scheduling); not a call either.
+    // An SGLang started without --enable-priority-scheduling, as by default.
+    json(res, 200, {
+      model_path: model,
+      enable_priority_scheduling: false,
+      schedule_low_priority_values_first: false,
+    });
+    return;
+  }
+  const b = { ...state.behaviour };
+  let body: JsonObject | null = null;
+  let parseError: unknown = null;
+  try {
+    body = JSON.parse(raw.toString("utf8") || "{}") as JsonObject;
+    // Recorded on arrival, so a test sees a call that is still being "generated".
+    state.received.push({ path: req.url ?? "", headers: req.headers, body });
+  } catch (err) {
+    parseError = err;
+  }
+  if (body && req.url === "/abort_request") {
+    // SGLang answers an abort at once (the aborted request ends on its own connection).
+    json(res, 200, { success: true });
+    return;
+  }
+  const answer = () => answerCompletion(res, body, parseError, b, model);
+  if (b.delayMs) setTimeout(answer, b.delayMs);
+  else answer();
 }
 
 /**
@@ -200,82 +298,11 @@ function completion(body: JsonObject, b: FixtureBehaviour, model: string): JsonO
 export async function startFixtureEngine(opts: { model?: string } = {}): Promise<FixtureEngine> {
   const model = opts.model ?? "Qwen/Qwen3-8B";
   qwen3(); // load before the first request so no test pays for it inside a timeout
-  const received: ReceivedRequest[] = [];
-  const state: FixtureEngine = { url: "", received, behaviour: {}, close: async () => {} };
+  const state: FixtureEngine = { url: "", received: [], behaviour: {}, close: async () => {} };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      if (req.method === "GET" && req.url === "/model_info") {
-        // The proxy reads the weight version here; not a call, so not recorded.
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ model_path: model, weight_version: "default" }));
-        return;
-      }
-      if (req.method === "GET" && (req.url === "/server_info" || req.url === "/get_server_info")) {
-        // The proxy reads the server arguments at start (priority scheduling); not a call either.
-        // An SGLang started without --enable-priority-scheduling, as by default.
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(
-          JSON.stringify({
-            model_path: model,
-            enable_priority_scheduling: false,
-            schedule_low_priority_values_first: false,
-          }),
-        );
-        return;
-      }
-      const b = { ...state.behaviour };
-      let body: JsonObject | null = null;
-      let parseError: unknown = null;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;
-        // Recorded on arrival, so a test sees a call that is still being "generated".
-        received.push({ path: req.url ?? "", headers: req.headers, body });
-      } catch (err) {
-        parseError = err;
-      }
-      if (body && req.url === "/abort_request") {
-        // SGLang answers an abort at once (the aborted request ends on its own connection).
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ success: true }));
-        return;
-      }
-      const answer = () => {
-        try {
-          if (!body) throw parseError;
-          if (b.status && b.status !== 200) {
-            // SGLang's error body (openai serving_base `create_error_response`).
-            res.writeHead(b.status, { "content-type": "application/json" });
-            res.end(
-              JSON.stringify({
-                object: "error",
-                message: "fixture engine failure",
-                type: "InternalServerError",
-                param: null,
-                code: b.status,
-              }),
-            );
-            return;
-          }
-          res.writeHead(200, { "content-type": "application/json" });
-          res.end(JSON.stringify(completion(body, b, model)));
-        } catch (err) {
-          res.writeHead(400, { "content-type": "application/json" });
-          res.end(
-            JSON.stringify({
-              object: "error",
-              message: String(err),
-              type: "BadRequestError",
-              param: null,
-              code: 400,
-            }),
-          );
-        }
-      };
-      if (b.delayMs) setTimeout(answer, b.delayMs);
-      else answer();
-    });
+    req.on("end", () => route(state, model, req, res, Buffer.concat(chunks)));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -58,6 +58,97 @@ export function doubleLogprob(id: number, position: number): number {
   return -(((id * 17 + position * 5) % 499) + 1) / 500;
 }
 
+/** Engine calls waiting on a `delayMs` reply, by rid: calling one answers it as aborted. */
+type Pending = Map<string, () => void>;
+
+function answer(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.writableEnded || res.destroyed) return;
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+}
+
+/** SGLang's `/generate` body for `reply`: its output, or what it carries when aborted. */
+function generateBody(
+  reply: DoubleReply,
+  rid: string,
+  inputIds: readonly number[],
+  aborted: boolean,
+): JsonObject {
+  const out = aborted ? (reply.abortedOutput ?? []) : reply.output;
+  const finish = aborted
+    ? { type: "abort", message: "Abort request" }
+    : out.at(-1) === IM_END
+      ? { type: "stop", matched: IM_END }
+      : { type: "length", length: out.length };
+  return {
+    text: "",
+    output_ids: out,
+    meta_info: {
+      id: rid,
+      finish_reason: finish,
+      prompt_tokens: inputIds.length,
+      completion_tokens: out.length,
+      cached_tokens: 0,
+      weight_version: "w-double",
+      output_token_logprobs: out.map((id, i) => [doubleLogprob(id, i), id, null]),
+    },
+  };
+}
+
+/** Answers one `/generate` with the next queued reply, now or after its delay (abortable by rid). */
+function serveGenerate(state: GenerateDouble, pending: Pending, body: JsonObject, res: http.ServerResponse) {
+  const reply = state.queue.shift() ?? state.fallback(body);
+  const rid = typeof body.rid === "string" ? body.rid : "double";
+  const inputIds = Array.isArray(body.input_ids) ? (body.input_ids as number[]) : [];
+  const respond = (aborted: boolean) => {
+    pending.delete(rid);
+    answer(res, 200, generateBody(reply, rid, inputIds, aborted));
+  };
+  if (reply.abort) return respond(true);
+  if (!reply.delayMs) return respond(false);
+  const timer = setTimeout(() => respond(false), reply.delayMs);
+  pending.set(rid, () => {
+    clearTimeout(timer);
+    respond(true);
+  });
+}
+
+/** Routes one request whose body has arrived. */
+function route(
+  state: GenerateDouble,
+  pending: Pending,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  raw: Buffer,
+) {
+  const path = req.url ?? "";
+  if (req.method === "GET" && path === "/health") return answer(res, 200, {});
+  // The proxy reads the weight version here; not a call, so not recorded.
+  if (req.method === "GET" && path === "/model_info") return answer(res, 200, { weight_version: "w-double" });
+  // Server arguments, read once at start (priority scheduling): off, as SGLang's default.
+  if (req.method === "GET" && (path === "/server_info" || path === "/get_server_info"))
+    return answer(res, 200, {
+      enable_priority_scheduling: false,
+      schedule_low_priority_values_first: false,
+    });
+  let body: JsonObject;
+  try {
+    body = JSON.parse(raw.toString("utf8") || "{}") as JsonObject;
+  } catch {
+    return answer(res, 400, { error: { message: "(body): not JSON" } });
+  }
+  state.received.push({ path, headers: req.headers, body });
+  if (path === "/generate") return serveGenerate(state, pending, body, res);
+  if (path === "/abort_request") {
+    pending.get(String(body.rid))?.();
+    return answer(res, 200, {});
+  }
+  if (path === "/separate_reasoning" && state.parsers.separate)
+    return answer(res, 200, state.parsers.separate(body));
+  if (path === "/parse_function_call" && state.parsers.functionCall)
+    return answer(res, 200, state.parsers.functionCall(body));
+  answer(res, 404, { error: { message: `no route ${path}` } });
+}
+
 /**
  * Starts the double on `127.0.0.1:0`.
  *
@@ -71,7 +162,7 @@ export function doubleLogprob(id: number, position: number): number {
  */
 export async function startGenerateDouble(): Promise<GenerateDouble> {
   const received: DoubleRequest[] = [];
-  const pending = new Map<string, () => void>();
+  const pending: Pending = new Map();
   const state: GenerateDouble = {
     url: "",
     received,
@@ -82,77 +173,10 @@ export async function startGenerateDouble(): Promise<GenerateDouble> {
     parsers: {},
     close: async () => {},
   };
-  const answer = (res: http.ServerResponse, status: number, body: unknown) => {
-    if (res.writableEnded || res.destroyed) return;
-    res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
-  };
-  const generate = (body: JsonObject, res: http.ServerResponse) => {
-    const reply = state.queue.shift() ?? state.fallback(body);
-    const rid = typeof body.rid === "string" ? body.rid : "double";
-    const inputIds = Array.isArray(body.input_ids) ? (body.input_ids as number[]) : [];
-    const respond = (aborted: boolean) => {
-      pending.delete(rid);
-      const out = aborted ? (reply.abortedOutput ?? []) : reply.output;
-      const finish = aborted
-        ? { type: "abort", message: "Abort request" }
-        : out.at(-1) === IM_END
-          ? { type: "stop", matched: IM_END }
-          : { type: "length", length: out.length };
-      answer(res, 200, {
-        text: "",
-        output_ids: out,
-        meta_info: {
-          id: rid,
-          finish_reason: finish,
-          prompt_tokens: inputIds.length,
-          completion_tokens: out.length,
-          cached_tokens: 0,
-          weight_version: "w-double",
-          output_token_logprobs: out.map((id, i) => [doubleLogprob(id, i), id, null]),
-        },
-      });
-    };
-    if (reply.abort) return respond(true);
-    if (!reply.delayMs) return respond(false);
-    const timer = setTimeout(() => respond(false), reply.delayMs);
-    pending.set(rid, () => {
-      clearTimeout(timer);
-      respond(true);
-    });
-  };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const path = req.url ?? "";
-      if (req.method === "GET" && path === "/health") return answer(res, 200, {});
-      // The proxy reads the weight version here; not a call, so not recorded.
-      if (req.method === "GET" && path === "/model_info")
-        return answer(res, 200, { weight_version: "w-double" });
-      // Server arguments, read once at start (priority scheduling): off, as SGLang's default.
-      if (req.method === "GET" && (path === "/server_info" || path === "/get_server_info"))
-        return answer(res, 200, {
-          enable_priority_scheduling: false,
-          schedule_low_priority_values_first: false,
-        });
-      let body: JsonObject;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as JsonObject;
-      } catch {
-        return answer(res, 400, { error: { message: "(body): not JSON" } });
-      }
-      received.push({ path, headers: req.headers, body });
-      if (path === "/generate") return generate(body, res);
-      if (path === "/abort_request") {
-        pending.get(String(body.rid))?.();
-        return answer(res, 200, {});
-      }
-      if (path === "/separate_reasoning" && state.parsers.separate)
-        return answer(res, 200, state.parsers.separate(body));
-      if (path === "/parse_function_call" && state.parsers.functionCall)
-        return answer(res, 200, state.parsers.functionCall(body));
-      answer(res, 404, { error: { message: `no route ${path}` } });
-    });
+    req.on("end", () => route(state, pending, req, res, Buffer.concat(chunks)));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
