@@ -12,6 +12,7 @@ from polar_trainer import PolarClient
 from polar_trainer.config import SchedulerConfig
 from polar_trainer.groups import Group
 from polar_trainer.scheduler import Exhausted, GroupScheduler
+from polar_trainer.scheduler_state import GroupRecord
 
 TASK = {"instruction": "What is 2 + 3?", "agent": {"harness": "shell", "custom_shell": {"command": "true"}}}
 # Never contacted: nothing here starts the scheduler's threads.
@@ -27,11 +28,11 @@ def _sched(tmp_path, policy_version=None, **cfg):
 
 def _put(sched, index, state, version=0):
     gid = sched.cfg.group_id(index)
-    sched._state["groups"][gid] = {"index": index, "stamp": version, "state": state, "body": {}, "cancelled": False, "version": version}
+    sched._state.groups[gid] = GroupRecord(index=index, stamp=version, state=state, body={}, cancelled=False, version=version)
     sched._groups[gid] = Group(group_id=gid, index=index, stamp=version, task_id=gid)
     sched._results[gid] = {}
     if state == "accepted":
-        sched._state["accepted_order"].append(gid)
+        sched._state.accepted_order.append(gid)
     return gid
 
 
@@ -43,8 +44,8 @@ def test_staleness_admission_admits_what_the_bound_lets_a_step_take(tmp_path):
     assert sched._can_admit()
     _put(sched, 3, "accepted", version=7)  # fresh at the version set below: never dropped here
     assert not sched._can_admit()  # a fifth group would be taken by step 3, 2 updates behind
-    for gid in list(sched._state["groups"])[:2]:
-        sched._state["groups"][gid].update(state="leased", step=1)
+    for gid in list(sched._state.groups)[:2]:
+        sched._state.groups[gid].state, sched._state.groups[gid].step = "leased", 1
     assert not sched._can_admit()  # leased, not committed: still counted
     sched.commit(1)
     assert sched._can_admit()  # the bound moved by one step: 6 fit
@@ -57,8 +58,8 @@ def test_staleness_admission_admits_what_the_bound_lets_a_step_take(tmp_path):
 
 def test_staleness_admission_counts_from_where_the_run_started(tmp_path):
     sched = _sched(tmp_path, rollout_batch_size=2, max_async_level=1, admission="staleness")
-    sched._state.update(committed_step=40, last_step=40)
-    sched._state["counters"]["consumed"] = 80
+    sched._state.committed_step = sched._state.last_step = 40
+    sched._state.counters.consumed = 80
     for i in range(4):
         _put(sched, i, "inflight", version=40)
     assert not sched._can_admit()  # not 40 steps of groups ahead
@@ -82,7 +83,7 @@ def test_consume_order_oldest_takes_the_oldest_version_first(tmp_path):
     batch = sched.next_batch(timeout=1)
     assert batch.group_ids == ["r-g000002", "r-g000001"]
     assert [g.staleness for g in batch.groups] == [2, 1]
-    assert sched._state["accepted_order"] == ["r-g000000", "r-g000003"]
+    assert sched._state.accepted_order == ["r-g000000", "r-g000003"]
 
 
 def test_consume_order_accepted_takes_groups_as_they_were_accepted(tmp_path):
