@@ -26,7 +26,7 @@ import type { EngineName } from "./engines";
 import { ProxyHttpError } from "./errors";
 import type { InferenceFence } from "./fence";
 import { isObject } from "./json";
-import { MAX_REQUEST_BODY_BYTES, readBody } from "./request-io";
+import { jsonObjectBody, MAX_REQUEST_BODY_BYTES, parseJsonBody, readBody } from "./request-io";
 import { sessionSamplingPolicy } from "./sampling";
 
 /** Longest wait a `pause` call may ask for (ms). */
@@ -46,20 +46,7 @@ function authorised(req: http.IncomingMessage, token: string): boolean {
 async function jsonBody(req: http.IncomingMessage): Promise<Record<string, unknown>> {
   const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
   if (text.trim() === "") return {};
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new ProxyHttpError(400, "invalid_request_error", "invalid_json", "(body): not valid JSON");
-  }
-  if (!isObject(body))
-    throw new ProxyHttpError(
-      400,
-      "invalid_request_error",
-      "invalid_request",
-      "(body): must be a JSON object",
-    );
-  return body;
+  return jsonObjectBody(parseJsonBody(text));
 }
 
 const bad = (param: string, message: string) =>

@@ -1,10 +1,15 @@
 /**
- * Typed errors of the proxy and the one place that maps them to HTTP responses in OpenAI's error
- * shape (`{error: {message, type, param, code}}`), which every OpenAI client library parses.
+ * Typed errors of the proxy and the one place that maps them to answers: {@link classifyError}
+ * decides each error's status, type and code, and {@link sendFamilyError} writes it in the caller's
+ * family (a JSON error body, the engine's own answer passed through, or the family's error event
+ * once a stream has started). OpenAI's shape (`{error: {message, type, param, code}}`) is the
+ * default, which every OpenAI client library parses.
  *
  * @module
  */
+import type http from "node:http";
 import { versionNumber } from "../protocol";
+import type { Family, StreamWriter } from "./families/types";
 
 /** OpenAI's error body. `code` and `message` also satisfy the project's `{error:{code,message}}`. */
 export interface OpenAiErrorBody {
@@ -30,6 +35,48 @@ export class ProxyHttpError extends Error {
     super(message);
     this.name = "ProxyHttpError";
   }
+}
+
+/**
+ * A pause in `abort` mode cut the generation after bytes of it reached the harness: the call cannot
+ * be issued again unseen, so the harness is told to retry (503, which SDKs retry).
+ *
+ * @example
+ * ```ts
+ * res.end(writer.error(classifyError(new EngineAbortedError())));
+ * ```
+ */
+export class EngineAbortedError extends ProxyHttpError {
+  constructor() {
+    super(503, "api_error", "engine_aborted", "the generation was aborted for a weight update; retry");
+    this.name = "EngineAbortedError";
+  }
+}
+
+/**
+ * The error a request's abort rejects with: the harness went away (or a fence cut the wait), so
+ * there is nobody to answer. Named `AbortError` like the platform's own aborts.
+ *
+ * @example
+ * ```ts
+ * signal.addEventListener("abort", () => reject(clientAbortError()), { once: true });
+ * ```
+ */
+export function clientAbortError(): Error {
+  return Object.assign(new Error("request aborted by the client"), { name: "AbortError" });
+}
+
+/**
+ * Whether an error is an abort (the platform's, {@link clientAbortError}, a fence's): the caller
+ * is gone, so the answer is to hang up, not to write an error.
+ *
+ * @example
+ * ```ts
+ * if (isAbortError(err)) res.destroy();
+ * ```
+ */
+export function isAbortError(err: unknown): boolean {
+  return err instanceof Error && err.name === "AbortError";
 }
 
 /**
@@ -324,6 +371,20 @@ export function classifyError(err: unknown): ClassifiedError {
 }
 
 /**
+ * The HTTP answer for an error, before anything was written: the engine's own answer when it is
+ * passed through (`passthrough`: the caller's family is OpenAI-shaped already), else `body` of the
+ * classified error as JSON.
+ */
+function errorResponse(
+  e: ClassifiedError,
+  body: (e: ClassifiedError) => unknown,
+  passthrough: boolean,
+): HttpErrorResponse {
+  if (e.passthrough && passthrough) return e.passthrough;
+  return { status: e.status, contentType: "application/json", body: JSON.stringify(body(e)) };
+}
+
+/**
  * Maps an error to an OpenAI-shaped response (engine answers passed through unchanged).
  *
  * @example
@@ -333,11 +394,44 @@ export function classifyError(err: unknown): ClassifiedError {
  * ```
  */
 export function toHttpErrorResponse(err: unknown): HttpErrorResponse {
+  return errorResponse(classifyError(err), (e) => openAiError(e.message, e.type, e.code, e.param), true);
+}
+
+/**
+ * Writes an error in the family's native shape. Before the answer started: OpenAI Chat harnesses
+ * get the engine's own error body unchanged (it is already OpenAI-shaped), the other families get
+ * it wrapped in theirs. Once it started: the stream ends with the family's error event, written by
+ * the stream's own `writer` (it numbers or brackets its frames) or, without one, a fresh writer.
+ *
+ * @example
+ * ```ts
+ * sendFamilyError(res, anthropic, new ProxyHttpError(401, "invalid_request_error", "invalid_api_key", "…"));
+ * ```
+ */
+export function sendFamilyError(
+  res: http.ServerResponse,
+  family: Family,
+  err: unknown,
+  writer?: StreamWriter,
+): void {
   const e = classifyError(err);
-  if (e.passthrough) return e.passthrough;
-  return {
-    status: e.status,
-    contentType: "application/json",
-    body: JSON.stringify(openAiError(e.message, e.type, e.code, e.param)),
-  };
+  if (res.headersSent) {
+    const blank = { chat: {}, stream: true, requestedModel: null, reply: {} };
+    res.end((writer ?? family.stream(blank, { id: "error", created: 0 })).error(e));
+    return;
+  }
+  const r = errorResponse(e, (c) => family.errorBody(c), family.api === "openai_chat");
+  res.writeHead(r.status, { "content-type": r.contentType }).end(r.body);
+}
+
+/**
+ * The code a failure is counted under: `client_closed` for an abort, else its classified code.
+ *
+ * @example
+ * ```ts
+ * metrics.error(failureCode(err)); // "engine_timeout", "client_closed", …
+ * ```
+ */
+export function failureCode(err: unknown): string {
+  return isAbortError(err) ? "client_closed" : classifyError(err).code;
 }

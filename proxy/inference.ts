@@ -11,51 +11,25 @@ import { type Admission, abortRequest, admitted } from "./admission";
 import { headersOf, type InferenceCall, type InferenceDeps, replyWhole, withReplica } from "./call";
 import { newCompletionId } from "./capture";
 import { applyEnginePriority, enginePriorityValue, sessionEnginePriority } from "./engine-priority";
+import { engineChunks } from "./engine-sse";
 import { type EngineAdapter, VllmStreamAccumulator } from "./engines";
 import { validateChatRequest } from "./engines/sglang-openai";
 import { newRid } from "./engines/sglang-token/generate";
 import { serveTokenTurn } from "./engines/sglang-token/serve";
 import {
-  classifyError,
+  EngineAbortedError,
   EngineContractError,
   EngineStatusError,
   engineFailureOf,
+  failureCode,
+  isAbortError,
   PolicyVersionGapError,
-  ProxyHttpError,
+  sendFamilyError,
 } from "./errors";
-import { openAiChat } from "./families";
-import type { Family } from "./families/types";
+import type { StreamWriter } from "./families/types";
 import { isObject, randomId } from "./json";
 import { applySamplingPolicy, sessionSamplingPolicy } from "./sampling";
 import { postJson, postStream } from "./upstream";
-
-/**
- * Writes an error in the family's native shape. OpenAI Chat harnesses get the engine's own error
- * body unchanged (it is already OpenAI-shaped); the other families get it wrapped in theirs.
- *
- * @example
- * ```ts
- * sendFamilyError(res, anthropic, new ProxyHttpError(401, "invalid_request_error", "invalid_api_key", "…"));
- * ```
- */
-export function sendFamilyError(res: http.ServerResponse, family: Family, err: unknown): void {
-  const e = classifyError(err);
-  if (res.headersSent) {
-    res.end(
-      family
-        .stream({ chat: {}, stream: true, requestedModel: null, reply: {} }, { id: "error", created: 0 })
-        .error(e),
-    );
-    return;
-  }
-  if (e.passthrough && family === openAiChat) {
-    res
-      .writeHead(e.passthrough.status, { "content-type": e.passthrough.contentType })
-      .end(e.passthrough.body);
-    return;
-  }
-  res.writeHead(e.status, { "content-type": "application/json" }).end(JSON.stringify(family.errorBody(e)));
-}
 
 /**
  * Serves one admitted call. The session slot is reserved and the fence entered here; both are
@@ -125,19 +99,22 @@ export async function serveCall(deps: InferenceDeps, call: InferenceCall): Promi
   }
 }
 
+/** Where and how a call was served, as its record states it. */
+interface RecordExtra {
+  latency_ms: number;
+  replica: string;
+  policyVersion: string | null;
+  weightVersionStart: string | null;
+  streamed: boolean;
+}
+
 function buildRecord(
   deps: InferenceDeps,
   engine: EngineAdapter,
   call: InferenceCall,
   served: JsonObject,
   raw: JsonObject,
-  extra: {
-    latency_ms: number;
-    replica: string;
-    policyVersion: string | null;
-    weightVersionStart: string | null;
-    streamed: boolean;
-  },
+  extra: RecordExtra,
 ): CompletionRecord {
   const n = engine.normalizeChatResponse(raw);
   deps.replicas.observeWeightVersion(extra.replica, n.weight_version);
@@ -173,6 +150,45 @@ function buildRecord(
   };
 }
 
+/** The engine request of a call: the adapter's body, with the session's priority on it. */
+function engineRequest(deps: InferenceDeps, engine: EngineAdapter, call: InferenceCall, stream: boolean) {
+  const served = engine.buildChatRequest(call.parsed.chat, {
+    modelServed: deps.modelServed,
+    sessionId: call.session.sessionId,
+    ...(stream ? { stream: true } : {}),
+  });
+  applyEnginePriority(served.body, call.session.meta, deps.priorityOrder ?? null);
+  return served;
+}
+
+/** What a replica answered, which one it was, and the weight version the call started under. */
+interface Sent<T> {
+  value: T;
+  url: string;
+  weightVersionStart: string | null;
+}
+
+/** Sends a call to a replica (with failover, {@link withReplica}), noting its starting weight version. */
+async function toReplica<T>(
+  deps: InferenceDeps,
+  call: InferenceCall,
+  a: Admission,
+  send: (base: string) => Promise<T>,
+): Promise<Sent<T>> {
+  let weightVersionStart: string | null = null;
+  const { value, url } = await withReplica(
+    deps,
+    call.session.sessionId,
+    (base) => {
+      weightVersionStart = deps.replicas.weightVersion(base);
+      return send(base);
+    },
+    a.exclude,
+    a.signal,
+  );
+  return { value, url, weightVersionStart };
+}
+
 /** Non-streaming engine call; the reply is JSON or a stream synthesised from the whole answer. */
 async function serveWhole(
   deps: InferenceDeps,
@@ -180,29 +196,18 @@ async function serveWhole(
   call: InferenceCall,
   a: Admission,
 ): Promise<CompletionRecord> {
-  const served = engine.buildChatRequest(call.parsed.chat, {
-    modelServed: deps.modelServed,
-    sessionId: call.session.sessionId,
-  });
-  applyEnginePriority(served.body, call.session.meta, deps.priorityOrder ?? null);
+  const served = engineRequest(deps, engine, call, false);
   const rid = withRid(engine, served.body, call.session.sessionId);
   const started = performance.now();
-  let weightVersionStart: string | null = null;
-  const { value: upstream, url } = await withReplica(
-    deps,
-    call.session.sessionId,
-    (base) => {
-      weightVersionStart = deps.replicas.weightVersion(base);
-      if (rid) a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId, deps.replicas));
-      return postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
-        timeoutMs: deps.timeoutMs,
-        signal: a.signal,
-      });
-    },
-    a.exclude,
-    a.signal,
-  );
+  const sent = await toReplica(deps, call, a, (base) => {
+    if (rid) a.ticket.onAbort(() => abortRequest(base, rid, call.session.sessionId, deps.replicas));
+    return postJson(`${base}${engine.chatPath}`, served.body, served.headers, {
+      timeoutMs: deps.timeoutMs,
+      signal: a.signal,
+    });
+  });
   const latency_ms = performance.now() - started;
+  const upstream = sent.value;
   if (upstream.status < 200 || upstream.status >= 300) {
     throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
   }
@@ -214,15 +219,20 @@ async function serveWhole(
   }
   if (!isObject(raw)) throw new EngineContractError("(body)", "is not a JSON object");
   if (a.ticket.aborted) throw new Error("aborted by a weight-update pause");
-  const record = buildRecord(deps, engine, call, served.body, raw, {
-    latency_ms,
-    replica: url,
-    policyVersion: a.policyVersion,
-    weightVersionStart,
-    streamed: false,
-  });
+  const record = buildRecord(deps, engine, call, served.body, raw, recordExtra(sent, a, latency_ms, false));
   replyWhole(call, engine.clientCompletion(raw));
   return record;
+}
+
+/** The record fields of where and how a call was served. */
+function recordExtra(sent: Sent<unknown>, a: Admission, latency_ms: number, streamed: boolean): RecordExtra {
+  return {
+    latency_ms,
+    replica: sent.url,
+    policyVersion: a.policyVersion,
+    weightVersionStart: sent.weightVersionStart,
+    streamed,
+  };
 }
 
 /**
@@ -247,99 +257,79 @@ async function streamReal(
   call: InferenceCall,
   a: Admission,
 ): Promise<CompletionRecord | null> {
-  const served = engine.buildChatRequest(call.parsed.chat, {
-    modelServed: deps.modelServed,
-    sessionId: call.session.sessionId,
-    stream: true,
-  });
-  applyEnginePriority(served.body, call.session.meta, deps.priorityOrder ?? null);
+  const served = engineRequest(deps, engine, call, true);
   const started = performance.now();
-  let weightVersionStart: string | null = null;
-  const { value: upstream, url } = await withReplica(
-    deps,
-    call.session.sessionId,
-    (base) => {
-      weightVersionStart = deps.replicas.weightVersion(base);
-      return postStream(`${base}${engine.chatPath}`, served.body, served.headers, {
-        timeoutMs: deps.timeoutMs,
-        signal: a.signal,
-      });
-    },
-    a.exclude,
-    a.signal,
+  const sent = await toReplica(deps, call, a, (base) =>
+    postStream(`${base}${engine.chatPath}`, served.body, served.headers, {
+      timeoutMs: deps.timeoutMs,
+      signal: a.signal,
+    }),
   );
+  const upstream = sent.value;
   if (!upstream.ok) throw new EngineStatusError(upstream.status, upstream.body, upstream.contentType);
   const { res, family, parsed } = call;
   const writer = family.stream(parsed, { id: randomId(""), created: Math.floor(Date.now() / 1000) });
   res.writeHead(200, headersOf(writer.contentType));
   res.write(writer.start());
-  const acc = new VllmStreamAccumulator();
-  let firstToken = false;
   try {
-    for await (const data of upstream.events) {
-      if (data === "[DONE]") break;
-      let chunk: unknown;
-      try {
-        chunk = JSON.parse(data);
-      } catch {
-        throw new EngineContractError("(stream chunk)", "is not valid JSON");
-      }
-      if (!isObject(chunk)) throw new EngineContractError("(stream chunk)", "is not a JSON object");
-      if (chunk.error !== undefined) {
-        throw new EngineStatusError(500, JSON.stringify({ error: chunk.error }), "application/json");
-      }
-      if (!firstToken && carriesTokens(chunk)) {
-        firstToken = true;
-        deps.metrics.firstToken(engine.name, (performance.now() - started) / 1000);
-      }
-      let out = "";
-      for (const ev of acc.push(chunk)) out += writer.delta(ev);
-      if (out) res.write(out);
-    }
+    const acc = await relay(deps, engine, upstream.events, writer, res, started);
     const raw = acc.result();
-    const record = buildRecord(deps, engine, call, served.body, raw, {
-      latency_ms: performance.now() - started,
-      replica: url,
-      policyVersion: a.policyVersion,
-      weightVersionStart,
-      streamed: true,
-    });
+    const extra = recordExtra(sent, a, performance.now() - started, true);
+    const record = buildRecord(deps, engine, call, served.body, raw, extra);
     let out = "";
     for (const c of acc.toolCalls()) out += writer.delta({ kind: "tool_call", ...c });
     res.end(out + writer.finish(engine.clientCompletion(raw)));
     return record;
   } catch (err) {
     upstream.cancel();
-    deps.metrics.error(
-      a.ticket.aborted
-        ? "engine_aborted"
-        : err instanceof Error && err.name === "AbortError"
-          ? "client_closed"
-          : classifyError(err).code,
-    );
-    if (a.ticket.aborted && !res.writableEnded) {
-      // Bytes already reached the harness: it cannot be re-issued unseen; the harness retries.
-      res.end(
-        writer.error(
-          classifyError(
-            new ProxyHttpError(
-              503,
-              "api_error",
-              "engine_aborted",
-              "the generation was aborted for a weight update; retry",
-            ),
-          ),
-        ),
-      );
-      return null;
-    }
-    if (err instanceof Error && err.name === "AbortError") {
-      res.destroy();
-      return null;
-    }
-    if (!res.writableEnded) res.end(writer.error(classifyError(err)));
+    endBrokenStream(deps, a, call, writer, err);
     return null;
   }
+}
+
+/**
+ * Writes the deltas of each engine chunk to the harness as it arrives, and returns what they add
+ * up to. The first chunk that carries tokens is the time to first token.
+ */
+async function relay(
+  deps: InferenceDeps,
+  engine: EngineAdapter,
+  payloads: AsyncIterable<string>,
+  writer: StreamWriter,
+  res: http.ServerResponse,
+  started: number,
+): Promise<VllmStreamAccumulator> {
+  const acc = new VllmStreamAccumulator();
+  let firstToken = false;
+  for await (const chunk of engineChunks(payloads)) {
+    if (!firstToken && carriesTokens(chunk)) {
+      firstToken = true;
+      deps.metrics.firstToken(engine.name, (performance.now() - started) / 1000);
+    }
+    let out = "";
+    for (const ev of acc.push(chunk)) out += writer.delta(ev);
+    if (out) res.write(out);
+  }
+  return acc;
+}
+
+/**
+ * Ends a stream that failed after its first byte. Bytes already reached the harness, so the call
+ * cannot be re-issued unseen: a weight-update abort tells the harness to retry, a closed client is
+ * hung up on, anything else ends the stream with the family's error event.
+ */
+function endBrokenStream(
+  deps: InferenceDeps,
+  a: Admission,
+  call: InferenceCall,
+  writer: StreamWriter,
+  err: unknown,
+): void {
+  const { res, family } = call;
+  deps.metrics.error(a.ticket.aborted ? "engine_aborted" : failureCode(err));
+  if (a.ticket.aborted && !res.writableEnded) sendFamilyError(res, family, new EngineAbortedError(), writer);
+  else if (isAbortError(err)) res.destroy();
+  else if (!res.writableEnded) sendFamilyError(res, family, err, writer);
 }
 
 /**

@@ -5,8 +5,9 @@
  * @module
  */
 import type http from "node:http";
-import { readBoundedBody } from "../protocol";
+import { type JsonObject, readBoundedBody } from "../protocol";
 import { ProxyHttpError } from "./errors";
+import { isObject } from "./json";
 
 /** Largest request body a harness may send (bytes); above it the proxy answers 413. */
 export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
@@ -25,6 +26,35 @@ export function readBody(req: http.IncomingMessage, limit: number): Promise<stri
     limit,
     (n) => new ProxyHttpError(413, "invalid_request_error", "request_too_large", `body exceeds ${n} bytes`),
   );
+}
+
+/**
+ * A request body's JSON (400 `invalid_json` when it is not JSON).
+ *
+ * @example
+ * ```ts
+ * const body = parseJsonBody(await readBody(req, MAX_REQUEST_BODY_BYTES));
+ * ```
+ */
+export function parseJsonBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ProxyHttpError(400, "invalid_request_error", "invalid_json", "(body): not valid JSON");
+  }
+}
+
+/**
+ * A request body that must be a JSON object (400 `invalid_request` when it is not).
+ *
+ * @example
+ * ```ts
+ * const original = jsonObjectBody(body);
+ * ```
+ */
+export function jsonObjectBody(body: unknown): JsonObject {
+  if (isObject(body)) return body;
+  throw new ProxyHttpError(400, "invalid_request_error", "invalid_request", "(body): must be a JSON object");
 }
 
 /**

@@ -10,7 +10,6 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { CompletionRecord, FenceMode, JsonObject, Logger } from "../protocol";
 import type { BridgeFlag, Verdict, VerdictRow } from "../tokenizer/bridge";
-import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { handleAdmin } from "./admin";
 import type { InferenceDeps } from "./call";
 import {
@@ -18,28 +17,29 @@ import {
   MAX_RECORDS_PER_SESSION,
   MAX_SESSION_CAPTURE_BYTES,
   type SessionOptions,
+  type SessionView,
 } from "./capture";
 import { type EnginePrioritySetting, type PriorityOrder, resolveEnginePriority } from "./engine-priority";
 import { type EngineAdapter, type EngineName, engineAdapter, isTokenEngine } from "./engines";
 import { pickTokenModeOptions, TokenMode, type TokenModeOptions } from "./engines/sglang-token/mode";
 import { VllmEnginePause } from "./engines/vllm-control";
-import { classifyError, openAiError, type PolicyVersionGap, ProxyHttpError } from "./errors";
 import {
-  anthropicToChat,
-  detectFamily,
-  googleModelFromPath,
-  googleToChat,
-  openAiChat,
-  requestKey,
-} from "./families";
+  failureCode,
+  isAbortError,
+  openAiError,
+  type PolicyVersionGap,
+  ProxyHttpError,
+  sendFamilyError,
+} from "./errors";
+import { detectFamily, openAiChat, requestKey } from "./families";
 import type { Family } from "./families/types";
 import { type FenceStatus, InferenceFence, type PauseResult } from "./fence";
-import { sendFamilyError, serveCall } from "./inference";
-import { isObject } from "./json";
+import { serveCall } from "./inference";
 import { NO_PROXY_METRICS, type ProxyMetricsSink } from "./metrics";
 import { ReplicaSet, type ReplicaStatus } from "./replicas";
-import { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
+import { jsonObjectBody, MAX_REQUEST_BODY_BYTES, parseJsonBody, readBody, sendJson } from "./request-io";
 import type { RouterPolicy } from "./router";
+import { TokenCounter } from "./token-count";
 
 export { MAX_REQUEST_BODY_BYTES, readBody, sendJson } from "./request-io";
 
@@ -198,7 +198,8 @@ export class ProxyServer {
   /** Chat engine adapter; null in token mode. */
   readonly engine: EngineAdapter | null;
   private readonly deps: InferenceDeps;
-  private tokenizer: Promise<ChatTokenizer> | null = null;
+  /** Answers the token count routes. */
+  private readonly tokens: TokenCounter;
 
   constructor(
     readonly opts: ProxyOptions,
@@ -216,6 +217,7 @@ export class ProxyServer {
       throw new Error("engine: token mode state is required exactly for engine 'sglang'");
     const engine = tokenMode ? null : engineAdapter(opts.engine);
     this.engine = engine;
+    this.tokens = new TokenCounter(tokenMode, opts.tokenizerPath);
     const urls = [...(opts.engineUrl ? [opts.engineUrl] : []), ...(opts.engineUrls ?? [])];
     this.replicas = new ReplicaSet(urls, {
       ...(opts.routerUrl ? { routerUrl: opts.routerUrl } : {}),
@@ -283,13 +285,12 @@ export class ProxyServer {
       family = f;
       inference = true;
     }).catch((err: unknown) => {
+      metrics.error(failureCode(err));
       // The harness hung up mid-call: there is nobody left to answer.
-      if (err instanceof Error && err.name === "AbortError") {
-        metrics.error("client_closed");
+      if (isAbortError(err)) {
         res.destroy();
         return;
       }
-      metrics.error(classifyError(err).code);
       const e = err instanceof ProxyHttpError ? null : err;
       if (e && !(e instanceof Error && e.name === "EngineStatusError")) {
         this.log.warn("request failed", { url: req.url, error: e instanceof Error ? e.message : String(e) });
@@ -309,22 +310,7 @@ export class ProxyServer {
   ): Promise<void> {
     const url = new URL(req.url ?? "/", "http://proxy");
     const path = url.pathname.replace(/\/+$/, "");
-    if (req.method === "GET" && path === "/health") {
-      sendJson(res, 200, { status: "ok", sessions: this.store.size, paused: this.fence.status().paused });
-      return;
-    }
-    if (req.method === "GET" && path === "/metrics" && this.opts.metricsEndpoint) {
-      const { contentType, body } = await this.opts.metricsEndpoint();
-      res.writeHead(200, { "content-type": contentType }).end(body);
-      return;
-    }
-    if (req.method === "GET" && path === "/v1/models") {
-      sendJson(res, 200, {
-        object: "list",
-        data: [{ id: this.opts.modelServed, object: "model", created: 0, owned_by: "polar" }],
-      });
-      return;
-    }
+    if (req.method === "GET" && (await this.serveOpenGet(res, path))) return;
     if (this.opts.adminToken && (path.startsWith("/sessions") || path.startsWith("/admin/"))) {
       await handleAdmin(this, req, res, path, url.searchParams);
       return;
@@ -337,66 +323,62 @@ export class ProxyServer {
       );
       return;
     }
-    // Family by path and headers first, so even a body that is not JSON gets a native error.
-    setFamily(detectFamily(path, req.headers, null));
-    const text = await readBody(req, MAX_REQUEST_BODY_BYTES);
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new ProxyHttpError(400, "invalid_request_error", "invalid_json", "(body): not valid JSON");
-    }
-    const family = detectFamily(path, req.headers, body);
-    setFamily(family);
-    const key = requestKey(req.headers, url.searchParams);
-    const session = key ? this.store.resolveKey(key) : null;
-    if (!session) {
-      // Refused, not captured: an unknown key means a misconfigured harness, not a new session.
-      throw new ProxyHttpError(
-        401,
-        "invalid_request_error",
-        "invalid_api_key",
-        key
-          ? "Incorrect API key provided: not a session key of this proxy"
-          : "Missing API key: send the session key as Authorization: Bearer, x-api-key, x-goog-api-key or ?key=",
-      );
-    }
-    if (path.endsWith("/messages/count_tokens")) {
-      sendJson(res, 200, { input_tokens: await this.countTokens(anthropicToChat(body)) });
-      return;
-    }
-    if (path.includes(":countTokens")) {
-      const inner =
-        isObject(body) && isObject(body.generateContentRequest) ? body.generateContentRequest : body;
-      sendJson(res, 200, {
-        totalTokens: await this.countTokens(googleToChat(inner, googleModelFromPath(path))),
-      });
-      return;
-    }
-    if (!isObject(body))
-      throw new ProxyHttpError(
-        400,
-        "invalid_request_error",
-        "invalid_request",
-        "(body): must be a JSON object",
-      );
-    const parsed = family.parse(body, { path, query: url.searchParams, headers: req.headers });
-    await serveCall(this.deps, { family, session, original: body, parsed, path, res });
+    await this.serveHarness(req, res, url, path, setFamily);
   }
 
-  /** Prompt tokens of a chat request: exact with a tokenizer, else about 4 characters per token. */
-  private async countTokens(chat: JsonObject): Promise<number> {
-    if (this.tokenMode) this.tokenizer ??= Promise.resolve(this.tokenMode.tokenizer);
-    else if (!this.opts.tokenizerPath) return Math.ceil(JSON.stringify(chat.messages ?? []).length / 4);
-    if (!this.tokenizer) {
-      const { loadChatTokenizer } = await import("../tokenizer/chat-tokenizer");
-      this.tokenizer = loadChatTokenizer(this.opts.tokenizerPath);
+  /** The GET routes that need no key: health, metrics (when served), the model list. */
+  private async serveOpenGet(res: http.ServerResponse, path: string): Promise<boolean> {
+    if (path === "/health") {
+      sendJson(res, 200, { status: "ok", sessions: this.store.size, paused: this.fence.status().paused });
+      return true;
     }
-    const tok = await this.tokenizer;
-    const tools = Array.isArray(chat.tools) ? chat.tools : undefined;
-    return tok.encode(
-      tok.render(chat.messages as JsonObject[], { ...(tools ? { tools } : {}), addGenerationPrompt: true }),
-    ).length;
+    if (path === "/metrics" && this.opts.metricsEndpoint) {
+      const { contentType, body } = await this.opts.metricsEndpoint();
+      res.writeHead(200, { "content-type": contentType }).end(body);
+      return true;
+    }
+    if (path === "/v1/models") {
+      sendJson(res, 200, {
+        object: "list",
+        data: [{ id: this.opts.modelServed, object: "model", created: 0, owned_by: "polar" }],
+      });
+      return true;
+    }
+    return false;
+  }
+
+  /** A harness's POST: its session by key, then a token count or a call in its family. */
+  private async serveHarness(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    url: URL,
+    path: string,
+    setFamily: (f: Family) => void,
+  ): Promise<void> {
+    // Family by path and headers first, so even a body that is not JSON gets a native error.
+    setFamily(detectFamily(path, req.headers, null));
+    const body = parseJsonBody(await readBody(req, MAX_REQUEST_BODY_BYTES));
+    const family = detectFamily(path, req.headers, body);
+    setFamily(family);
+    const session = this.sessionOf(requestKey(req.headers, url.searchParams));
+    if (await this.tokens.serve(res, path, body)) return;
+    const original = jsonObjectBody(body);
+    const parsed = family.parse(original, { path, query: url.searchParams, headers: req.headers });
+    await serveCall(this.deps, { family, session, original, parsed, path, res });
+  }
+
+  /** The open session a key belongs to; refused, not captured: an unknown key is a misconfigured harness. */
+  private sessionOf(key: string | null): SessionView {
+    const session = key ? this.store.resolveKey(key) : null;
+    if (session) return session;
+    throw new ProxyHttpError(
+      401,
+      "invalid_request_error",
+      "invalid_api_key",
+      key
+        ? "Incorrect API key provided: not a session key of this proxy"
+        : "Missing API key: send the session key as Authorization: Bearer, x-api-key, x-goog-api-key or ?key=",
+    );
   }
 }
 

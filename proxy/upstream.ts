@@ -6,8 +6,8 @@
  */
 import http from "node:http";
 import https from "node:https";
-import { createParser } from "eventsource-parser";
-import { EngineTimeoutError, EngineUnreachableError } from "./errors";
+import { type SseSource, sseData } from "./engine-sse";
+import { clientAbortError, EngineTimeoutError, EngineUnreachableError } from "./errors";
 
 /** Largest engine response body the proxy reads (bytes); a bigger one is treated as a broken engine. */
 export const MAX_ENGINE_RESPONSE_BYTES = 256 * 1024 * 1024;
@@ -17,6 +17,104 @@ export interface UpstreamResponse {
   status: number;
   contentType: string | null;
   body: string;
+}
+
+/** How long the engine may take, and the harness's abort. */
+interface PostOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * One POST in flight, with its deadline and abort watch. The first failure wins: it cuts the
+ * request and rejects the caller's promise unless that was settled already. A stream settles
+ * early (on its headers) and keeps the watch until its body is read, so a deadline or an abort
+ * mid-stream still ends it.
+ */
+class EnginePost implements SseSource {
+  failure: Error | null = null;
+  readonly req: http.ClientRequest;
+  private settled = false;
+  private readonly timer: NodeJS.Timeout;
+  private readonly onAbort = () => this.fail(clientAbortError());
+
+  constructor(
+    readonly url: string,
+    body: unknown,
+    headers: Record<string, string>,
+    private readonly opts: PostOptions,
+    private readonly reject: (err: Error) => void,
+    onResponse: (res: http.IncomingMessage) => void,
+  ) {
+    const target = new URL(url);
+    const payload = Buffer.from(JSON.stringify(body));
+    const client = target.protocol === "https:" ? https : http;
+    this.timer = setTimeout(() => this.fail(new EngineTimeoutError(url, opts.timeoutMs)), opts.timeoutMs);
+    opts.signal?.addEventListener("abort", this.onAbort, { once: true });
+    this.req = client.request(
+      target,
+      { method: "POST", headers: { ...headers, "content-length": String(payload.length) } },
+      onResponse,
+    );
+    this.req.on("error", (err) => this.fail(new EngineUnreachableError(url, err.message)));
+    this.req.end(payload);
+  }
+
+  fail(err: Error): void {
+    this.failure ??= err;
+    this.req.destroy(err);
+    if (this.settled) return;
+    this.settled = true;
+    this.stopWatching();
+    this.reject(this.failure);
+  }
+
+  /** Settles the caller's promise (once); `watching` keeps the deadline and abort watch on. */
+  settle(resolve: () => void, watching = false): void {
+    if (this.settled) return;
+    this.settled = true;
+    if (!watching) this.stopWatching();
+    resolve();
+  }
+
+  broken(reason: string): void {
+    this.failure ??= new EngineUnreachableError(this.url, reason);
+  }
+
+  close(): void {
+    this.stopWatching();
+    this.req.destroy();
+  }
+
+  private stopWatching(): void {
+    clearTimeout(this.timer);
+    this.opts.signal?.removeEventListener("abort", this.onAbort);
+  }
+}
+
+/** Reads a whole response body; past `limit.bytes` its `exceeded` is called and the rest dropped. */
+function readWhole(
+  res: http.IncomingMessage,
+  done: (r: UpstreamResponse) => void,
+  limit?: { bytes: number; exceeded: () => void },
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  res.on("data", (chunk: Buffer) => {
+    size += chunk.length;
+    if (limit && size > limit.bytes) {
+      limit.exceeded();
+      return;
+    }
+    chunks.push(chunk);
+  });
+  res.on("end", () =>
+    done({
+      status: res.statusCode ?? 0,
+      contentType: res.headers["content-type"] ?? null,
+      body: Buffer.concat(chunks).toString("utf8"),
+    }),
+  );
 }
 
 /**
@@ -33,62 +131,19 @@ export function postJson(
   url: string,
   body: unknown,
   headers: Record<string, string>,
-  opts: { timeoutMs: number; signal?: AbortSignal },
+  opts: PostOptions,
 ): Promise<UpstreamResponse> {
-  const target = new URL(url);
-  const payload = Buffer.from(JSON.stringify(body));
-  const client = target.protocol === "https:" ? https : http;
   return new Promise<UpstreamResponse>((resolve, reject) => {
-    let settled = false;
-    const finish = (fn: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", onAbort);
-      fn();
-    };
-    const req = client.request(
-      target,
-      { method: "POST", headers: { ...headers, "content-length": String(payload.length) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on("data", (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_ENGINE_RESPONSE_BYTES) {
-            req.destroy();
-            finish(() =>
-              reject(
-                new EngineUnreachableError(url, `response larger than ${MAX_ENGINE_RESPONSE_BYTES} bytes`),
-              ),
-            );
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on("end", () =>
-          finish(() =>
-            resolve({
-              status: res.statusCode ?? 0,
-              contentType: res.headers["content-type"] ?? null,
-              body: Buffer.concat(chunks).toString("utf8"),
-            }),
+    const post: EnginePost = new EnginePost(url, body, headers, opts, reject, (res) => {
+      readWhole(res, (r) => post.settle(() => resolve(r)), {
+        bytes: MAX_ENGINE_RESPONSE_BYTES,
+        exceeded: () =>
+          post.fail(
+            new EngineUnreachableError(url, `response larger than ${MAX_ENGINE_RESPONSE_BYTES} bytes`),
           ),
-        );
-        res.on("error", (err) => finish(() => reject(new EngineUnreachableError(url, err.message))));
-      },
-    );
-    const timer = setTimeout(() => {
-      req.destroy();
-      finish(() => reject(new EngineTimeoutError(url, opts.timeoutMs)));
-    }, opts.timeoutMs);
-    const onAbort = () => {
-      req.destroy();
-      finish(() => reject(Object.assign(new Error("request aborted by the client"), { name: "AbortError" })));
-    };
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-    req.on("error", (err) => finish(() => reject(new EngineUnreachableError(url, err.message))));
-    req.end(payload);
+      });
+      res.on("error", (err) => post.fail(new EngineUnreachableError(url, err.message)));
+    });
   });
 }
 
@@ -112,110 +167,19 @@ export function postStream(
   url: string,
   body: unknown,
   headers: Record<string, string>,
-  opts: { timeoutMs: number; signal?: AbortSignal },
+  opts: PostOptions,
 ): Promise<UpstreamStream> {
-  const target = new URL(url);
-  const payload = Buffer.from(JSON.stringify(body));
-  const client = target.protocol === "https:" ? https : http;
+  const sseHeaders = { ...headers, accept: "text/event-stream" };
   return new Promise<UpstreamStream>((resolve, reject) => {
-    let failure: Error | null = null;
-    let settled = false;
-    const fail = (err: Error) => {
-      failure ??= err;
-      req.destroy(err);
-      if (!settled) {
-        settled = true;
-        cleanup();
-        reject(failure);
+    const post: EnginePost = new EnginePost(url, body, sseHeaders, opts, reject, (res) => {
+      const status = res.statusCode ?? 0;
+      if (status < 200 || status >= 300) {
+        readWhole(res, (r) => post.settle(() => resolve({ ok: false, ...r })));
+        return;
       }
-    };
-    const timer = setTimeout(() => fail(new EngineTimeoutError(url, opts.timeoutMs)), opts.timeoutMs);
-    const onAbort = () =>
-      fail(Object.assign(new Error("request aborted by the client"), { name: "AbortError" }));
-    const cleanup = () => {
-      clearTimeout(timer);
-      opts.signal?.removeEventListener("abort", onAbort);
-    };
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-    const req = client.request(
-      target,
-      {
-        method: "POST",
-        headers: { ...headers, accept: "text/event-stream", "content-length": String(payload.length) },
-      },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        if (status < 200 || status >= 300) {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("end", () => {
-            settled = true;
-            cleanup();
-            resolve({
-              ok: false,
-              status,
-              contentType: res.headers["content-type"] ?? null,
-              body: Buffer.concat(chunks).toString("utf8"),
-            });
-          });
-          return;
-        }
-        settled = true;
-        const queue: string[] = [];
-        let ended = false;
-        let wake: (() => void) | null = null;
-        const notify = () => {
-          wake?.();
-          wake = null;
-        };
-        const parser = createParser({ onEvent: (ev) => queue.push(ev.data) });
-        res.setEncoding("utf8");
-        res.on("data", (text: string) => {
-          parser.feed(text);
-          notify();
-        });
-        res.on("end", () => {
-          ended = true;
-          notify();
-        });
-        res.on("error", (err) => {
-          failure ??= new EngineUnreachableError(url, err.message);
-          notify();
-        });
-        res.on("close", () => {
-          if (!res.complete) failure ??= new EngineUnreachableError(url, "stream closed before its end");
-          ended = true;
-          notify();
-        });
-        async function* events(): AsyncGenerator<string, void, undefined> {
-          try {
-            for (;;) {
-              if (queue.length > 0) {
-                yield queue.shift()!;
-                continue;
-              }
-              if (failure) throw failure;
-              if (ended) return;
-              await new Promise<void>((r) => {
-                wake = r;
-              });
-            }
-          } finally {
-            cleanup();
-            req.destroy();
-          }
-        }
-        resolve({ ok: true, events: events(), cancel: () => req.destroy() });
-      },
-    );
-    req.on("error", (err) => {
-      if (!failure) failure = new EngineUnreachableError(url, err.message);
-      if (!settled) {
-        settled = true;
-        cleanup();
-        reject(failure);
-      }
+      const stream = () =>
+        resolve({ ok: true, events: sseData(res, post), cancel: () => post.req.destroy() });
+      post.settle(stream, true);
     });
-    req.end(payload);
   });
 }

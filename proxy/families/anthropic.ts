@@ -7,41 +7,14 @@
  * @module
  */
 import type { JsonObject } from "../../protocol";
-import {
-  badField,
-  decodeReasoning,
-  encodeReasoning,
-  isObject,
-  objects,
-  parseArguments,
-  randomId,
-} from "../json";
-import {
-  asText,
-  choiceOf,
-  type FlatToolCall,
-  messageOf,
-  partsContent,
-  refuseTooDeep,
-  sse,
-  toolCallsOf,
-  usageOf,
-} from "./common";
-import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
+import { badField, decodeReasoning, isObject, objects, randomId } from "../json";
+import { anthropicErrorBody, anthropicMessage } from "./anthropic-reply";
+import { AnthropicStream } from "./anthropic-stream";
+import { asText, functionTool, partsContent, refuseTooDeep } from "./common";
+import type { Family, ParsedRequest } from "./types";
 
 /** Claude Code puts a billing line in the system prompt; it means nothing to another model. */
 const BILLING_LINE = /^x-anthropic-billing-header:.*$/gm;
-
-const ERROR_TYPES: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  403: "permission_error",
-  404: "not_found_error",
-  413: "request_too_large",
-  429: "rate_limit_error",
-  504: "timeout_error",
-  529: "overloaded_error",
-};
 
 function mediaPart(block: JsonObject, field: string): JsonObject {
   const source = isObject(block.source) ? block.source : null;
@@ -214,14 +187,9 @@ export function anthropicToChat(body: unknown): JsonObject {
   if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
   const tools = objects(body.tools).filter((t) => t.type === undefined || t.type === "custom");
   if (tools.length > 0) {
-    chat.tools = tools.map((t) => ({
-      type: "function",
-      function: {
-        name: t.name,
-        ...(typeof t.description === "string" ? { description: t.description } : {}),
-        parameters: isObject(t.input_schema) ? t.input_schema : { type: "object", properties: {} },
-      },
-    }));
+    chat.tools = tools.map((t) =>
+      functionTool(t, isObject(t.input_schema) ? t.input_schema : { type: "object", properties: {} }),
+    );
   }
   Object.assign(chat, convertToolChoice(body.tool_choice));
   if (isObject(body.thinking)) {
@@ -231,29 +199,6 @@ export function anthropicToChat(body: unknown): JsonObject {
     chat.chat_template_kwargs = { enable_thinking: body.thinking.type !== "disabled" };
   }
   return chat;
-}
-
-function stopReason(
-  completion: JsonObject,
-  calls: FlatToolCall[],
-): { stop_reason: string; stop_sequence: string | null } {
-  const choice = choiceOf(completion);
-  if (calls.length > 0 || choice.finish_reason === "tool_calls")
-    return { stop_reason: "tool_use", stop_sequence: null };
-  if (choice.finish_reason === "length") return { stop_reason: "max_tokens", stop_sequence: null };
-  if (typeof choice.matched_stop === "string")
-    return { stop_reason: "stop_sequence", stop_sequence: choice.matched_stop };
-  return { stop_reason: "end_turn", stop_sequence: null };
-}
-
-function usageBlock(completion: JsonObject): JsonObject {
-  const u = usageOf(completion);
-  return {
-    input_tokens: u.prompt - u.cached,
-    output_tokens: u.completion,
-    cache_read_input_tokens: u.cached,
-    cache_creation_input_tokens: 0,
-  };
 }
 
 /**
@@ -277,136 +222,7 @@ export const anthropic: Family = {
       reply: {},
     };
   },
-  respond(completion, req) {
-    const message = messageOf(completion);
-    const calls = toolCallsOf(message);
-    const content: JsonObject[] = [];
-    if (typeof message.reasoning_content === "string" && message.reasoning_content) {
-      content.push({
-        type: "thinking",
-        thinking: message.reasoning_content,
-        signature: encodeReasoning(message.reasoning_content),
-      });
-    }
-    if (typeof message.content === "string" && message.content)
-      content.push({ type: "text", text: message.content });
-    for (const c of calls)
-      content.push({ type: "tool_use", id: c.id, name: c.name, input: parseArguments(c.arguments) });
-    return {
-      id: `msg_${String(completion.id ?? randomId(""))}`,
-      type: "message",
-      role: "assistant",
-      model: req.requestedModel ?? completion.model ?? null,
-      content,
-      ...stopReason(completion, calls),
-      usage: usageBlock(completion),
-    };
-  },
-  stream: anthropicStream,
-  errorBody: (e: ErrorInfo) => ({
-    type: "error",
-    error: {
-      type: ERROR_TYPES[e.status] ?? (e.status >= 500 ? "api_error" : "invalid_request_error"),
-      message: e.message,
-      code: e.code,
-    },
-  }),
+  respond: anthropicMessage,
+  stream: (req, meta) => new AnthropicStream(req, meta),
+  errorBody: anthropicErrorBody,
 };
-
-/** message_start, then per block content_block_start/delta…/stop, then message_delta and message_stop. */
-function anthropicStream(req: ParsedRequest, meta: { id: string; created: number }): StreamWriter {
-  let index = -1;
-  let open: "thinking" | "text" | "tool_use" | null = null;
-  let reasoning = "";
-  const close = (): string => {
-    if (open === null) return "";
-    let out = "";
-    if (open === "thinking") {
-      out += sse(
-        {
-          type: "content_block_delta",
-          index,
-          delta: { type: "signature_delta", signature: encodeReasoning(reasoning) },
-        },
-        "content_block_delta",
-      );
-    }
-    open = null;
-    return out + sse({ type: "content_block_stop", index }, "content_block_stop");
-  };
-  const openBlock = (type: "thinking" | "text" | "tool_use", block: JsonObject): string => {
-    const out = close();
-    index++;
-    open = type;
-    return out + sse({ type: "content_block_start", index, content_block: block }, "content_block_start");
-  };
-  return {
-    contentType: "text/event-stream",
-    start: () =>
-      sse(
-        {
-          type: "message_start",
-          message: {
-            id: `msg_${meta.id}`,
-            type: "message",
-            role: "assistant",
-            model: req.requestedModel,
-            content: [],
-            stop_reason: null,
-            stop_sequence: null,
-            usage: { input_tokens: 0, output_tokens: 0 },
-          },
-        },
-        "message_start",
-      ),
-    delta(ev: DeltaEvent) {
-      let out = "";
-      if (ev.kind === "reasoning") {
-        if (open !== "thinking")
-          out += openBlock("thinking", { type: "thinking", thinking: "", signature: "" });
-        reasoning += ev.text;
-        return (
-          out +
-          sse(
-            { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: ev.text } },
-            "content_block_delta",
-          )
-        );
-      }
-      if (ev.kind === "text") {
-        if (open !== "text") out += openBlock("text", { type: "text", text: "" });
-        return (
-          out +
-          sse(
-            { type: "content_block_delta", index, delta: { type: "text_delta", text: ev.text } },
-            "content_block_delta",
-          )
-        );
-      }
-      out += openBlock("tool_use", { type: "tool_use", id: ev.id, name: ev.name, input: {} });
-      return (
-        out +
-        sse(
-          {
-            type: "content_block_delta",
-            index,
-            delta: { type: "input_json_delta", partial_json: JSON.stringify(parseArguments(ev.arguments)) },
-          },
-          "content_block_delta",
-        )
-      );
-    },
-    finish(completion) {
-      const calls = toolCallsOf(messageOf(completion));
-      return (
-        close() +
-        sse(
-          { type: "message_delta", delta: stopReason(completion, calls), usage: usageBlock(completion) },
-          "message_delta",
-        ) +
-        sse({ type: "message_stop" }, "message_stop")
-      );
-    },
-    error: (e) => sse(anthropic.errorBody(e), "error"),
-  };
-}

@@ -171,6 +171,28 @@ export function completionDeltas(completion: JsonObject, wantLogprobs: boolean):
 }
 
 /**
+ * A tool of the chat form, from a family's tool definition: its `name`, its `description` when it
+ * is a string, the `parameters` schema the family gives, then any `extra` function fields.
+ *
+ * @example
+ * ```ts
+ * functionTool({ name: "bash", description: "Run a command" }, { type: "object", properties: {} });
+ * // { type: "function", function: { name: "bash", description: "Run a command", parameters: {...} } }
+ * ```
+ */
+export function functionTool(def: JsonObject, parameters: unknown, extra: JsonObject = {}): JsonObject {
+  return {
+    type: "function",
+    function: {
+      name: def.name,
+      ...(typeof def.description === "string" ? { description: def.description } : {}),
+      parameters,
+      ...extra,
+    },
+  };
+}
+
+/**
  * One SSE frame; with `event` for families that name their events (Anthropic, Responses).
  *
  * @example

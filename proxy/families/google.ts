@@ -8,39 +8,12 @@
  * @module
  */
 import type { JsonObject } from "../../protocol";
-import {
-  badField,
-  decodeReasoning,
-  encodeReasoning,
-  isObject,
-  objects,
-  parseArguments,
-  randomId,
-} from "../json";
-import {
-  asText,
-  choiceOf,
-  messageOf,
-  partsContent,
-  refuseTooDeep,
-  sse,
-  toolCallsOf,
-  usageOf,
-} from "./common";
+import { badField, decodeReasoning, isObject, objects, randomId } from "../json";
+import { asText, functionTool, partsContent, refuseTooDeep } from "./common";
+import { geminiResponse, googleErrorBody } from "./google-reply";
+import { GoogleStream } from "./google-stream";
 import { normalizeGeminiRequest } from "./google-wire";
-import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
-
-const STATUS_NAMES: Record<number, string> = {
-  400: "INVALID_ARGUMENT",
-  401: "UNAUTHENTICATED",
-  403: "PERMISSION_DENIED",
-  404: "NOT_FOUND",
-  413: "INVALID_ARGUMENT",
-  429: "RESOURCE_EXHAUSTED",
-  502: "UNAVAILABLE",
-  503: "UNAVAILABLE",
-  504: "DEADLINE_EXCEEDED",
-};
+import type { Family, ParsedRequest } from "./types";
 
 /**
  * The model named in a Gemini path (`/v1beta/models/gemini-2.5-pro:generateContent` → `gemini-2.5-pro`).
@@ -98,102 +71,110 @@ function partsOf(content: JsonObject, field: string): JsonObject[] {
   return objects(content.parts);
 }
 
+/** The `systemInstruction` (an object with parts, or a plain string) as one system message. */
+function systemMessage(instruction: unknown): JsonObject | null {
+  const sys = isObject(instruction)
+    ? instruction
+    : typeof instruction === "string"
+      ? { parts: [{ text: instruction }] }
+      : null;
+  if (!sys) return null;
+  const text = objects(sys.parts)
+    .map((p) => asText(p.text))
+    .join("\n");
+  return text ? { role: "system", content: text } : null;
+}
+
+/**
+ * Gemini answers calls by name (ids are optional): the ids given to each name's calls, so that a
+ * function response without an id answers the oldest call of its name still unanswered.
+ */
+type PendingCallIds = Map<string, string[]>;
+
 function convertContents(body: JsonObject): JsonObject[] {
   const out: JsonObject[] = [];
-  const sys = isObject(body.systemInstruction)
-    ? body.systemInstruction
-    : typeof body.systemInstruction === "string"
-      ? { parts: [{ text: body.systemInstruction }] }
-      : null;
-  if (sys) {
-    const text = objects(sys.parts)
-      .map((p) => asText(p.text))
-      .join("\n");
-    if (text) out.push({ role: "system", content: text });
-  }
+  const system = systemMessage(body.systemInstruction);
+  if (system) out.push(system);
   if (!Array.isArray(body.contents)) throw badField("contents", "required array");
-  // Gemini answers calls by name (ids are optional): remember the ids given to each name's calls.
-  const pendingIds = new Map<string, string[]>();
+  const pending: PendingCallIds = new Map();
   body.contents.forEach((c, i) => {
     const field = `contents[${i}]`;
     if (!isObject(c)) throw badField(field, "must be an object");
     const parts = partsOf(c, field);
-    if (c.role === "model") {
-      let reasoning = "";
-      let text = "";
-      const calls: JsonObject[] = [];
-      // A model turn's text parts are pieces of one answer (a streamed reply is kept one part per
-      // chunk): joined as they were sampled, with nothing between.
-      for (const p of parts) {
-        if (p.thought === true && typeof p.text === "string") reasoning += p.text;
-        else if (typeof p.text === "string") text += p.text;
-        else if (isObject(p.functionCall)) {
-          const name = asText(p.functionCall.name);
-          const id = typeof p.functionCall.id === "string" ? p.functionCall.id : randomId("call_");
-          pendingIds.set(name, [...(pendingIds.get(name) ?? []), id]);
-          calls.push({
-            id,
-            type: "function",
-            function: { name, arguments: JSON.stringify(p.functionCall.args ?? {}) },
-          });
-        }
-        if (!reasoning) reasoning = decodeReasoning(p.thoughtSignature) ?? "";
-      }
-      out.push({
-        role: "assistant",
-        content: text || calls.length === 0 ? text : null,
-        ...(reasoning ? { reasoning_content: reasoning } : {}),
-        ...(calls.length > 0 ? { tool_calls: calls } : {}),
-      });
-      return;
-    }
-    const user: JsonObject[] = [];
-    parts.forEach((p, j) => {
-      if (isObject(p.functionResponse)) {
-        const name = asText(p.functionResponse.name);
-        const queue = pendingIds.get(name) ?? [];
-        const id =
-          typeof p.functionResponse.id === "string"
-            ? p.functionResponse.id
-            : (queue.shift() ?? randomId("call_"));
-        pendingIds.set(
-          name,
-          queue.filter((x) => x !== id),
-        );
-        out.push({
-          role: "tool",
-          tool_call_id: id,
-          content: functionResponseText(p.functionResponse.response),
-        });
-      } else if (typeof p.text === "string") user.push({ type: "text", text: p.text });
-      else if (isObject(p.inlineData)) {
-        const mime = asText(p.inlineData.mimeType, "application/octet-stream");
-        const url = `data:${mime};base64,${asText(p.inlineData.data)}`;
-        user.push(
-          mime.startsWith("image/")
-            ? { type: "image_url", image_url: { url } }
-            : { type: "file", file: { file_data: url } },
-        );
-      } else if (isObject(p.fileData)) {
-        const uri = p.fileData.fileUri;
-        if (typeof uri !== "string")
-          throw badField(`${field}.parts[${j}].fileData.fileUri`, "required string");
-        const mime = asText(p.fileData.mimeType);
-        user.push(
-          mime.startsWith("image/")
-            ? { type: "image_url", image_url: { url: uri } }
-            : { type: "file", file: { file_url: uri } },
-        );
-      }
-    });
-    if (user.length > 0) {
-      out.push({
-        role: "user",
-        content: partsContent(user),
-      });
-    }
+    if (c.role === "model") out.push(modelTurn(parts, pending));
+    else out.push(...userTurn(parts, field, pending));
   });
   return out;
+}
+
+/**
+ * A model turn as one assistant message. Its text parts are pieces of one answer (a streamed reply
+ * is kept one part per chunk): joined as they were sampled, with nothing between.
+ */
+function modelTurn(parts: JsonObject[], pending: PendingCallIds): JsonObject {
+  let reasoning = "";
+  let text = "";
+  const calls: JsonObject[] = [];
+  for (const p of parts) {
+    if (p.thought === true && typeof p.text === "string") reasoning += p.text;
+    else if (typeof p.text === "string") text += p.text;
+    else if (isObject(p.functionCall)) {
+      const name = asText(p.functionCall.name);
+      const id = typeof p.functionCall.id === "string" ? p.functionCall.id : randomId("call_");
+      pending.set(name, [...(pending.get(name) ?? []), id]);
+      calls.push({
+        id,
+        type: "function",
+        function: { name, arguments: JSON.stringify(p.functionCall.args ?? {}) },
+      });
+    }
+    if (!reasoning) reasoning = decodeReasoning(p.thoughtSignature) ?? "";
+  }
+  return {
+    role: "assistant",
+    content: text || calls.length === 0 ? text : null,
+    ...(reasoning ? { reasoning_content: reasoning } : {}),
+    ...(calls.length > 0 ? { tool_calls: calls } : {}),
+  };
+}
+
+/** A user turn: a tool message per function response, then one user message with the rest. */
+function userTurn(parts: JsonObject[], field: string, pending: PendingCallIds): JsonObject[] {
+  const out: JsonObject[] = [];
+  const user: JsonObject[] = [];
+  parts.forEach((p, j) => {
+    if (isObject(p.functionResponse)) out.push(toolResult(p.functionResponse, pending));
+    else if (typeof p.text === "string") user.push({ type: "text", text: p.text });
+    else if (isObject(p.inlineData)) {
+      const mime = asText(p.inlineData.mimeType, "application/octet-stream");
+      user.push(mediaPart(mime, `data:${mime};base64,${asText(p.inlineData.data)}`, "file_data"));
+    } else if (isObject(p.fileData)) {
+      const uri = p.fileData.fileUri;
+      if (typeof uri !== "string") throw badField(`${field}.parts[${j}].fileData.fileUri`, "required string");
+      user.push(mediaPart(asText(p.fileData.mimeType), uri, "file_url"));
+    }
+  });
+  if (user.length > 0) out.push({ role: "user", content: partsContent(user) });
+  return out;
+}
+
+/** A function response as a tool message, answering the call it names by id or else by name. */
+function toolResult(response: JsonObject, pending: PendingCallIds): JsonObject {
+  const name = asText(response.name);
+  const queue = pending.get(name) ?? [];
+  const id = typeof response.id === "string" ? response.id : (queue.shift() ?? randomId("call_"));
+  pending.set(
+    name,
+    queue.filter((x) => x !== id),
+  );
+  return { role: "tool", tool_call_id: id, content: functionResponseText(response.response) };
+}
+
+/** Inline data or a file reference as a content part: an image part for images, else a file. */
+function mediaPart(mime: string, url: string, fileKey: "file_data" | "file_url"): JsonObject {
+  return mime.startsWith("image/")
+    ? { type: "image_url", image_url: { url } }
+    : { type: "file", file: { [fileKey]: url } };
 }
 
 /**
@@ -212,16 +193,14 @@ export function googleToChat(raw: unknown, model: string | null): JsonObject {
   if (model) chat.model = model;
   const tools = objects(body.tools).flatMap((t) => objects(t.functionDeclarations));
   if (tools.length > 0) {
-    chat.tools = tools.map((f) => ({
-      type: "function",
-      function: {
-        name: f.name,
-        ...(typeof f.description === "string" ? { description: f.description } : {}),
-        parameters: isObject(f.parametersJsonSchema)
+    chat.tools = tools.map((f) =>
+      functionTool(
+        f,
+        isObject(f.parametersJsonSchema)
           ? f.parametersJsonSchema
           : (lowerSchema(f.parameters ?? { type: "object", properties: {} }) as JsonObject),
-      },
-    }));
+      ),
+    );
   }
   const fcc =
     isObject(body.toolConfig) && isObject(body.toolConfig.functionCallingConfig)
@@ -254,34 +233,6 @@ export function googleToChat(raw: unknown, model: string | null): JsonObject {
   return chat;
 }
 
-function finishReason(completion: JsonObject): string {
-  return choiceOf(completion).finish_reason === "length" ? "MAX_TOKENS" : "STOP";
-}
-
-function usageMetadata(completion: JsonObject): JsonObject {
-  const u = usageOf(completion);
-  return {
-    promptTokenCount: u.prompt,
-    candidatesTokenCount: u.completion,
-    totalTokenCount: u.prompt + u.completion,
-    cachedContentTokenCount: u.cached,
-  };
-}
-
-function answerParts(completion: JsonObject, includeThoughts: boolean): JsonObject[] {
-  const message = messageOf(completion);
-  const parts: JsonObject[] = [];
-  const reasoning = typeof message.reasoning_content === "string" ? message.reasoning_content : "";
-  if (reasoning && includeThoughts) parts.push({ text: reasoning, thought: true });
-  if (typeof message.content === "string" && message.content) parts.push({ text: message.content });
-  for (const c of toolCallsOf(message))
-    parts.push({ functionCall: { id: c.id, name: c.name, args: parseArguments(c.arguments) } });
-  // Thinking models return a signature the client must send back; ours carries the reasoning itself.
-  if (reasoning && parts.length > 0)
-    parts[parts.length - 1] = { ...parts.at(-1), thoughtSignature: encodeReasoning(reasoning) };
-  return parts;
-}
-
 /**
  * The Google Gemini family.
  *
@@ -309,81 +260,7 @@ export const google: Family = {
       },
     };
   },
-  respond(completion, req) {
-    return {
-      candidates: [
-        {
-          content: { role: "model", parts: answerParts(completion, req.reply.includeThoughts === true) },
-          finishReason: finishReason(completion),
-          index: 0,
-        },
-      ],
-      usageMetadata: usageMetadata(completion),
-      modelVersion: req.requestedModel ?? completion.model ?? null,
-      responseId: String(completion.id ?? randomId("")),
-    };
-  },
-  stream: googleStream,
-  errorBody: (e: ErrorInfo) => ({
-    error: {
-      code: e.status,
-      message: e.message,
-      status: STATUS_NAMES[e.status] ?? (e.status >= 500 ? "INTERNAL" : "FAILED_PRECONDITION"),
-      details: [{ reason: e.code }],
-    },
-  }),
+  respond: geminiResponse,
+  stream: (req, meta) => new GoogleStream(req, meta),
+  errorBody: googleErrorBody,
 };
-
-/** One chunk per delta (`data: {candidates…}` with `alt=sse`, else elements of one JSON array). */
-function googleStream(req: ParsedRequest, meta: { id: string; created: number }): StreamWriter {
-  const asSse = req.reply.sse === true;
-  let first = true;
-  const frame = (body: JsonObject): string => {
-    if (asSse) return sse(body);
-    const prefix = first ? "[" : ",\r\n";
-    first = false;
-    return prefix + JSON.stringify(body);
-  };
-  const chunk = (parts: JsonObject[], extra: JsonObject = {}) =>
-    frame({
-      candidates: [{ content: { role: "model", parts }, index: 0, ...extra }],
-      modelVersion: req.requestedModel,
-      responseId: meta.id,
-    });
-  let reasoning = "";
-  let signed = false;
-  return {
-    contentType: asSse ? "text/event-stream" : "application/json",
-    start: () => "",
-    delta(ev: DeltaEvent) {
-      if (ev.kind === "reasoning") {
-        reasoning += ev.text;
-        return req.reply.includeThoughts === true ? chunk([{ text: ev.text, thought: true }]) : "";
-      }
-      if (ev.kind === "text") return chunk([{ text: ev.text }]);
-      const part: JsonObject = {
-        functionCall: { id: ev.id, name: ev.name, args: parseArguments(ev.arguments) },
-      };
-      // As Gemini does: the signature rides on the first call (clients keep call parts, not empty ones).
-      if (reasoning && !signed) part.thoughtSignature = encodeReasoning(reasoning);
-      signed ||= reasoning !== "";
-      return chunk([part]);
-    },
-    finish(completion) {
-      // Never an empty `parts`: google-genai's chats count a chunk without parts as an invalid turn
-      // and drop it (and its question) from the history.
-      const parts: JsonObject[] = [
-        { text: "", ...(reasoning && !signed ? { thoughtSignature: encodeReasoning(reasoning) } : {}) },
-      ];
-      const body = frame({
-        candidates: [{ content: { role: "model", parts }, finishReason: finishReason(completion), index: 0 }],
-        usageMetadata: usageMetadata(completion),
-        modelVersion: req.requestedModel,
-        responseId: meta.id,
-      });
-      return asSse ? body : `${body}]`;
-    },
-    error: (e) =>
-      asSse ? sse(google.errorBody(e)) : `${first ? "[" : ","}${JSON.stringify(google.errorBody(e))}]`,
-  };
-}

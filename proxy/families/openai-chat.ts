@@ -9,8 +9,9 @@ import type { JsonObject } from "../../protocol";
 import { validateChatRequest } from "../engines/sglang-openai";
 import { openAiError } from "../errors";
 import { badField, isObject, objects } from "../json";
-import { choiceOf, mergeSystem, refuseTooDeep, sse } from "./common";
-import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
+import { choiceOf, type FlatToolCall, mergeSystem, refuseTooDeep, sse } from "./common";
+import { DeltaWriter } from "./delta-writer";
+import type { ErrorInfo, Family, ParsedRequest } from "./types";
 
 /**
  * The OpenAI Chat Completions family.
@@ -47,7 +48,7 @@ export const openAiChat: Family = {
       choices: choices.map((c) => (req.reply.wantLogprobs ? c : { ...c, logprobs: null })),
     };
   },
-  stream: chatStream,
+  stream: (req, meta) => new ChatStream(req, meta),
   errorBody: (e: ErrorInfo) => openAiError(e.message, e.type, e.code, e.param) as unknown as JsonObject,
 };
 
@@ -112,44 +113,69 @@ function checkTools(tools: unknown): void {
 /**
  * OpenAI chunks: role chunk, reasoning/content/tool-call deltas, the finish chunk, the usage chunk
  * when `stream_options.include_usage`, then `data: [DONE]`.
+ *
+ * @example
+ * ```ts
+ * const w = new ChatStream(req, { id: "chatcmpl-1", created: 0 });
+ * w.start() + w.delta({ kind: "text", text: "hi" }) + w.finish(completion);
+ * ```
  */
-function chatStream(req: ParsedRequest, meta: { id: string; created: number }): StreamWriter {
-  const includeUsage = req.reply.includeUsage === true;
-  const base = {
-    id: meta.id,
-    object: "chat.completion.chunk",
-    created: meta.created,
-    model: req.requestedModel,
-  };
-  // With include_usage OpenAI puts `usage: null` on every chunk but the last one.
-  const usageField = includeUsage ? { usage: null } : {};
-  const chunk = (delta: JsonObject, extra: JsonObject = {}) =>
-    sse({
-      ...base,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: null, ...extra }],
-      ...usageField,
+class ChatStream extends DeltaWriter {
+  readonly contentType = "text/event-stream";
+  private readonly includeUsage: boolean;
+  private readonly base: JsonObject;
+  /** The index the next tool call gets. */
+  private toolIndex = 0;
+
+  constructor(req: ParsedRequest, meta: { id: string; created: number }) {
+    super();
+    this.includeUsage = req.reply.includeUsage === true;
+    this.base = {
+      id: meta.id,
+      object: "chat.completion.chunk",
+      created: meta.created,
+      model: req.requestedModel,
+    };
+  }
+
+  start(): string {
+    return this.chunk({ role: "assistant", content: "" });
+  }
+
+  protected onReasoningDelta(text: string): string {
+    return this.chunk({ reasoning_content: text });
+  }
+
+  protected onTextDelta(text: string, logprobs?: unknown): string {
+    return this.chunk({ content: text }, logprobs ? { logprobs } : {});
+  }
+
+  protected onToolCall(call: FlatToolCall): string {
+    const index = this.toolIndex++;
+    return this.chunk({
+      tool_calls: [
+        { index, id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } },
+      ],
     });
-  let toolIndex = 0;
-  return {
-    contentType: "text/event-stream",
-    start: () => chunk({ role: "assistant", content: "" }),
-    delta(ev: DeltaEvent) {
-      if (ev.kind === "reasoning") return chunk({ reasoning_content: ev.text });
-      if (ev.kind === "text")
-        return chunk({ content: ev.text }, ev.logprobs ? { logprobs: ev.logprobs } : {});
-      const index = toolIndex++;
-      return chunk({
-        tool_calls: [
-          { index, id: ev.id, type: "function", function: { name: ev.name, arguments: ev.arguments } },
-        ],
-      });
-    },
-    finish(completion) {
-      const choice = choiceOf(completion);
-      let out = chunk({}, { finish_reason: choice.finish_reason ?? "stop" });
-      if (includeUsage) out += sse({ ...base, choices: [], usage: completion.usage ?? null });
-      return out + sse("[DONE]");
-    },
-    error: (e) => sse(openAiError(e.message, e.type, e.code, e.param)) + sse("[DONE]"),
-  };
+  }
+
+  finish(completion: JsonObject): string {
+    const choice = choiceOf(completion);
+    let out = this.chunk({}, { finish_reason: choice.finish_reason ?? "stop" });
+    if (this.includeUsage) out += sse({ ...this.base, choices: [], usage: completion.usage ?? null });
+    return out + sse("[DONE]");
+  }
+
+  error(e: ErrorInfo): string {
+    return sse(openAiError(e.message, e.type, e.code, e.param)) + sse("[DONE]");
+  }
+
+  private chunk(delta: JsonObject, extra: JsonObject = {}): string {
+    return sse({
+      ...this.base,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: null, ...extra }],
+      // With include_usage OpenAI puts `usage: null` on every chunk but the last one.
+      ...(this.includeUsage ? { usage: null } : {}),
+    });
+  }
 }

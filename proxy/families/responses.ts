@@ -11,28 +11,11 @@
  */
 import type { JsonObject } from "../../protocol";
 import { openAiError } from "../errors";
-import {
-  badField,
-  decodeReasoning,
-  encodeReasoning,
-  isObject,
-  objects,
-  parseArguments,
-  randomId,
-} from "../json";
-import {
-  asText,
-  choiceOf,
-  type FlatToolCall,
-  mergeSystem,
-  messageOf,
-  partsContent,
-  refuseTooDeep,
-  sse,
-  toolCallsOf,
-  usageOf,
-} from "./common";
-import type { DeltaEvent, ErrorInfo, Family, ParsedRequest, StreamWriter } from "./types";
+import { badField, decodeReasoning, isObject, objects, randomId } from "../json";
+import { asText, functionTool, mergeSystem, partsContent, refuseTooDeep } from "./common";
+import { responseObject } from "./responses-output";
+import { ResponsesStream } from "./responses-stream";
+import type { ErrorInfo, Family, ParsedRequest } from "./types";
 
 function parts(content: unknown, field: string): string | JsonObject[] {
   if (typeof content === "string") return content;
@@ -150,26 +133,14 @@ function convertTools(body: JsonObject, customTools: Set<string>): JsonObject[] 
   const tools: JsonObject[] = [];
   objects(body.tools).forEach((t) => {
     if (t.type === "function") {
-      tools.push({
-        type: "function",
-        function: {
-          name: t.name,
-          ...(typeof t.description === "string" ? { description: t.description } : {}),
-          parameters: isObject(t.parameters) ? t.parameters : { type: "object", properties: {} },
-          ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}),
-        },
-      });
+      const parameters = isObject(t.parameters) ? t.parameters : { type: "object", properties: {} };
+      tools.push(functionTool(t, parameters, typeof t.strict === "boolean" ? { strict: t.strict } : {}));
     } else if (t.type === "custom" && typeof t.name === "string") {
       // A free-form tool becomes a function with one string argument; the reply turns it back.
       customTools.add(t.name);
-      tools.push({
-        type: "function",
-        function: {
-          name: t.name,
-          ...(typeof t.description === "string" ? { description: t.description } : {}),
-          parameters: { type: "object", properties: { input: { type: "string" } }, required: ["input"] },
-        },
-      });
+      tools.push(
+        functionTool(t, { type: "object", properties: { input: { type: "string" } }, required: ["input"] }),
+      );
     }
   });
   return tools;
@@ -234,248 +205,6 @@ export const responses: Family = {
   },
   respond: (completion, req) =>
     responseObject(completion, req, String(completion.id ?? randomId("")), "completed"),
-  stream: responsesStream,
+  stream: (req, meta) => new ResponsesStream(req, meta),
   errorBody: (e: ErrorInfo) => openAiError(e.message, e.type, e.code, e.param) as unknown as JsonObject,
 };
-
-/**
- * A reasoning output item as OpenAI's own API returns one: the text in `summary`, the opaque
- * `encrypted_content` when asked for, and no `content`. A `content: [{type: "reasoning_text"}]`
- * copy is what Copilot CLI reads as a second, visible answer: it echoed it back as an assistant
- * message repeating the reasoning, so the model saw it twice and every turn was
- * `history_rewritten`. Codex sends the item back as it got it, with or without `content`.
- */
-function reasoningItem(id: string, text: string, encrypted: boolean): JsonObject {
-  return {
-    type: "reasoning",
-    id,
-    summary: [{ type: "summary_text", text }],
-    ...(encrypted ? { encrypted_content: encodeReasoning(text) } : {}),
-  };
-}
-
-function messageItem(id: string, text: string): JsonObject {
-  return {
-    type: "message",
-    id,
-    status: "completed",
-    role: "assistant",
-    content: [{ type: "output_text", text, annotations: [], logprobs: [] }],
-  };
-}
-
-function callItem(id: string, call: FlatToolCall, custom: boolean): JsonObject {
-  return custom
-    ? {
-        type: "custom_tool_call",
-        id,
-        call_id: call.id,
-        name: call.name,
-        input: String(parseArguments(call.arguments).input ?? ""),
-        status: "completed",
-      }
-    : {
-        type: "function_call",
-        id,
-        call_id: call.id,
-        name: call.name,
-        arguments: call.arguments,
-        status: "completed",
-      };
-}
-
-function responseObject(
-  completion: JsonObject,
-  req: ParsedRequest,
-  id: string,
-  status: string,
-  ids?: string[],
-): JsonObject {
-  const message = messageOf(completion);
-  const custom = new Set(Array.isArray(req.reply.customTools) ? (req.reply.customTools as string[]) : []);
-  const output: JsonObject[] = [];
-  let n = 0;
-  const nextId = (prefix: string) => ids?.[n++] ?? randomId(prefix);
-  if (typeof message.reasoning_content === "string" && message.reasoning_content) {
-    output.push(reasoningItem(nextId("rs_"), message.reasoning_content, req.reply.encrypted === true));
-  }
-  if (typeof message.content === "string" && message.content)
-    output.push(messageItem(nextId("msg_"), message.content));
-  for (const c of toolCallsOf(message)) output.push(callItem(nextId("fc_"), c, custom.has(c.name)));
-  const u = usageOf(completion);
-  const truncated = choiceOf(completion).finish_reason === "length";
-  const echo = isObject(req.reply.echo) ? req.reply.echo : {};
-  return {
-    id: `resp_${id}`,
-    object: "response",
-    created_at: typeof completion.created === "number" ? completion.created : Math.floor(Date.now() / 1000),
-    status: status === "completed" && truncated ? "incomplete" : status,
-    error: null,
-    incomplete_details: status === "completed" && truncated ? { reason: "max_output_tokens" } : null,
-    model: req.requestedModel ?? completion.model ?? null,
-    output,
-    usage: {
-      input_tokens: u.prompt,
-      // The SDKs type both details as required (openai-python 3.x: `cache_write_tokens`); the engine
-      // radix cache fills as a side effect, so no input token is ever counted as a cache write.
-      input_tokens_details: { cached_tokens: u.cached, cache_write_tokens: 0 },
-      output_tokens: u.completion,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: u.prompt + u.completion,
-    },
-    ...echo,
-  };
-}
-
-/**
- * Typed events: response.created / in_progress, then per output item `output_item.added`, its
- * part/text/arguments deltas and `…done` events, `output_item.done`, and `response.completed`.
- */
-function responsesStream(req: ParsedRequest, meta: { id: string; created: number }): StreamWriter {
-  let seq = 0;
-  let index = -1;
-  const ids: string[] = [];
-  let open: { kind: "reasoning" | "text"; id: string; text: string } | null = null;
-  const ev = (type: string, data: JsonObject) => sse({ type, sequence_number: seq++, ...data }, type);
-  const shell = (status: string): JsonObject => ({
-    ...responseObject({ id: meta.id, created: meta.created, choices: [] }, req, meta.id, status),
-    output: [],
-    usage: null,
-  });
-  const close = (): string => {
-    if (!open) return "";
-    const o = open;
-    open = null;
-    if (o.kind === "text") {
-      const part = { type: "output_text", text: o.text, annotations: [], logprobs: [] };
-      return (
-        ev("response.output_text.done", {
-          item_id: o.id,
-          output_index: index,
-          content_index: 0,
-          text: o.text,
-          logprobs: [],
-        }) +
-        ev("response.content_part.done", { item_id: o.id, output_index: index, content_index: 0, part }) +
-        ev("response.output_item.done", { output_index: index, item: messageItem(o.id, o.text) })
-      );
-    }
-    return (
-      ev("response.reasoning_summary_text.done", {
-        item_id: o.id,
-        output_index: index,
-        summary_index: 0,
-        text: o.text,
-      }) +
-      ev("response.reasoning_summary_part.done", {
-        item_id: o.id,
-        output_index: index,
-        summary_index: 0,
-        part: { type: "summary_text", text: o.text },
-      }) +
-      ev("response.output_item.done", {
-        output_index: index,
-        item: reasoningItem(o.id, o.text, req.reply.encrypted === true),
-      })
-    );
-  };
-  const custom = new Set(Array.isArray(req.reply.customTools) ? (req.reply.customTools as string[]) : []);
-  return {
-    contentType: "text/event-stream",
-    start: () =>
-      ev("response.created", { response: shell("in_progress") }) +
-      ev("response.in_progress", { response: shell("in_progress") }),
-    delta(d: DeltaEvent) {
-      let out = "";
-      if (d.kind === "reasoning" || d.kind === "text") {
-        if (!open || open.kind !== d.kind) {
-          out += close();
-          index++;
-          const id = randomId(d.kind === "text" ? "msg_" : "rs_");
-          ids.push(id);
-          open = { kind: d.kind, id, text: "" };
-          if (d.kind === "text") {
-            out += ev("response.output_item.added", {
-              output_index: index,
-              item: { type: "message", id, status: "in_progress", role: "assistant", content: [] },
-            });
-            out += ev("response.content_part.added", {
-              item_id: id,
-              output_index: index,
-              content_index: 0,
-              part: { type: "output_text", text: "", annotations: [], logprobs: [] },
-            });
-          } else {
-            out += ev("response.output_item.added", {
-              output_index: index,
-              item: { type: "reasoning", id, summary: [] },
-            });
-            out += ev("response.reasoning_summary_part.added", {
-              item_id: id,
-              output_index: index,
-              summary_index: 0,
-              part: { type: "summary_text", text: "" },
-            });
-          }
-        }
-        const o = open!;
-        o.text += d.text;
-        return (
-          out +
-          (d.kind === "text"
-            ? ev("response.output_text.delta", {
-                item_id: o.id,
-                output_index: index,
-                content_index: 0,
-                delta: d.text,
-                logprobs: [],
-              })
-            : ev("response.reasoning_summary_text.delta", {
-                item_id: o.id,
-                output_index: index,
-                summary_index: 0,
-                delta: d.text,
-              }))
-        );
-      }
-      out += close();
-      index++;
-      const id = randomId("fc_");
-      ids.push(id);
-      const isCustom = custom.has(d.name);
-      const item = callItem(id, d, isCustom);
-      out += ev("response.output_item.added", {
-        output_index: index,
-        item: { ...item, status: "in_progress", ...(isCustom ? { input: "" } : { arguments: "" }) },
-      });
-      if (isCustom) {
-        const input = String(item.input);
-        out += ev("response.custom_tool_call_input.delta", {
-          item_id: id,
-          output_index: index,
-          delta: input,
-        });
-        out += ev("response.custom_tool_call_input.done", { item_id: id, output_index: index, input });
-      } else {
-        out += ev("response.function_call_arguments.delta", {
-          item_id: id,
-          output_index: index,
-          delta: d.arguments,
-        });
-        out += ev("response.function_call_arguments.done", {
-          item_id: id,
-          output_index: index,
-          arguments: d.arguments,
-        });
-      }
-      return out + ev("response.output_item.done", { output_index: index, item });
-    },
-    finish(completion) {
-      const out = close();
-      const response = responseObject(completion, req, meta.id, "completed", ids);
-      const type = response.status === "incomplete" ? "response.incomplete" : "response.completed";
-      return out + ev(type, { response });
-    },
-    error: (e) => ev("error", { code: e.code, message: e.message, param: e.param }),
-  };
-}
