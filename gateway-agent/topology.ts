@@ -203,6 +203,72 @@ export function parseTopology(
   return parsed.data;
 }
 
+type TopologyNode = Topology["gateway"]["nodes"][number];
+
+/** The node `nodeId` names, or the only one. */
+function pickNode(nodes: TopologyNode[], nodeId: string | undefined, source: string): TopologyNode {
+  let node = nodes[0];
+  if (nodeId !== undefined) {
+    node = nodes.find((n) => n.id === nodeId);
+    if (!node)
+      throw new TopologyError(
+        `--node-id: '${nodeId}' is not in ${source} (gateway.nodes ids: ${nodes.map((n) => n.id).join(", ")})`,
+      );
+  } else if (nodes.length > 1) {
+    throw new TopologyError(`${source} has ${nodes.length} nodes: choose one with --node-id`);
+  }
+  if (!node) throw new TopologyError(`${source}: gateway.nodes is empty`);
+  return node;
+}
+
+/** The token-mode options of a node; refused on a chat engine (all but the tokenizer folder). */
+function tokenModeOf(node: TopologyNode, engine: string, where: string): Partial<GatewayOptions> {
+  const tokenMode: Partial<GatewayOptions> = {};
+  for (const [key, option] of TOKEN_MODE_KEYS) {
+    const value = node.inference[key];
+    if (value === undefined) continue;
+    // The tokenizer folder also gives chat engines exact `count_tokens` answers; the rest is
+    // token mode only, and silently ignoring it would hide a misconfigured node.
+    if (engine !== "sglang" && key !== "tokenizer_path")
+      throw new TopologyError(
+        `${where}.inference.${key}: only applies to engine 'sglang' (token mode), not '${engine}'`,
+      );
+    Object.assign(tokenMode, { [option]: value });
+  }
+  return tokenMode;
+}
+
+/** The optional inference settings of a node, as gateway options (only those set). */
+function inferenceOptions(inference: TopologyNode["inference"]): Partial<GatewayOptions> {
+  return {
+    ...(inference.request_timeout_seconds
+      ? { requestTimeoutMs: inference.request_timeout_seconds * 1000 }
+      : {}),
+    ...(inference.engine_priority ? { enginePriority: inference.engine_priority } : {}),
+    ...(inference.partial_rollouts === undefined ? {} : { partialRollouts: inference.partial_rollouts }),
+    ...(inference.engine_retry_seconds === undefined
+      ? {}
+      : { engineRetryMs: inference.engine_retry_seconds * 1000 }),
+  };
+}
+
+/** The runtimes' gateway-wide settings (only those the topology names). */
+function runtimeSettingsOf(rt: Topology["gateway"]["runtimes"]): GatewayOptions["runtimeSettings"] {
+  return {
+    ...(rt?.local ? { local: { sandbox: rt.local.sandbox, bwrapPath: rt.local.bwrap_path } } : {}),
+    ...(rt?.docker
+      ? {
+          docker: {
+            cli: rt.docker.cli,
+            globalArgs: rt.docker.global_args,
+            createArgs: rt.docker.create_args,
+          },
+        }
+      : {}),
+    ...(rt?.apptainer ? { apptainer: { cli: rt.apptainer.cli } } : {}),
+  };
+}
+
 /**
  * The gateway options of one node of a topology (`nodeId` required when there are several).
  *
@@ -219,17 +285,7 @@ export function gatewayOptionsFromTopology(
   source = "topology.yaml",
 ): GatewayOptions {
   const nodes = t.gateway.nodes;
-  let node = nodes[0];
-  if (nodeId !== undefined) {
-    node = nodes.find((n) => n.id === nodeId);
-    if (!node)
-      throw new TopologyError(
-        `--node-id: '${nodeId}' is not in ${source} (gateway.nodes ids: ${nodes.map((n) => n.id).join(", ")})`,
-      );
-  } else if (nodes.length > 1) {
-    throw new TopologyError(`${source} has ${nodes.length} nodes: choose one with --node-id`);
-  }
-  if (!node) throw new TopologyError(`${source}: gateway.nodes is empty`);
+  const node = pickNode(nodes, nodeId, source);
   const controlPlaneUrl =
     t.gateway.control_plane_url ?? t.gateway.rollout_server_url ?? t.rollout?.public_url;
   if (!controlPlaneUrl)
@@ -237,20 +293,7 @@ export function gatewayOptionsFromTopology(
       `${source}: gateway.control_plane_url is required (or upstream's gateway.rollout_server_url / rollout.public_url)`,
     );
   const engine = ENGINE_ALIASES[node.inference.engine] ?? node.inference.engine;
-  const index = nodes.indexOf(node);
-  const tokenMode: Partial<GatewayOptions> = {};
-  for (const [key, option] of TOKEN_MODE_KEYS) {
-    const value = node.inference[key];
-    if (value === undefined) continue;
-    // The tokenizer folder also gives chat engines exact `count_tokens` answers; the rest is
-    // token mode only, and silently ignoring it would hide a misconfigured node.
-    if (engine !== "sglang" && key !== "tokenizer_path")
-      throw new TopologyError(
-        `${source}: gateway.nodes[${index}].inference.${key}: only applies to engine 'sglang' (token mode), not '${engine}'`,
-      );
-    Object.assign(tokenMode, { [option]: value });
-  }
-  const rt = t.gateway.runtimes;
+  const tokenMode = tokenModeOf(node, engine, `${source}: gateway.nodes[${nodes.indexOf(node)}]`);
   return {
     controlPlaneUrl,
     nodeId: node.id,
@@ -270,30 +313,9 @@ export function gatewayOptionsFromTopology(
       : {}),
     defaultRuntime: node.default_runtime,
     ...tokenMode,
-    ...(node.inference.request_timeout_seconds
-      ? { requestTimeoutMs: node.inference.request_timeout_seconds * 1000 }
-      : {}),
-    ...(node.inference.engine_priority ? { enginePriority: node.inference.engine_priority } : {}),
-    ...(node.inference.partial_rollouts === undefined
-      ? {}
-      : { partialRollouts: node.inference.partial_rollouts }),
-    ...(node.inference.engine_retry_seconds === undefined
-      ? {}
-      : { engineRetryMs: node.inference.engine_retry_seconds * 1000 }),
+    ...inferenceOptions(node.inference),
     ...(node.port !== undefined ? { http: { host: node.host, port: node.port } } : {}),
-    runtimeSettings: {
-      ...(rt?.local ? { local: { sandbox: rt.local.sandbox, bwrapPath: rt.local.bwrap_path } } : {}),
-      ...(rt?.docker
-        ? {
-            docker: {
-              cli: rt.docker.cli,
-              globalArgs: rt.docker.global_args,
-              createArgs: rt.docker.create_args,
-            },
-          }
-        : {}),
-      ...(rt?.apptainer ? { apptainer: { cli: rt.apptainer.cli } } : {}),
-    },
+    runtimeSettings: runtimeSettingsOf(t.gateway.runtimes),
   };
 }
 

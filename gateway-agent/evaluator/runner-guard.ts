@@ -94,6 +94,75 @@ export interface GuardRecords {
 
 const unhex = (s: string) => Buffer.from(s, "hex").toString("utf8");
 
+/** The signed lines of the records, or why they are refused (a line the guard did not sign). */
+function signedLines(text: string, key: Buffer): GuardLine[] | string {
+  const lines: GuardLine[] = [];
+  for (const raw of text.split("\n").slice(0, -1)) {
+    const cut = raw.lastIndexOf("\t");
+    const body = raw.slice(0, cut);
+    const mac = Buffer.from(raw.slice(cut + 1), "hex");
+    const want = createHmac("sha256", key).update(body, "latin1").digest();
+    if (cut < 0 || mac.length !== want.length || !timingSafeEqual(mac, want))
+      return "a line in the guard's records that the guard did not sign";
+    const [seq, pid, kind, ...fields] = body.split("\t");
+    lines.push({ seq: Number(seq), pid: Number(pid), kind: kind ?? "", fields });
+  }
+  return lines;
+}
+
+/**
+ * Adds a record of the run's own process to `out`: null, or why the records are refused (a second
+ * start, an unknown kind).
+ */
+function readRecord(out: GuardRecords, line: GuardLine): string | null {
+  const f = line.fields;
+  switch (line.kind) {
+    case "start":
+      if (line.seq !== 0) return "a second start record";
+      out.start = {
+        python: unhex(f[1] ?? ""),
+        pytest: unhex(f[2] ?? ""),
+        audit_hooks: f[3] === "1",
+        dumpable: f[4] === "1",
+        landlock: Number(f[5] ?? 0),
+        ctypes: unhex(f[6] ?? ""),
+        runner_under_test: f[7] === "1",
+        main: f[8] === "1",
+      };
+      return null;
+    case "collected":
+      out.collected.set(unhex(f[0] ?? ""), { kind: f[1] ?? "", xfail: f[2] === "1" });
+      return null;
+    case "call":
+      out.calls.set(unhex(f[0] ?? ""), f[1] ?? "");
+      return null;
+    case "report":
+      if (f[1] === "call" || (f[1] === "setup" && f[2] !== "passed"))
+        out.reports.set(unhex(f[0] ?? ""), { outcome: f[2] ?? "", wasxfail: f[3] === "1" });
+      return null;
+    case "unguarded":
+      out.unguarded.push(unhex(f[0] ?? ""));
+      return null;
+    case "end":
+      out.end = { exitstatus: Number(f[0]), calls: Number(f[1]) };
+      return null;
+    default:
+      return readShared(out, line) ? null : `an unknown record kind '${line.kind}'`;
+  }
+}
+
+/**
+ * Adds a violation or note, the records any process of the run may write (a process forked from
+ * it keeps the guard's hook, with a copy of its counter); false for any other record.
+ */
+function readShared(out: GuardRecords, line: GuardLine): boolean {
+  const f = line.fields;
+  if (line.kind === "violation") out.violations.push({ kind: f[0] ?? "", detail: unhex(f[1] ?? "") });
+  else if (line.kind === "note") out.notes.push(`${f[0]}: ${unhex(f[1] ?? "")}`);
+  else return false;
+  return true;
+}
+
 /**
  * Verifies and reads the guard's records: every line must carry a valid HMAC under `key`; the
  * lines of the run's own process (the start record's pid) must count up from 0 with none missing
@@ -125,72 +194,22 @@ export function verifyGuardRecords(text: string | null, key: Buffer): GuardRecor
   };
   if (!text.endsWith("\n"))
     refuse("the guard's records end mid-line (the run was cut short or the file written to)");
-  const lines: GuardLine[] = [];
-  for (const raw of text.split("\n").slice(0, -1)) {
-    const cut = raw.lastIndexOf("\t");
-    const body = raw.slice(0, cut);
-    const mac = Buffer.from(raw.slice(cut + 1), "hex");
-    const want = createHmac("sha256", key).update(body, "latin1").digest();
-    if (cut < 0 || mac.length !== want.length || !timingSafeEqual(mac, want))
-      return refuse("a line in the guard's records that the guard did not sign");
-    const [seq, pid, kind, ...fields] = body.split("\t");
-    lines.push({ seq: Number(seq), pid: Number(pid), kind: kind ?? "", fields });
-  }
+  const lines = signedLines(text, key);
+  if (typeof lines === "string") return refuse(lines);
   const first = lines[0];
   if (first?.kind !== "start" || first.seq !== 0)
     return refuse("the guard's records do not begin with its start");
   let expected = 0;
   for (const line of lines) {
-    const f = line.fields;
     if (line.pid !== first.pid) {
-      // A process forked from the run: the guard's hook lives on in it, its counter is a copy.
-      if (line.kind === "violation") out.violations.push({ kind: f[0] ?? "", detail: unhex(f[1] ?? "") });
-      else if (line.kind === "note") out.notes.push(`${f[0]}: ${unhex(f[1] ?? "")}`);
-      else return refuse(`a ${line.kind} record from another process`);
+      if (!readShared(out, line)) return refuse(`a ${line.kind} record from another process`);
       continue;
     }
     if (line.seq !== expected++)
       return refuse("the guard's records have a gap (a record was removed or reordered)");
     if (out.end) return refuse("a record after the guard's end");
-    switch (line.kind) {
-      case "start":
-        if (line.seq !== 0) return refuse("a second start record");
-        out.start = {
-          python: unhex(f[1] ?? ""),
-          pytest: unhex(f[2] ?? ""),
-          audit_hooks: f[3] === "1",
-          dumpable: f[4] === "1",
-          landlock: Number(f[5] ?? 0),
-          ctypes: unhex(f[6] ?? ""),
-          runner_under_test: f[7] === "1",
-          main: f[8] === "1",
-        };
-        break;
-      case "collected":
-        out.collected.set(unhex(f[0] ?? ""), { kind: f[1] ?? "", xfail: f[2] === "1" });
-        break;
-      case "call":
-        out.calls.set(unhex(f[0] ?? ""), f[1] ?? "");
-        break;
-      case "report":
-        if (f[1] === "call" || (f[1] === "setup" && f[2] !== "passed"))
-          out.reports.set(unhex(f[0] ?? ""), { outcome: f[2] ?? "", wasxfail: f[3] === "1" });
-        break;
-      case "unguarded":
-        out.unguarded.push(unhex(f[0] ?? ""));
-        break;
-      case "violation":
-        out.violations.push({ kind: f[0] ?? "", detail: unhex(f[1] ?? "") });
-        break;
-      case "note":
-        out.notes.push(`${f[0]}: ${unhex(f[1] ?? "")}`);
-        break;
-      case "end":
-        out.end = { exitstatus: Number(f[0]), calls: Number(f[1]) };
-        break;
-      default:
-        return refuse(`an unknown record kind '${line.kind}'`);
-    }
+    const problem = readRecord(out, line);
+    if (problem) return refuse(problem);
   }
   return out;
 }

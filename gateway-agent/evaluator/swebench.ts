@@ -23,7 +23,8 @@ import path from "node:path";
 import { quote } from "shell-quote";
 import { SessionFailure } from "../errors";
 import type { CommandResult } from "../runtime/types";
-import { discard, EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
+import { discard, prepareGrading, secondsOf } from "./grading";
+import { runGradingCommand } from "./grading-run";
 import { type JunitCase, junitKeyOf, parseJunit } from "./junit";
 import { ANSI, stringListOf } from "./patch";
 import { openReportChannel, REPORT_PLACEHOLDER, type ReportChannel, ReportRefused } from "./report-channel";
@@ -240,6 +241,15 @@ export function swebenchReportMode(config: Record<string, unknown>, command: str
 /** Statuses SWE-bench counts as a pass. */
 const PASS = new Set(["PASSED", "XFAIL"]);
 
+/** The instance's FAIL_TO_PASS and PASS_TO_PASS tests, each split into passed and failed by `statuses`. */
+function splitTests(inst: SwebenchInstance, statuses: Record<string, string>) {
+  const split = (tests: string[]) => ({
+    success: tests.filter((t) => PASS.has(statuses[t] ?? "")),
+    failure: tests.filter((t) => !PASS.has(statuses[t] ?? "")),
+  });
+  return { f2p: split(inst.FAIL_TO_PASS), p2p: split(inst.PASS_TO_PASS) };
+}
+
 /**
  * SWE-bench's report for a log: per list, which tests passed; resolved iff all of both pass.
  *
@@ -254,12 +264,7 @@ export function gradeLog(inst: SwebenchInstance, log: string) {
   const applied = start >= 0;
   const section = applied ? log.slice(start, end > start ? end : undefined) : "";
   const statuses = repoSpec(inst.repo).parse(section);
-  const split = (tests: string[]) => ({
-    success: tests.filter((t) => PASS.has(statuses[t] ?? "")),
-    failure: tests.filter((t) => !PASS.has(statuses[t] ?? "")),
-  });
-  const f2p = split(inst.FAIL_TO_PASS);
-  const p2p = split(inst.PASS_TO_PASS);
+  const { f2p, p2p } = splitTests(inst, statuses);
   return {
     patch_successfully_applied: applied,
     resolved: applied && f2p.failure.length === 0 && p2p.failure.length === 0,
@@ -292,12 +297,7 @@ export function gradeJunit(inst: SwebenchInstance, cases: readonly JunitCase[]) 
   const statuses = Object.fromEntries(
     [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS].map((t) => [t, statusOf(t)]),
   );
-  const split = (tests: string[]) => ({
-    success: tests.filter((t) => PASS.has(statuses[t] ?? "")),
-    failure: tests.filter((t) => !PASS.has(statuses[t] ?? "")),
-  });
-  const f2p = split(inst.FAIL_TO_PASS);
-  const p2p = split(inst.PASS_TO_PASS);
+  const { f2p, p2p } = splitTests(inst, statuses);
   return {
     patch_successfully_applied: true,
     resolved: f2p.failure.length === 0 && p2p.failure.length === 0,
@@ -420,16 +420,15 @@ export const swebenchHarness: Evaluator = async (ctx) => {
           }
         : undefined,
     );
-    const r = await grading.exec(script, {
+    const r = await runGradingCommand(grading, script, {
       env,
       cwd: cfg.repoDir,
       signal: ctx.signal,
-      timeoutMs: Math.max(1, Math.min(timeout, ctx.timeoutMs)),
+      timeoutMs: timeout,
+      evalTimeoutMs: ctx.timeoutMs,
       logName: "eval-swebench",
-      capture: true,
+      timedOut: () => "swebench eval script timed out",
     });
-    if (r.interrupted) throw ctx.signal.reason;
-    if (r.timedOut) throw new EvaluationTimeout("swebench eval script timed out");
     if (channel) return await gradeReport(inst, channel, guard, r, report);
     const grade = gradeLog(inst, r.stdout ?? "");
     return {

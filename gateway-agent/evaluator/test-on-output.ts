@@ -25,7 +25,8 @@
 import { isDeepStrictEqual } from "node:util";
 import { SessionFailure } from "../errors";
 import type { CommandResult } from "../runtime/types";
-import { discard, EvaluationTimeout, prepareGrading, secondsOf } from "./grading";
+import { discard, prepareGrading, secondsOf } from "./grading";
+import { runGradingCommand } from "./grading-run";
 import { parseJunit } from "./junit";
 import { parseTestStatusLines } from "./patch";
 import { commandPaths } from "./protected";
@@ -178,19 +179,15 @@ export const testOnOutput: Evaluator = async (ctx) => {
     const guard =
       channel && guarded ? await openRunnerGuard(channel, cfg.repoDir, prepared.protectedFiles) : null;
     const command = channel ? channel.command(testCommand) : testCommand;
-    const r = await grading.exec(guard ? guard.command(command) : command, {
+    const r = await runGradingCommand(grading, guard ? guard.command(command) : command, {
       env,
       cwd: cfg.repoDir,
       signal: ctx.signal,
-      timeoutMs: Math.max(1, Math.min(testTimeout, ctx.timeoutMs)),
+      timeoutMs: testTimeout,
+      evalTimeoutMs: ctx.timeoutMs,
       logName: "eval-test",
-      capture: true,
+      timedOut: (ms) => `test_command exceeded ${Math.round(ms / 1000)} s`,
     });
-    if (r.interrupted) throw ctx.signal.reason;
-    if (r.timedOut)
-      throw new EvaluationTimeout(
-        `test_command exceeded ${Math.round(Math.min(testTimeout, ctx.timeoutMs) / 1000)} s`,
-      );
     return await scoreRun(channel, guard, r, expected, report);
   } finally {
     await channel?.dispose();

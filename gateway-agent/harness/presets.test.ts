@@ -4,38 +4,15 @@ import path from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
-import { SessionAssignment } from "../../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../../proxy/testing/fixture-engine";
 import { type Gateway, startGateway } from "../gateway";
 import { startFakeControlPlane } from "../testing/fake-control-plane";
+import { planContextFor } from "../testing/plan-context";
 import { isResultOf, makeAssign } from "../testing/session-fixtures";
-import { harnessEnv, type PlanContext } from "./plan";
+import { harnessEnv } from "./plan";
 import { installCommand, PRESET_PACKAGES, PRESETS, type PresetName } from "./presets";
 
-function ctxFor(harness: string, agent: Record<string, unknown> = {}): PlanContext {
-  const session = SessionAssignment.parse({
-    session_id: "b.t.0",
-    batch_id: "b",
-    task_id: "t",
-    attempt: 1,
-    instruction: 'Fix the bug; it\'s in `calc.py` & "quoted"',
-    timeout_seconds: 60,
-    runtime: null,
-    agent: { harness, ...agent },
-    builder: { strategy: "per_request" },
-    evaluator: null,
-    metadata: {},
-    dispatch_priority: 0,
-  });
-  return {
-    session,
-    model: "Qwen/Qwen3-8B",
-    proxyUrl: "http://127.0.0.1:4100",
-    sessionKey: "sk-polar-0123",
-    sessionPath: "/polar/session",
-    workdir: "/testbed",
-  };
-}
+const ctxFor = planContextFor;
 
 const names = Object.keys(PRESETS) as PresetName[];
 const fileOf = (plan: ReturnType<(typeof PRESETS)[PresetName]>, suffix: string) =>

@@ -10,7 +10,7 @@ import path from "node:path";
 import { execa } from "execa";
 import type { RuntimeSpec } from "../../protocol";
 import { SessionFailure } from "../errors";
-import { CONTAINER_SESSION_PATH, shellOf } from "./docker";
+import { CONTAINER_SESSION_PATH, execArgv, shellOf } from "./docker";
 import { createSessionDir } from "./local";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
@@ -57,9 +57,7 @@ export function apptainerExecArgs(
   cwd: string,
   env: Record<string, string>,
 ): string[] {
-  const args = ["exec", "--pwd", cwd];
-  for (const [k, v] of Object.entries(env)) args.push("--env", `${k}=${v}`);
-  return [...args, `instance://${instance}`, ...shell, command];
+  return execArgv({ cwd: "--pwd", env: "--env" }, `instance://${instance}`, shell, command, cwd, env);
 }
 
 /**

@@ -57,24 +57,14 @@ const isInside = (child: string, parent: string) => {
 };
 
 /**
- * The full argv that runs `command` with `bash -c` inside the sandbox.
- *
- * @example
- * ```ts
- * const argv = bwrapArgs({ bwrapPath: "bwrap", sessionDir, workRoot, cwd, allowInternet: true }, "make");
- * ```
+ * The tmpfs mounts of a sandbox, in order. With a session user, a mount point inside an earlier
+ * tmpfs gets the folders on its way made 0755 first (bubblewrap makes them 0700, which the user
+ * cannot pass).
  */
-export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
-  const user = plan.user;
-  const size = plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : [];
-  // bubblewrap makes its tmpfs mounts root's 0755: a session user needs /tmp and /dev/shm sticky 1777.
-  const shared = user ? ["--perms", "1777"] : [];
+function tmpfsMounts(user: BwrapPlan["user"]) {
   const tmpfs: string[] = [];
   const made = new Set<string>();
-  /**
-   * With a session user: the folders bubblewrap would create on the way to `dest` inside an
-   * earlier tmpfs, made 0755 first (bubblewrap makes them 0700, which the user cannot pass).
-   */
+  /** The `--dir` arguments for the folders bubblewrap would create on the way to `dest`. */
   const parents = (dest: string): string[] => {
     const base = user && [...tmpfs].reverse().find((m) => m !== dest && isInside(dest, m));
     if (!base) return [];
@@ -87,23 +77,33 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     }
     return out;
   };
-  const mountTmpfs = (dest: string, modifiers: string[] = []): string[] => {
+  const mount = (dest: string, modifiers: string[] = []): string[] => {
     const out = [...parents(dest), ...modifiers, "--tmpfs", dest];
     tmpfs.push(dest);
     for (const d of made) if (isInside(d, dest)) made.delete(d);
     return out;
   };
+  return { parents, mount };
+}
+
+/** The mounts: host read-only, private /dev/shm, /proc and /tmp, what is hidden, what is shown again. */
+function mountArgs(plan: BwrapPlan): string[] {
+  const user = plan.user;
+  const size = plan.tmpSizeBytes !== undefined ? ["--size", String(plan.tmpSizeBytes)] : [];
+  // bubblewrap makes its tmpfs mounts root's 0755: a session user needs /tmp and /dev/shm sticky 1777.
+  const shared = user ? ["--perms", "1777"] : [];
+  const { parents, mount } = tmpfsMounts(user);
   const args = [plan.bwrapPath, "--ro-bind", "/", "/", "--dev", "/dev"];
   if (user) args.push(...shared, ...size, "--tmpfs", "/dev/shm");
-  args.push("--proc", "/proc", ...mountTmpfs("/tmp", [...shared, ...size]), ...mountTmpfs(plan.workRoot));
+  args.push("--proc", "/proc", ...mount("/tmp", [...shared, ...size]), ...mount(plan.workRoot));
   const home = plan.hostHome;
   if (home && user && home !== "/") {
     // A session user could not enter root's home anyway: hide it whole, and show the node binary
     // (the proxy shim's interpreter) again when it is installed there.
-    args.push(...mountTmpfs(home));
+    args.push(...mount(home));
     if (isInside(process.execPath, home))
       args.push(...parents(process.execPath), "--ro-bind", process.execPath, process.execPath);
-  } else if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push(...mountTmpfs(home));
+  } else if (home && homeHidden(home, plan.workRoot, plan.bridge?.shimPath)) args.push(...mount(home));
   if (user?.passwd) args.push("--ro-bind", user.passwd, "/etc/passwd");
   if (user?.group) args.push("--ro-bind", user.group, "/etc/group");
   // After the tmpfs mounts that would hide it (a checkout under /tmp or in the home): bwrap
@@ -112,11 +112,22 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
   // of failing every sandboxed command; sessions then simply find no pre-installed CLI.
   if (plan.harnessDir)
     args.push(...parents(plan.harnessDir), "--ro-bind-try", plan.harnessDir, plan.harnessDir);
-  args.push(
-    ...parents(plan.sessionDir),
-    "--bind",
-    plan.sessionDir,
-    plan.sessionDir,
+  args.push(...parents(plan.sessionDir), "--bind", plan.sessionDir, plan.sessionDir);
+  return args;
+}
+
+/**
+ * The full argv that runs `command` with `bash -c` inside the sandbox.
+ *
+ * @example
+ * ```ts
+ * const argv = bwrapArgs({ bwrapPath: "bwrap", sessionDir, workRoot, cwd, allowInternet: true }, "make");
+ * ```
+ */
+export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
+  const user = plan.user;
+  const args = [
+    ...mountArgs(plan),
     // Own PID namespace: the harness sees only its own processes, and when bwrap dies the
     // namespace's init dies and the kernel kills everything left inside.
     "--unshare-pid",
@@ -125,28 +136,25 @@ export function bwrapArgs(plan: BwrapPlan, command: string): string[] {
     "--die-with-parent",
     "--chdir",
     plan.cwd,
-  );
+  ];
   // With a session user the environment comes on fd 3 (see ENV_LOADER), not from bwrap's.
   const inner = user ? sessionCommand(user, command) : ["bash", "-c", command];
-  if (!plan.allowInternet) {
-    args.push("--unshare-net");
-    if (plan.bridge) {
-      args.push("--bind", plan.bridge.socketPath, SANDBOX_PROXY_SOCKET);
-      // The shim listens as root (any port), then becomes the user; the command drops itself.
-      if (user) args.push("--ro-bind", plan.bridge.shimPath, SANDBOX_SHIM);
-      return [
-        ...args,
-        "--",
-        process.execPath,
-        user ? SANDBOX_SHIM : plan.bridge.shimPath,
-        SANDBOX_PROXY_SOCKET,
-        String(plan.bridge.proxyPort),
-        ...(user ? ["--user", `${user.uid}:${user.gid}`] : []),
-        ...inner,
-      ];
-    }
-  }
-  return [...args, "--", ...inner];
+  if (plan.allowInternet) return [...args, "--", ...inner];
+  args.push("--unshare-net");
+  if (!plan.bridge) return [...args, "--", ...inner];
+  args.push("--bind", plan.bridge.socketPath, SANDBOX_PROXY_SOCKET);
+  // The shim listens as root (any port), then becomes the user; the command drops itself.
+  if (user) args.push("--ro-bind", plan.bridge.shimPath, SANDBOX_SHIM);
+  return [
+    ...args,
+    "--",
+    process.execPath,
+    user ? SANDBOX_SHIM : plan.bridge.shimPath,
+    SANDBOX_PROXY_SOCKET,
+    String(plan.bridge.proxyPort),
+    ...(user ? ["--user", `${user.uid}:${user.gid}`] : []),
+    ...inner,
+  ];
 }
 
 /** True when {@link bwrapArgs} hides the gateway user's `home` (it must not hold what sessions need). */
@@ -181,7 +189,33 @@ export function hiddenInSandbox(
   return hidden && isInside(hostPath, o.hostHome as string);
 }
 
-let probed: Map<string, boolean> | null = null;
+/** `probe` run once per bubblewrap path; a probe that throws says false. */
+function probeOnce(probe: (bwrapPath: string) => boolean): (bwrapPath: string) => boolean {
+  const seen = new Map<string, boolean>();
+  return (bwrapPath) => {
+    let ok = seen.get(bwrapPath);
+    if (ok === undefined) {
+      try {
+        ok = probe(bwrapPath);
+      } catch {
+        ok = false;
+      }
+      seen.set(bwrapPath, ok);
+    }
+    return ok;
+  };
+}
+
+const runs = probeOnce((bwrapPath) => {
+  execFileSync(bwrapPath, ["--version"], { stdio: "ignore" });
+  return true;
+});
+
+const knowsSize = probeOnce((bwrapPath) =>
+  execFileSync(bwrapPath, ["--help"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).includes(
+    "--size",
+  ),
+);
 
 /**
  * True when `bwrapPath` runs here (checked once per path: `bwrap --version`).
@@ -192,21 +226,8 @@ let probed: Map<string, boolean> | null = null;
  * ```
  */
 export function bwrapAvailable(bwrapPath: string): boolean {
-  probed ??= new Map();
-  let ok = probed.get(bwrapPath);
-  if (ok === undefined) {
-    try {
-      execFileSync(bwrapPath, ["--version"], { stdio: "ignore" });
-      ok = true;
-    } catch {
-      ok = false;
-    }
-    probed.set(bwrapPath, ok);
-  }
-  return ok;
+  return runs(bwrapPath);
 }
-
-let sizeProbed: Map<string, boolean> | null = null;
 
 /**
  * True when `bwrapPath` knows `--size` (bubblewrap ≥ 0.7), so a tmpfs can be bounded.
@@ -217,20 +238,7 @@ let sizeProbed: Map<string, boolean> | null = null;
  * ```
  */
 export function bwrapSupportsSize(bwrapPath: string): boolean {
-  sizeProbed ??= new Map();
-  let ok = sizeProbed.get(bwrapPath);
-  if (ok === undefined) {
-    try {
-      ok = execFileSync(bwrapPath, ["--help"], {
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "pipe"],
-      }).includes("--size");
-    } catch {
-      ok = false;
-    }
-    sizeProbed.set(bwrapPath, ok);
-  }
-  return ok;
+  return knowsSize(bwrapPath);
 }
 
 /** The gateway user's home folder (what {@link bwrapArgs} hides). */

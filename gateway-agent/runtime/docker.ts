@@ -172,9 +172,29 @@ export function dockerExecArgs(
   cwd: string,
   env: Record<string, string>,
 ): string[] {
-  const args = ["exec", "-w", cwd];
-  for (const [k, v] of Object.entries(env)) args.push("-e", `${k}=${v}`);
-  return [...args, container, ...shell, command];
+  return execArgv({ cwd: "-w", env: "-e" }, container, shell, command, cwd, env);
+}
+
+/**
+ * An `exec` argv in a container CLI's own spelling of the working-folder and environment flags:
+ * `exec <cwd flag> <cwd> (<env flag> K=V)… <target> <shell…> <command>`.
+ *
+ * @example
+ * ```ts
+ * execArgv({ cwd: "--pwd", env: "--env" }, "instance://polar-x", ["bash", "-lc"], "make", "/w", {});
+ * ```
+ */
+export function execArgv(
+  flags: { cwd: string; env: string },
+  target: string,
+  shell: string[],
+  command: string,
+  cwd: string,
+  env: Record<string, string>,
+): string[] {
+  const args = ["exec", flags.cwd, cwd];
+  for (const [k, v] of Object.entries(env)) args.push(flags.env, `${k}=${v}`);
+  return [...args, target, ...shell, command];
 }
 
 /**

@@ -23,69 +23,35 @@
  *
  * @module
  */
-import { chmod, chown, cp, lstat, mkdir, mkdtemp, readFile, realpath, rm, stat } from "node:fs/promises";
+import { chmod, chown, cp, mkdir, mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { quote } from "shell-quote";
 import type { RuntimeSpec } from "../../protocol";
 import { messageOf, SessionFailure } from "../errors";
 import { baseEnv, harnessDir } from "../harness/env";
-import { bwrapArgs, bwrapAvailable, bwrapSupportsSize, gatewayHome } from "./bwrap";
-import { detectLimits, RLIMIT_ONLY, SessionLimits } from "./limits";
+import { bwrapArgs, bwrapSupportsSize, gatewayHome } from "./bwrap";
+import { SessionLimits } from "./limits";
+import { mkdirInside, placeScript } from "./local-files";
+import { claimSessionUser, createSessionDir, type LocalSessionUser, localHost } from "./local-setup";
 import { runProcess } from "./process";
 import { type ProxyBridge, startProxyBridge } from "./proxy-bridge";
 import {
-  claimSessionUid,
-  DEFAULT_SESSION_UIDS,
-  findTool,
   handOver,
   handOverThen,
   killUserProcesses,
   ROOT_STAGE_ENV,
-  SESSION_USER_NAME,
-  type SessionUser,
   sessionCommand,
-  setprivPath,
-  switchesUsers,
   type UidClaim,
-  writeIdentityFiles,
 } from "./session-user";
 import { diskUsage } from "./storage";
 import type { CommandResult, ExecOptions, Runtime, RuntimeContext } from "./types";
 
+export { createSessionDir, PRIVATE_DIR } from "./local-setup";
+
 const SHIM_SOURCE = fileURLToPath(new URL("./sandbox-shim.mjs", import.meta.url));
-let warnedNoBwrap = false;
-let warnedNoLimits = false;
-let warnedUnmapped = false;
 /** Sessions' roots (and sandbox kinds) whose session users were seen to use their folders. */
 const probedRoots = new Set<string>();
-
-let bashFound: string | null | undefined;
-
-/** Folder of the work root holding each session user's gateway-only files (see `privateDir`). */
-export const PRIVATE_DIR = "private";
-const warnedOpened = new Set<string>();
-
-/**
- * Creates the session folder, replacing a leftover one of the same name.
- *
- * @example
- * ```ts
- * const dir = await createSessionDir("/var/polar", "b1.t1.0");
- * ```
- */
-export async function createSessionDir(workRoot: string, name: string): Promise<string> {
-  const root = path.resolve(workRoot, "sessions");
-  const dir = path.resolve(root, name);
-  if (path.dirname(dir) !== root) {
-    throw new SessionFailure("infra", `session id '${name}' is not a plain folder name`);
-  }
-  await rm(dir, { recursive: true, force: true });
-  for (const sub of ["workspace", "logs", "home", "artifacts"]) {
-    await mkdir(path.join(dir, sub), { recursive: true });
-  }
-  return dir;
-}
 
 /**
  * A session's local workspace, sandboxed by bwrap when available.
@@ -105,7 +71,7 @@ export class LocalRuntime implements Runtime {
   private shimPath = "";
   private limits: SessionLimits | null = null;
   /** The session's own user (a root gateway), with the passwd/group files the sandbox shows. */
-  private sessionUser: (SessionUser & { passwd: string; group: string }) | null = null;
+  private sessionUser: LocalSessionUser | null = null;
   private claim: UidClaim | null = null;
   /** Gateway-only folder of this runtime (passwd/group, internal logs); null without a session user. */
   private privateDir: string | null = null;
@@ -132,56 +98,15 @@ export class LocalRuntime implements Runtime {
   }
 
   static async create(spec: RuntimeSpec, ctx: RuntimeContext): Promise<LocalRuntime> {
-    const mode = ctx.settings.local.sandbox;
-    const have = mode !== "never" && bwrapAvailable(ctx.settings.local.bwrapPath);
-    if (mode === "always" && !have) {
-      throw new SessionFailure(
-        "infra",
-        `runtime: bubblewrap ('${ctx.settings.local.bwrapPath}') is required by the gateway's local.sandbox=always but does not run here`,
-      );
-    }
-    const range = ctx.settings.local.sessionUids ?? DEFAULT_SESSION_UIDS;
-    const switching = switchesUsers(range);
-    if (!switching && process.getuid?.() === 0 && !warnedUnmapped) {
-      warnedUnmapped = true;
-      ctx.warn(
-        `SESSIONS RUN AS THE GATEWAY'S ROOT: the gateway is root in a user namespace that does not map the session uids ${range.first}…${range.first + range.count - 1}; map them (or run the gateway as a non-root user) so every session gets a uid of its own`,
-      );
-    }
-    const setpriv = switching ? setprivPath() : null;
-    if (switching && !setpriv) {
-      throw new SessionFailure(
-        "infra",
-        "runtime: the gateway runs as root, so every local session runs as an unprivileged user of its own, which needs `setpriv` (util-linux); it is not installed",
-      );
-    }
-    if (!have && mode === "auto" && !warnedNoBwrap) {
-      warnedNoBwrap = true;
-      ctx.warn(
-        "BUBBLEWRAP NOT FOUND: local sessions run WITHOUT a sandbox (plain process isolation only: they can write anywhere this user can and reach the network). Install bubblewrap (apt-get install bubblewrap) on GPU hosts.",
-      );
-    }
-    const support = ctx.settings.local.cgroups === false ? RLIMIT_ONLY : detectLimits();
-    if (support.mechanism === "rlimit" && (spec.cpus !== undefined || spec.memory_mb !== undefined)) {
-      // Loud on every such session: the task asked for a limit that this host cannot give.
-      ctx.warn(
-        `RESOURCE LIMITS NOT ENFORCED: runtime.cpus/runtime.memory_mb are ignored by the local runtime on this host (${support.detail})`,
-        { session_id: ctx.session_id, cpus: spec.cpus, memory_mb: spec.memory_mb },
-      );
-    } else if (support.mechanism === "rlimit" && !warnedNoLimits) {
-      warnedNoLimits = true;
-      ctx.warn(`local runtime: no writable cgroup, ${support.detail}`);
-    }
-    if (spec.gpus > 0) {
-      ctx.warn("runtime: gpus are enforced by container backends only; ignored by local", {
-        session_id: ctx.session_id,
-      });
-    }
+    const { sandboxed, setpriv, support } = localHost(spec, ctx);
     const dir = await createSessionDir(ctx.workRoot, ctx.name);
-    const rt = new LocalRuntime(dir, spec, ctx, have);
+    const rt = new LocalRuntime(dir, spec, ctx, sandboxed);
     if (setpriv) {
       try {
-        await rt.becomeSessionUser(setpriv);
+        const claimed = await claimSessionUser(ctx, dir, sandboxed, setpriv);
+        rt.claim = claimed.claim;
+        rt.privateDir = claimed.privateDir;
+        rt.sessionUser = claimed.user;
       } catch (err) {
         await rt.releaseUser();
         await rm(dir, { recursive: true, force: true });
@@ -205,54 +130,6 @@ export class LocalRuntime implements Runtime {
       throw new SessionFailure("infra", `runtime: cannot set up the session's cgroup: ${messageOf(err)}`);
     }
     return rt;
-  }
-
-  /** Claims a uid for the session and gives it the session folder (see the module notes). */
-  private async becomeSessionUser(setpriv: string): Promise<void> {
-    this.claim = await claimSessionUid(this.ctx.settings.local.sessionUids ?? DEFAULT_SESSION_UIDS);
-    bashFound ??= findTool("bash");
-    const bash = bashFound;
-    if (!bash) throw new Error("no bash in /usr/bin or /bin");
-    const user = { uid: this.claim.uid, gid: this.claim.uid, name: SESSION_USER_NAME, setpriv, bash };
-    // Under the work root, which the gateway empties at start: a gateway killed mid-session
-    // leaves nothing behind in the host's /tmp. 0700, the gateway's own: no session user enters.
-    const privateRoot = path.join(this.ctx.workRoot, PRIVATE_DIR);
-    await mkdir(privateRoot, { recursive: true, mode: 0o700 });
-    this.privateDir = await mkdtemp(path.join(privateRoot, `${this.ctx.name}-`));
-    this.sessionUser = {
-      ...user,
-      ...(await writeIdentityFiles(this.privateDir, user, path.join(this.hostDir, "home"))),
-    };
-    // Other sessions' folders: not listable, each its own user's only.
-    await chmod(path.dirname(this.hostDir), 0o711);
-    await chmod(this.hostDir, 0o700);
-    if (!this.sandboxed) await this.openPath();
-    // The folder becomes the user's before its first command (runCommand hands it over), so
-    // what the gateway sets up in it before then is done on a folder still its own.
-  }
-
-  /**
-   * Without bubblewrap the session user reaches its folder through the host's folders above it:
-   * those it cannot pass get `o+x` (pass, not list), said once in a warning; never the gateway
-   * user's home (the probe at start then says what to change).
-   */
-  private async openPath(): Promise<void> {
-    const home = gatewayHome();
-    const opened: string[] = [];
-    for (let dir = path.dirname(this.hostDir); ; dir = path.dirname(dir)) {
-      const mode = (await stat(dir)).mode & 0o7777;
-      if ((mode & 0o001) === 0 && !(home && path.resolve(home) === dir)) {
-        await chmod(dir, mode | 0o001);
-        opened.push(dir);
-      }
-      if (dir === path.dirname(dir)) break;
-    }
-    if (opened.length > 0 && !warnedOpened.has(opened.join(":"))) {
-      warnedOpened.add(opened.join(":"));
-      this.ctx.warn(
-        `local runtime without bubblewrap: made ${opened.join(", ")} passable by other users (o+x, not listable) so each session's own user reaches its folder`,
-      );
-    }
   }
 
   /** Releases the session's uid claim and private folder (idempotent). */
@@ -310,20 +187,36 @@ export class LocalRuntime implements Runtime {
   /** Fails INIT with a clear message when the session user cannot use its folder here. */
   private async probeSessionUser(): Promise<void> {
     const dirs = [this.workspace, path.join(this.hostDir, "home")];
-    const r = await this.run(
+    const failed = await this.runInternal(
       dirs
         .map((d) => `test -w ${quote([d])} -a -x ${quote([d])} || { echo ${quote([d])} >&2; exit 1; }`)
         .join("; "),
-      { env: { PATH: baseEnv().PATH ?? "/usr/bin:/bin" }, logName: "probe", cwd: this.hostDir },
-      true,
+      "probe",
     );
-    if (r.exitCode !== 0) {
-      const why = await this.internalLog("probe").catch(() => "");
+    if (failed) {
       throw new SessionFailure(
         "infra",
-        `runtime: the session user (uid ${this.sessionUser?.uid}) cannot use its session folder: ${why.trim().slice(0, 400) || `exit ${r.exitCode ?? r.signal}`}. The work root's parent folders must be traversable by other users (o+x)`,
+        `runtime: the session user (uid ${this.sessionUser?.uid}) cannot use its session folder: ${failed.stderr.trim().slice(0, 400) || failed.exit}. The work root's parent folders must be traversable by other users (o+x)`,
       );
     }
+  }
+
+  /**
+   * Runs an internal command (probe, upload placement) in the session folder with a bare PATH,
+   * its logs in the private folder: null when it succeeded, else its stderr and exit.
+   */
+  private async runInternal(
+    script: string,
+    logName: string,
+  ): Promise<{ stderr: string; exit: string } | null> {
+    const r = await this.run(
+      script,
+      { env: { PATH: baseEnv().PATH ?? "/usr/bin:/bin" }, logName, cwd: this.hostDir },
+      true,
+    );
+    if (r.exitCode === 0) return null;
+    const stderr = await this.internalLog(logName).catch(() => "");
+    return { stderr, exit: `exit ${r.exitCode ?? r.signal}` };
   }
 
   /** stderr of an internal command (probe, upload placement). */
@@ -372,33 +265,10 @@ export class LocalRuntime implements Runtime {
   ): Promise<CommandResult> {
     const { cwd } = opts;
     const user = this.sessionUser;
-    if (user) await this.mkdirInside(cwd);
+    if (user) await mkdirInside(this.hostDir, cwd);
     else await mkdir(cwd, { recursive: true });
     const commandArgv = this.sandboxed
-      ? bwrapArgs(
-          {
-            bwrapPath: this.ctx.settings.local.bwrapPath,
-            sessionDir: this.hostDir,
-            workRoot: path.resolve(this.ctx.workRoot),
-            cwd,
-            allowInternet: this.spec.allow_internet,
-            bridge: this.bridge
-              ? {
-                  socketPath: this.bridge.socketPath,
-                  shimPath: this.shimPath,
-                  proxyPort: Number(new URL(this.ctx.proxyUrl).port),
-                }
-              : undefined,
-            hostHome: gatewayHome(),
-            harnessDir: harnessDir(),
-            // The private /tmp is RAM: bound it by storage_mb too, where bwrap can.
-            ...(this.spec.storage_mb !== undefined && bwrapSupportsSize(this.ctx.settings.local.bwrapPath)
-              ? { tmpSizeBytes: this.spec.storage_mb * 1024 * 1024 }
-              : {}),
-            ...(user ? { user } : {}),
-          },
-          command,
-        )
+      ? this.sandboxArgv(cwd, command)
       : user
         ? sessionCommand(user, command)
         : ["bash", "-c", command];
@@ -436,6 +306,35 @@ export class LocalRuntime implements Runtime {
       };
     }
     return result;
+  }
+
+  /** The bubblewrap argv of a command (see `bwrap.ts`). */
+  private sandboxArgv(cwd: string, command: string): string[] {
+    const local = this.ctx.settings.local;
+    return bwrapArgs(
+      {
+        bwrapPath: local.bwrapPath,
+        sessionDir: this.hostDir,
+        workRoot: path.resolve(this.ctx.workRoot),
+        cwd,
+        allowInternet: this.spec.allow_internet,
+        bridge: this.bridge
+          ? {
+              socketPath: this.bridge.socketPath,
+              shimPath: this.shimPath,
+              proxyPort: Number(new URL(this.ctx.proxyUrl).port),
+            }
+          : undefined,
+        hostHome: gatewayHome(),
+        harnessDir: harnessDir(),
+        // The private /tmp is RAM: bound it by storage_mb too, where bwrap can.
+        ...(this.spec.storage_mb !== undefined && bwrapSupportsSize(local.bwrapPath)
+          ? { tmpSizeBytes: this.spec.storage_mb * 1024 * 1024 }
+          : {}),
+        ...(this.sessionUser ? { user: this.sessionUser } : {}),
+      },
+      command,
+    );
   }
 
   /** What the session folder takes on disk: with bubblewrap the only writable place but `/tmp`. */
@@ -476,56 +375,16 @@ export class LocalRuntime implements Runtime {
     try {
       const staged = path.join(stage, "item");
       await cp(source, staged, { recursive: kind === "dir" });
-      const [src, dst] = [quote([staged]), quote([dest])];
-      const parent = `mkdir -p -- "$(dirname -- ${dst})"`;
-      const script =
-        kind === "file"
-          ? `${parent} && mv -fT -- ${src} ${dst}`
-          : // Into an existing folder: merged, as a plain copy would.
-            `if [ -d ${dst} ]; then cp -a -- ${src}/. ${dst}/; else ${parent} && mv -T -- ${src} ${dst}; fi`;
-      const r = await this.run(
-        script,
-        { env: { PATH: baseEnv().PATH ?? "/usr/bin:/bin" }, logName: "upload", cwd: this.hostDir },
-        true,
-      );
-      if (r.exitCode !== 0) {
-        const why = await this.internalLog("upload").catch(() => "");
+      const failed = await this.runInternal(placeScript(staged, dest, kind), "upload");
+      if (failed) {
         throw new SessionFailure(
           "infra",
-          `upload_${kind}: cannot place '${source}' at '${dest}': ${why.trim().split("\n").at(-1) || `exit ${r.exitCode ?? r.signal}`}`,
+          `upload_${kind}: cannot place '${source}' at '${dest}': ${failed.stderr.trim().split("\n").at(-1) || failed.exit}`,
         );
       }
     } finally {
       await rm(stage, { recursive: true, force: true });
     }
-  }
-
-  /**
-   * Creates a working folder (as the gateway) only when its deepest existing parent really lies
-   * inside the session folder: a symlink the session planted cannot make the gateway create
-   * folders elsewhere. (Nothing of the session runs between commands, so the check holds.)
-   */
-  private async mkdirInside(dir: string): Promise<void> {
-    if (
-      await lstat(dir).then(
-        () => true,
-        () => false,
-      )
-    )
-      return;
-    let parent = path.dirname(dir);
-    while (
-      !(await lstat(parent).then(
-        () => true,
-        () => false,
-      ))
-    )
-      parent = path.dirname(parent);
-    const [real, root] = await Promise.all([realpath(parent).catch(() => null), realpath(this.hostDir)]);
-    const rel = real === null ? ".." : path.relative(root, real);
-    if (rel.startsWith("..") || path.isAbsolute(rel))
-      throw new SessionFailure("infra", `cwd: '${dir}' leads outside the session folder`);
-    await mkdir(dir, { recursive: true });
   }
 
   async teardown(opts: { keep: boolean }): Promise<void> {

@@ -58,6 +58,44 @@ function openLog(dir: string, name: string): WriteStream {
   return stream;
 }
 
+/** The child's stdio: no stdin, piped output, and on fd 3 the environment to hand on, if any. */
+function stdioOf(envFd: Record<string, string> | undefined) {
+  if (!envFd) return ["ignore", "pipe", "pipe"] as const;
+  const encoded = Object.entries(envFd)
+    .map(([k, v]) => `${k}=${v}\0`)
+    .join("");
+  return ["ignore", "pipe", "pipe", new TextEncoder().encode(encoded)] as const;
+}
+
+/**
+ * Ends the process group on the abort signal or the timeout, noting which one did; `dispose`
+ * stops watching.
+ */
+function watchStop(pid: number | undefined, opts: ProcessOptions) {
+  const state = { interrupted: false, timedOut: false };
+  const kill = () => {
+    killGroup(pid);
+    void Promise.resolve(opts.onKill?.()).catch(() => {});
+  };
+  const onAbort = () => {
+    state.interrupted = true;
+    kill();
+  };
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
+  const timer =
+    opts.timeoutMs !== undefined
+      ? setTimeout(() => {
+          state.timedOut = true;
+          kill();
+        }, opts.timeoutMs)
+      : undefined;
+  const dispose = () => {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener("abort", onAbort);
+  };
+  return { state, dispose };
+}
+
 /**
  * Runs `argv` to completion; never throws for a non-zero exit.
  *
@@ -82,19 +120,7 @@ export async function runProcess(argv: string[], opts: ProcessOptions): Promise<
     cleanup: true,
     reject: false,
     buffer: false,
-    // fd 3: the environment to hand on there, when there is one.
-    stdio: opts.envFd
-      ? [
-          "ignore",
-          "pipe",
-          "pipe",
-          new TextEncoder().encode(
-            Object.entries(opts.envFd)
-              .map(([k, v]) => `${k}=${v}\0`)
-              .join(""),
-          ),
-        ]
-      : ["ignore", "pipe", "pipe"],
+    stdio: stdioOf(opts.envFd),
   });
   const chunks: Buffer[] = [];
   let captured = 0;
@@ -107,47 +133,28 @@ export async function runProcess(argv: string[], opts: ProcessOptions): Promise<
   });
   child.stderr?.on("data", (chunk: Buffer) => stderrLog.write(chunk));
   const pid = child.pid;
-  let interrupted = false;
-  let timedOut = false;
-  const kill = () => {
-    killGroup(pid);
-    void Promise.resolve(opts.onKill?.()).catch(() => {});
+  const stop = watchStop(pid, opts);
+  const cannotRun = (why: string): CommandResult => {
+    stderrLog.write(`polar: could not run ${file}: ${why}\n`);
+    const { interrupted, timedOut } = stop.state;
+    return { exitCode: 127, signal: null, interrupted, timedOut, durationMs: Date.now() - started };
   };
-  const onAbort = () => {
-    interrupted = true;
-    kill();
-  };
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  const timer =
-    opts.timeoutMs !== undefined
-      ? setTimeout(() => {
-          timedOut = true;
-          kill();
-        }, opts.timeoutMs)
-      : undefined;
   try {
     const result = await child;
-    if (result.exitCode === undefined && !result.signal) {
-      // The process never started (E2BIG, ENOENT, …): say why in the log.
-      stderrLog.write(`polar: could not run ${file}: ${result.message}\n`);
-      return { exitCode: 127, signal: null, interrupted, timedOut, durationMs: Date.now() - started };
-    }
+    // The process never started (E2BIG, ENOENT, …): say why in the log.
+    if (result.exitCode === undefined && !result.signal) return cannotRun(String(result.message));
     return {
       exitCode: result.exitCode ?? null,
       signal: result.signal ?? null,
-      interrupted,
-      timedOut,
+      ...stop.state,
       durationMs: Date.now() - started,
       ...(opts.capture ? { stdout: Buffer.concat(chunks).toString("utf8") } : {}),
     };
   } catch (err) {
     // Spawn failures (ENOENT, …) end up here with reject: false only for exits; be explicit.
-    const message = err instanceof Error ? err.message : String(err);
-    stderrLog.write(`polar: could not run ${file}: ${message}\n`);
-    return { exitCode: 127, signal: null, interrupted, timedOut, durationMs: Date.now() - started };
+    return cannotRun(err instanceof Error ? err.message : String(err));
   } finally {
-    clearTimeout(timer);
-    opts.signal?.removeEventListener("abort", onAbort);
+    stop.dispose();
     // Background children the command left behind must not outlive it.
     killGroup(pid);
     await Promise.all([new Promise((r) => stdoutLog.end(r)), new Promise((r) => stderrLog.end(r))]);

@@ -11,10 +11,7 @@
  * `RLIMIT_NPROC` bounds its processes, on any kernel, with or without cgroups.
  *
  * - **Allocation**: uids come from a range ({@link DEFAULT_SESSION_UIDS}, unused by distributions
- *   and systemd) and are claimed host-wide in a root-only registry folder (`/run/polar-session-uids`,
- *   one folder per uid naming the owning gateway's pid and start time), so several gateways on one
- *   host never share one. A claim left by a gateway that died is taken over, after the processes
- *   still running as that uid are killed. A uid named in `/etc/passwd` is skipped.
+ *   and systemd) and are claimed host-wide (`session-uids.ts`).
  * - **Dropping privileges**: `setpriv --reuid --regid --clear-groups` with no inheritable or
  *   bounding capabilities and `no_new_privs` (setuid binaries cannot give root back), run as the
  *   last step before the command: inside bubblewrap (which sets up its mounts as root), or
@@ -25,37 +22,28 @@
  *   (mode `o+w`, e.g. a `0733` report folder the session may write into but not list) keep their
  *   owner. A folder kept after the session is handed back to the gateway's uid.
  * - **Leftovers**: after each command (and at teardown) every process still running as the
- *   session's uid is killed ({@link killUserProcesses}), including those that left the command's
+ *   session's uid is killed (`user-processes.ts`), including those that left the command's
  *   process group.
  *
  * @module
  */
 import { execFile, execFileSync } from "node:child_process";
-import { randomBytes, randomInt } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
+import { DEFAULT_SESSION_UIDS, type UidRange } from "./session-uids";
 
-/** A uid range: `first` … `first + count - 1` (gid = uid). */
-export interface UidRange {
-  first: number;
-  count: number;
-}
-
-/**
- * Session uids when the topology names none: above the ranges distributions, systemd (its
- * container and dynamic users) and common LDAP/AD id maps use, below 2^31.
- */
-export const DEFAULT_SESSION_UIDS: UidRange = { first: 2_100_000_000, count: 65_536 };
+export {
+  claimSessionUid,
+  DEFAULT_SESSION_UIDS,
+  SESSION_UID_REGISTRY,
+  type UidClaim,
+  type UidRange,
+} from "./session-uids";
+export { killUserProcesses, PROC_SCAN_BATCH_MS, userPids } from "./user-processes";
 
 /** Name of the session user inside the bubblewrap sandbox (`/etc/passwd` shown there). */
 export const SESSION_USER_NAME = "polar-session";
-
-/** Where claims are kept (root-only); `os.tmpdir()` when `/run` is missing. */
-export const SESSION_UID_REGISTRY = existsSync("/run")
-  ? "/run/polar-session-uids"
-  : path.join(tmpdir(), "polar-session-uids");
 
 /** A session's own unprivileged user. */
 export interface SessionUser {
@@ -66,12 +54,6 @@ export interface SessionUser {
   setpriv: string;
   /** Absolute `bash` path (the first stage after the drop: no PATH lookup of the session's). */
   bash: string;
-}
-
-/** A claimed uid, released at teardown. */
-export interface UidClaim {
-  uid: number;
-  release(): Promise<void>;
 }
 
 /** True when every id of `range` is mapped in this process's user namespace (`/proc/self/{uid,gid}_map`). */
@@ -215,188 +197,6 @@ export function dropPrivileges(user: SessionUser): string[] {
     "--no-new-privs",
     "--",
   ];
-}
-
-/** Start time of a process (clock ticks since boot, `/proc/<pid>/stat` field 22), or null. */
-function startTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-const ownerTag = () => `${process.pid} ${startTime(process.pid) ?? "?"}\n`;
-
-/** True when the claim folder `dir` belongs to a live gateway (or is being written right now). */
-async function claimAlive(dir: string): Promise<boolean> {
-  const owner = await readFile(path.join(dir, "owner"), "utf8").catch(() => null);
-  if (owner === null) {
-    // Claimed a moment ago and the owner file not written yet, unless it is old.
-    const made = await stat(dir).catch(() => null);
-    return made !== null && Date.now() - made.mtimeMs < 60_000;
-  }
-  const [pid, started] = owner.trim().split(" ");
-  return started !== undefined && startTime(Number(pid)) === started;
-}
-
-/** uids `/etc/passwd` names (never handed to a session). */
-function passwdUids(): Set<number> {
-  const out = new Set<number>();
-  try {
-    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
-      const uid = Number(line.split(":")[2]);
-      if (Number.isInteger(uid)) out.add(uid);
-    }
-  } catch {
-    // No passwd file: nothing to avoid.
-  }
-  return out;
-}
-
-/**
- * Claims a free uid of `range` host-wide (see the module notes); kills what still runs as a uid
- * taken over from a dead gateway.
- *
- * @example
- * ```ts
- * const claim = await claimSessionUid();
- * // … run the session as claim.uid …
- * await claim.release();
- * ```
- */
-export async function claimSessionUid(
-  range: UidRange = DEFAULT_SESSION_UIDS,
-  registry: string = SESSION_UID_REGISTRY,
-): Promise<UidClaim> {
-  await mkdir(registry, { recursive: true, mode: 0o700 });
-  const taken = passwdUids();
-  const start = randomInt(range.count);
-  for (let i = 0; i < range.count; i++) {
-    const uid = range.first + ((start + i) % range.count);
-    if (taken.has(uid)) continue;
-    const dir = path.join(registry, String(uid));
-    let claimed = await mkdir(dir).then(
-      () => true,
-      () => false,
-    );
-    if (!claimed && !(await claimAlive(dir))) {
-      // Stale: one gateway wins the rename, then claims the uid afresh like anyone else.
-      const grave = path.join(registry, `.stale-${uid}-${randomBytes(4).toString("hex")}`);
-      if (
-        await rename(dir, grave).then(
-          () => true,
-          () => false,
-        )
-      ) {
-        await rm(grave, { recursive: true, force: true });
-        claimed = await mkdir(dir).then(
-          () => true,
-          () => false,
-        );
-      }
-    }
-    if (!claimed) continue;
-    await writeFile(path.join(dir, "owner"), ownerTag());
-    // A dead gateway's session may have left processes running as this uid.
-    await killUserProcesses(uid);
-    return { uid, release: () => rm(dir, { recursive: true, force: true }) };
-  }
-  throw new Error(`no free session uid in ${range.first}…${range.first + range.count - 1}`);
-}
-
-/**
- * Live (not zombie) processes whose real uid is `uid`, from `/proc`.
- *
- * One scan of `/proc` answers every call made within {@link PROC_SCAN_BATCH_MS} of it: sessions
- * ending together each ask after their command, and a scan per ask reads every process's status
- * (1,000 sessions: thousands of processes, read a thousand times). A call never gets a scan that
- * started before it.
- *
- * @example
- * ```ts
- * if ((await userPids(user.uid)).length > 0) await killUserProcesses(user.uid);
- * ```
- */
-export function userPids(uid: number): Promise<number[]> {
-  if (!scan) {
-    const wanted = new Set<number>();
-    const result = new Promise<Map<number, number[]>>((resolve) =>
-      setTimeout(() => {
-        scan = null;
-        resolve(scanProcesses(wanted));
-      }, PROC_SCAN_BATCH_MS),
-    );
-    scan = { wanted, result };
-  }
-  scan.wanted.add(uid);
-  return scan.result.then((found) => found.get(uid) ?? []);
-}
-
-/** How long a `/proc` scan waits for more callers to answer at once (ms). */
-export const PROC_SCAN_BATCH_MS = 5;
-
-/** The scan that the next calls of {@link userPids} join. */
-let scan: { wanted: Set<number>; result: Promise<Map<number, number[]>> } | null = null;
-
-/**
- * The live processes of each uid in `wanted`. Synchronous on purpose: procfs reads never block on
- * a disk, and a few hundred small reads take a millisecond or two where as many promises take a
- * hundred on a loaded host. A process's folder is owned by its effective uid, or by root when it
- * is not dumpable: only folders owned by root or by a wanted uid have their status read.
- */
-function scanProcesses(wanted: Set<number>): Map<number, number[]> {
-  const found = new Map<number, number[]>();
-  let names: string[] = [];
-  try {
-    names = readdirSync("/proc");
-  } catch {
-    return found;
-  }
-  for (const pid of names) {
-    if (!/^\d+$/.test(pid)) continue;
-    let status: string;
-    try {
-      const owner = statSync(`/proc/${pid}`).uid;
-      if (owner !== 0 && !wanted.has(owner)) continue;
-      status = readFileSync(`/proc/${pid}/status`, "utf8");
-    } catch {
-      continue; // gone meanwhile
-    }
-    // A zombie is dead already (its parent has not reaped it yet).
-    if (/^State:\s+[ZX]/m.test(status)) continue;
-    const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1);
-    if (wanted.has(uid)) found.set(uid, [...(found.get(uid) ?? []), Number(pid)]);
-  }
-  return found;
-}
-
-const runAs = (uid: number, gid: number, file: string, args: string[]) =>
-  new Promise<void>((resolve) => {
-    execFile(file, args, { uid, gid, env: { PATH: "/usr/bin:/bin" }, timeout: 10_000 }, () => resolve());
-  });
-
-/**
- * Kills every process whose real uid is `uid`: `kill -KILL -1` run as that uid (which reaches
- * exactly its processes, in every PID namespace below the gateway's), repeated while a scan of
- * `/proc` still finds one (a process forking while the signal went round). Resolves to the
- * number of rounds that found processes.
- *
- * @example
- * ```ts
- * await killUserProcesses(user.uid);
- * ```
- */
-export async function killUserProcesses(uid: number): Promise<number> {
-  let rounds = 0;
-  for (; rounds < 50; rounds++) {
-    if ((await userPids(uid)).length === 0) return rounds;
-    await runAs(uid, uid, "bash", ["-c", "kill -KILL -1 2>/dev/null; exit 0"]);
-    if (rounds > 0) await new Promise((r) => setTimeout(r, 10 * rounds));
-  }
-  return rounds;
 }
 
 /** `find` arguments that give `uid:gid` what {@link handOver} describes. */
