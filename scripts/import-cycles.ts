@@ -11,17 +11,13 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import ts from "typescript";
 
-/** Production `.ts` files under `dir`. */
+/** Production `.ts`/`.tsx` files under `dir`. */
 function sourceFiles(dir: string, out: string[] = []): string[] {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, entry.name);
     if (entry.isDirectory()) {
       if (entry.name !== "node_modules" && entry.name !== "drizzle") sourceFiles(p, out);
-    } else if (
-      entry.name.endsWith(".ts") &&
-      !entry.name.endsWith(".test.ts") &&
-      !entry.name.endsWith(".d.ts")
-    ) {
+    } else if (/\.tsx?$/.test(entry.name) && !/\.(test|d)\.tsx?$/.test(entry.name)) {
       out.push(p);
     }
   }
@@ -32,7 +28,7 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
 function resolveImport(from: string, spec: string): string | null {
   if (!spec.startsWith(".")) return null;
   const base = path.resolve(path.dirname(from), spec.replace(/\.js$/, ""));
-  for (const candidate of [`${base}.ts`, path.join(base, "index.ts"), base]) {
+  for (const candidate of [`${base}.ts`, `${base}.tsx`, path.join(base, "index.ts"), base]) {
     if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
   }
   return null;
@@ -100,6 +96,33 @@ export function importCycles(dir: string): string[][] {
   };
   for (const f of files) if (!index.has(f)) visit(f);
   return cycles;
+}
+
+/**
+ * The arrows between parts: for each folder in `parts`, the other parts its production modules
+ * import from (relative imports only), as `"from -> to"` strings, sorted. A part is the longest
+ * folder of `parts` that holds the imported file, so `web/src` and `web` may both be listed.
+ *
+ * @example
+ * ```ts
+ * partArrows(["proxy", "tokenizer", "protocol"]); // ["proxy -> protocol", "proxy -> tokenizer"]
+ * ```
+ */
+export function partArrows(parts: string[]): string[] {
+  const roots = parts.map((p) => ({ name: p, root: path.resolve(p) }));
+  const owner = (file: string) =>
+    roots.filter((r) => file.startsWith(r.root + path.sep)).sort((a, b) => b.root.length - a.root.length)[0]
+      ?.name;
+  const arrows = new Set<string>();
+  for (const { name, root } of roots) {
+    for (const file of sourceFiles(root)) {
+      for (const target of importsOf(file)) {
+        const to = owner(target);
+        if (to && to !== name) arrows.add(`${name} -> ${to}`);
+      }
+    }
+  }
+  return [...arrows].sort();
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename ?? "")) {
