@@ -5,6 +5,7 @@
  * @module
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { withTokenModeFlags } from "./token-mode-flags";
 import { UsageError } from "./usage-error";
 import { polarVersion } from "./version";
 
@@ -76,34 +77,25 @@ program
   .option("--json", "print what the export lines say as one JSON line", false)
   .action(async (opts) => (await import("./commands/stack")).runStack(opts));
 
-program
-  .command("serve_gateway")
-  .alias("serve-gateway")
-  .description("Run a gateway agent: dial out to the control plane, run sessions, proxy model calls")
-  .option("-c, --config <file>", "topology.yaml (flags given as well override it)")
-  .option("--control-plane <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL)
-  .option(
-    "--node-id <id>",
-    "this node's id (required when the topology has several nodes)",
-    process.env.POLAR_GATEWAY_NODE_ID,
-  )
-  .option("--queue <name>", "queue to pull sessions from")
-  .option(
-    "--engine <name>",
-    "inference engine API: sglang (token mode) | sglang-openai | vllm (default sglang-openai; topology default sglang)",
-  )
-  .option(
-    "--tokenizer-path <dir>",
-    "tokenizer + chat template folder (token mode; default the bundled Qwen3 files)",
-  )
-  .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
-  .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
-  .option("--context-length <n>", "token mode: model context window (default 40960)")
-  .option(
-    "--delegate-parsing",
-    "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
-  )
-  .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
+withTokenModeFlags(
+  program
+    .command("serve_gateway")
+    .alias("serve-gateway")
+    .description("Run a gateway agent: dial out to the control plane, run sessions, proxy model calls")
+    .option("-c, --config <file>", "topology.yaml (flags given as well override it)")
+    .option("--control-plane <url>", "control plane URL (or POLAR_URL)", process.env.POLAR_URL)
+    .option(
+      "--node-id <id>",
+      "this node's id (required when the topology has several nodes)",
+      process.env.POLAR_GATEWAY_NODE_ID,
+    )
+    .option("--queue <name>", "queue to pull sessions from")
+    .option(
+      "--engine <name>",
+      "inference engine API: sglang (token mode) | sglang-openai | vllm (default sglang-openai; topology default sglang)",
+    ),
+  "tokenizer + chat template folder (token mode; default the bundled Qwen3 files)",
+)
   .option("--engine-url <url>", "inference server base URL")
   .option("--model <name>", "model name served by the engine")
   .option("--max-init <n>", "INIT workers", positiveInt("--max-init"))
@@ -338,31 +330,22 @@ program
   .option("--json", "print the API's JSON", false)
   .action(async (sessionId, opts) => (await import("./commands/logs")).runLogs(sessionId, opts));
 
-program
-  .command("proxy")
-  .description("Run the recording proxy standalone (sessions via POST /sessions with POLAR_ADMIN_TOKEN)")
-  .requiredOption("--engine <name>", "sglang (token mode, default for SGLang) | sglang-openai | vllm")
-  .option("--engine-url <urls>", "engine URL(s), comma-separated")
-  .option("--router-url <url>", "SGLang router to discover workers from (GET /workers)")
-  .option(
-    "--router-policy <name>",
-    "the router's --policy (it does not report it): consistent_hashing | manual keep session affinity",
-  )
-  .requiredOption("--model <name>", "model name the engine serves")
-  .option("--port <n>", "port to listen on (0 = any)", port, 4000)
-  .option("--host <host>", "address to bind", "127.0.0.1")
-  .option(
-    "--tokenizer-path <dir>",
-    "tokenizer + chat template folder (token mode; exact count_tokens otherwise)",
-  )
-  .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
-  .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
-  .option("--context-length <n>", "token mode: model context window (default 40960)")
-  .option(
-    "--delegate-parsing",
-    "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
-  )
-  .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
+withTokenModeFlags(
+  program
+    .command("proxy")
+    .description("Run the recording proxy standalone (sessions via POST /sessions with POLAR_ADMIN_TOKEN)")
+    .requiredOption("--engine <name>", "sglang (token mode, default for SGLang) | sglang-openai | vllm")
+    .option("--engine-url <urls>", "engine URL(s), comma-separated")
+    .option("--router-url <url>", "SGLang router to discover workers from (GET /workers)")
+    .option(
+      "--router-policy <name>",
+      "the router's --policy (it does not report it): consistent_hashing | manual keep session affinity",
+    )
+    .requiredOption("--model <name>", "model name the engine serves")
+    .option("--port <n>", "port to listen on (0 = any)", port, 4000)
+    .option("--host <host>", "address to bind", "127.0.0.1"),
+  "tokenizer + chat template folder (token mode; exact count_tokens otherwise)",
+)
   .option("--capture-dir <dir>", "persist each session's records under DIR/<session id>/")
   .option(
     "--engine-priority <mode>",

@@ -17,10 +17,11 @@ import { PromProxyMetrics, registerProcessMetrics } from "../../proxy/metrics-pr
 import { ROUTER_POLICIES, type RouterPolicy } from "../../proxy/router";
 import { startProxy } from "../../proxy/server";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
+import type { TokenModeFlags } from "../token-mode-flags";
 import { UsageError } from "../usage-error";
 
 /** Options of {@link runProxy}, as commander parses them. */
-export interface ProxyCommandOptions {
+export interface ProxyCommandOptions extends TokenModeFlags {
   engine: string;
   engineUrl?: string;
   routerUrl?: string;
@@ -29,17 +30,6 @@ export interface ProxyCommandOptions {
   model: string;
   port: number;
   host: string;
-  tokenizerPath?: string;
-  /** Token mode (`--engine sglang`): tool-call parser name. */
-  toolCallParser?: string;
-  /** Token mode: reasoning parser name. */
-  reasoningParser?: string;
-  /** Token mode: the model's context window in tokens (commander gives a string or a number). */
-  contextLength?: number | string;
-  /** Token mode: parse with SGLang's `/separate_reasoning` and `/parse_function_call`. */
-  delegateParsing?: boolean;
-  /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
-  onTemplateMismatch?: string;
   captureDir?: string;
   requestTimeoutMs?: number;
   /** Whether and how sessions' `engine_priority` is sent: auto | off | higher_first | lower_first. */

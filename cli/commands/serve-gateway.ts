@@ -17,10 +17,11 @@ import { EnginePriorityError } from "../../proxy/engine-priority";
 import { ENGINE_NAMES } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
+import type { TokenModeFlags } from "../token-mode-flags";
 import { UsageError } from "../usage-error";
 import { enginePriorityFlag } from "./proxy";
 
-export interface ServeGatewayOptions {
+export interface ServeGatewayOptions extends TokenModeFlags {
   /** Topology file (`-c`). */
   config?: string;
   controlPlane?: string;
@@ -41,18 +42,6 @@ export interface ServeGatewayOptions {
   httpHost?: string;
   /** `json` (default with -c) or `text` logs. */
   logFormat?: "json" | "text";
-  /** Tokenizer + chat template folder (token mode; chat engines use it for `count_tokens`). */
-  tokenizerPath?: string;
-  /** Token mode (`--engine sglang`): tool-call parser name. */
-  toolCallParser?: string;
-  /** Token mode: reasoning parser name. */
-  reasoningParser?: string;
-  /** Token mode: the model's context window (commander gives a string). */
-  contextLength?: number | string;
-  /** Token mode: parse with SGLang's `/separate_reasoning` and `/parse_function_call`. */
-  delegateParsing?: boolean;
-  /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
-  onTemplateMismatch?: string;
   /** No new sessions while the result journal holds more than this many MiB. */
   journalMaxMb?: number;
   /** Dial timeout of the control-plane socket (seconds). */

@@ -1,0 +1,46 @@
+/**
+ * The token-mode flags that `polar proxy` and `polar serve_gateway` share: both start the same
+ * proxy, so a flag added here reaches both commands with one spelling and one help text. Kept free
+ * of heavy imports: `cli/main.ts` loads it for every command line it parses.
+ *
+ * @module
+ */
+import type { Command } from "commander";
+
+/** The token-mode flags as commander parses them (each command's options extend this). */
+export interface TokenModeFlags {
+  /** Tokenizer + chat template folder (token mode; chat engines use it for `count_tokens`). */
+  tokenizerPath?: string;
+  /** Token mode (`--engine sglang`): tool-call parser name. */
+  toolCallParser?: string;
+  /** Token mode: reasoning parser name. */
+  reasoningParser?: string;
+  /** Token mode: the model's context window in tokens (commander gives a string or a number). */
+  contextLength?: number | string;
+  /** Token mode: parse with SGLang's `/separate_reasoning` and `/parse_function_call`. */
+  delegateParsing?: boolean;
+  /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
+  onTemplateMismatch?: string;
+}
+
+/**
+ * Adds the token-mode flags to `command`, in the order its help lists them.
+ *
+ * @param tokenizerHelp what `--tokenizer-path` means for this command (its default differs).
+ * @example
+ * ```ts
+ * withTokenModeFlags(program.command("proxy"), "tokenizer + chat template folder").option("--port <n>", "port");
+ * ```
+ */
+export function withTokenModeFlags(command: Command, tokenizerHelp: string): Command {
+  return command
+    .option("--tokenizer-path <dir>", tokenizerHelp)
+    .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
+    .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
+    .option("--context-length <n>", "token mode: model context window (default 40960)")
+    .option(
+      "--delegate-parsing",
+      "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
+    )
+    .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain");
+}
