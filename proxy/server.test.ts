@@ -137,7 +137,7 @@ describe("proxy: chat completions", () => {
 
   it("refuses a closed session's key", async () => {
     const s = newSession();
-    proxy.closeSession(s.id);
+    await proxy.closeSession(s.id);
     expect((await chat(s.key, { messages })).status).toBe(401);
   });
 
