@@ -40,6 +40,14 @@ const TIMED_E2E = [
 const PARALLEL = Math.max(3, availableParallelism() - 1);
 
 /**
+ * `expect.poll` waits for a state the code reaches on its own time; vitest's default gives up
+ * after 1 s, which a loaded two-core machine passes (a cold Durable Object, a child process's
+ * start). Waiting longer only delays a failure, never hides one: a poll passes only once its
+ * condition holds. A test whose subject is a deadline sets its own `timeout`.
+ */
+const EXPECT = { poll: { timeout: 10_000, interval: 50 } };
+
+/**
  * Three layers, each on its real runtime:
  * - `workers`: the control plane's Worker and Durable Objects inside workerd (vitest pool).
  * - `node`: unit tests of the Node parts (protocol, proxy, gateway agent, sim engine, CLI).
@@ -79,6 +87,7 @@ export default defineConfig({
         ],
         test: {
           name: "workers",
+          expect: EXPECT,
           include: ["control-plane/**/*.test.ts"],
           // A cold Durable Object's first request (its migrations) can pass 5 s on a loaded machine.
           testTimeout: 30_000,
@@ -87,6 +96,7 @@ export default defineConfig({
       {
         test: {
           name: "node",
+          expect: EXPECT,
           environment: "node",
           include: [
             "{protocol,proxy,gateway-agent,sim,tokenizer,cli,examples,scripts,clients,web}/**/*.test.ts",
@@ -98,6 +108,7 @@ export default defineConfig({
       {
         test: {
           name: "e2e",
+          expect: EXPECT,
           environment: "node",
           include: ["test/**/*.test.ts"],
           exclude: [...TIMED_E2E, "test/browser/**"],
@@ -112,6 +123,7 @@ export default defineConfig({
           // The dashboard in a real browser (playwright-core driving the system's chromium) against
           // a real local stack.
           name: "browser",
+          expect: EXPECT,
           environment: "node",
           include: ["test/browser/**/*.test.ts"],
           sequence: { groupOrder: 1 },
@@ -122,6 +134,7 @@ export default defineConfig({
       {
         test: {
           name: "e2e-timed",
+          expect: EXPECT,
           environment: "node",
           include: TIMED_E2E,
           fileParallelism: false,
