@@ -89,11 +89,17 @@ describe("calls run in their sessions' priority order", { timeout: 60_000 }, () 
         expect
           .poll(
             async () => ((await (await fetch(`${s.url}/sim/stats`)).json()) as { waiting: number }).waiting,
+            { timeout: 10_000 },
           )
           .toBe(n);
       const first = ask("first", 0);
       await expect
-        .poll(async () => ((await (await fetch(`${s.url}/sim/stats`)).json()) as { running: number }).running)
+        .poll(
+          async () => ((await (await fetch(`${s.url}/sim/stats`)).json()) as { running: number }).running,
+          {
+            timeout: 10_000,
+          },
+        )
         .toBe(1);
       const low = ask("low", 1);
       await waiting(1);

@@ -7,13 +7,14 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import OpenAI from "openai";
+import OpenAI, { APIUserAbortError } from "openai";
 import { afterEach, describe, expect, it } from "vitest";
-import { CompletionRecord } from "../protocol";
+import { CompletionRecord, type Logger } from "../protocol";
 import { type SimEngineHandle, type SimEngineOptions, startSimEngine } from "../sim/server";
 import { getBuilder } from "./builders";
 import type { SessionOptions } from "./capture";
 import type { EngineName } from "./engines";
+import { NO_PROXY_METRICS, type RequestEvent } from "./metrics";
 import { type RecordingProxy, startProxy } from "./server";
 import { IM_END, startGenerateDouble } from "./testing/generate-double";
 
@@ -33,7 +34,7 @@ async function sim(opts: SimEngineOptions): Promise<SimEngineHandle> {
 async function proxyFor(
   engine: EngineName,
   urls: string[],
-  extra: { policyVersionWaitMs?: number; partialRollouts?: boolean } = {},
+  extra: { policyVersionWaitMs?: number; partialRollouts?: boolean; logger?: Logger } = {},
 ): Promise<RecordingProxy> {
   const p = await startProxy({
     engine,
@@ -165,7 +166,7 @@ describe("abort", { timeout: 30_000 }, () => {
     const p = await proxyFor("sglang", [engine.url]);
     const s = session(p);
     const call = s.openai.chat.completions.create({ model: "m", messages: ask });
-    await expect.poll(() => engine.generates().length).toBe(1);
+    await expect.poll(() => engine.generates().length, { timeout: 10_000 }).toBe(1);
     await p.pause({ timeoutMs: 5_000, mode: "abort" });
     const [first] = engine.generates();
     expect(engine.aborted()).toEqual([first!.rid]);
@@ -191,7 +192,7 @@ describe("abort", { timeout: 30_000 }, () => {
     p.setPolicyVersion("4");
     const s = session(p);
     const call = s.openai.chat.completions.create({ model: "m", messages: ask, max_tokens: 100 });
-    await expect.poll(() => engine.generates().length).toBe(1);
+    await expect.poll(() => engine.generates().length, { timeout: 10_000 }).toBe(1);
     await p.pause({ timeoutMs: 5_000, mode: "abort" });
     p.setPolicyVersion("5");
     p.resume();
@@ -251,7 +252,7 @@ describe("abort", { timeout: 30_000 }, () => {
     const p = await proxyFor("sglang", [engine.url], { partialRollouts: false });
     const s = session(p);
     const call = s.openai.chat.completions.create({ model: "m", messages: ask });
-    await expect.poll(() => engine.generates().length).toBe(1);
+    await expect.poll(() => engine.generates().length, { timeout: 10_000 }).toBe(1);
     await p.pause({ timeoutMs: 5_000, mode: "abort" });
     p.resume();
     await call;
@@ -302,7 +303,7 @@ describe("abort", { timeout: 30_000 }, () => {
     const call = s.openai.chat.completions.create({ model: "m", messages: ask });
     await expect.poll(async () => (await stats(engine)).running, { timeout: 5000 }).toBe(1);
     expect(await p.pause({ timeoutMs: 5_000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
-    await expect.poll(async () => (await stats(engine)).aborted_total).toBe(1);
+    await expect.poll(async () => (await stats(engine)).aborted_total, { timeout: 10_000 }).toBe(1);
     p.resume();
     expect((await call).choices[0]!.message.content).toBeTruthy();
     expect(records(p, s.id)).toHaveLength(1);
@@ -354,18 +355,73 @@ describe("abort", { timeout: 30_000 }, () => {
       rest += new TextDecoder().decode(value);
     }
     expect(rest).toMatch(/engine_aborted/);
-    await expect.poll(() => cut).toBe(true);
+    await expect.poll(() => cut, { timeout: 10_000 }).toBe(true);
     p.resume();
     expect(records(p, s.id)).toHaveLength(0);
     expect(p.status().reissued_calls).toBe(0);
   });
 });
 
+describe("a harness that hangs up while held at a paused fence", { timeout: 30_000 }, () => {
+  for (const engineName of ["sglang", "sglang-openai"] as const) {
+    it(`${engineName}: the held call is let go: nothing reaches the engine, the fence and the session's slot are freed`, async () => {
+      const engine = await sim({});
+      const requests: RequestEvent[] = [];
+      const errors: string[] = [];
+      const p = await startProxy({
+        engine: engineName,
+        engineUrls: [engine.url],
+        modelServed: MODEL,
+        logger: quiet,
+        healthIntervalMs: 0,
+        // One record per session: a slot the hung-up call kept would refuse the next call (429).
+        maxRecordsPerSession: 1,
+        metrics: { ...NO_PROXY_METRICS, request: (e) => requests.push(e), error: (k) => errors.push(k) },
+      });
+      cleanups.push(() => p.close());
+      p.setPolicyVersion("2");
+      const s = session(p);
+      expect(await p.pause({ timeoutMs: 1000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
+      const harness = new AbortController();
+      const call = s.openai.chat.completions
+        .create({ model: "m", messages: ask }, { signal: harness.signal })
+        .catch((e: unknown) => e);
+      // Held: the fence counts it waiting.
+      await expect.poll(() => p.status().waiting, { timeout: 10_000 }).toBe(1);
+      harness.abort();
+      expect(await call).toBeInstanceOf(APIUserAbortError);
+      // The proxy saw the hang-up: the request is counted as 499 with a client_closed error, and
+      // the fence holds nothing any more.
+      await expect.poll(() => requests, { timeout: 10_000 }).toEqual([{ api: "openai_chat", status: 499 }]);
+      expect(errors).toEqual(["client_closed"]);
+      expect(p.status()).toMatchObject({
+        paused: true,
+        inflight: 0,
+        waiting: 0,
+        aborted_calls: 0,
+        reissued_calls: 0,
+      });
+      p.resume();
+      // The next call of the session is served (its slot was given back), and it is the only
+      // request the engine ever received and the only record.
+      const next = await s.openai.chat.completions.create({ model: "m", messages: ask });
+      expect(next.choices[0]!.finish_reason).toBe("stop");
+      expect((await stats(engine)).requests_total).toBe(1);
+      expect(records(p, s.id)).toHaveLength(1);
+      expect(records(p, s.id)[0]).toMatchObject({ policy_version: "2" });
+      expect(p.status()).toMatchObject({ paused: false, inflight: 0, waiting: 0, reissued_calls: 0 });
+      if (engineName === "sglang") expect(p.bridgeVerdicts(s.id)).toMatchObject({ new_chain: 1 });
+      expect(errors).toEqual(["client_closed"]);
+    });
+  }
+});
+
 describe("min_policy_version: replicas updated one at a time", { timeout: 40_000 }, () => {
   it("holds a turn until a replica serves the version, and never sends it to one that does not", async () => {
     const a = await sim({ seed: 1 });
     const b = await sim({ seed: 2 });
-    const p = await proxyFor("sglang", [a.url, b.url]);
+    const said: string[] = [];
+    const p = await proxyFor("sglang", [a.url, b.url], { logger: { ...quiet, info: (m) => said.push(m) } });
     p.setPolicyVersion("1");
     const s = session(p, { min_policy_version: 1 });
     let answered = false;
@@ -373,8 +429,11 @@ describe("min_policy_version: replicas updated one at a time", { timeout: 40_000
       answered = true;
       return r;
     });
-    // Both replicas still serve the initial weights ("default" = version 0): the turn is held.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Both replicas still serve the initial weights ("default" = version 0): the proxy says it
+    // holds the turn (having asked both), and nothing was sent.
+    await expect
+      .poll(() => said, { timeout: 10_000 })
+      .toContain("holding a call: every replica is behind its min_policy_version");
     expect(answered).toBe(false);
     expect((await stats(a)).requests_total + (await stats(b)).requests_total).toBe(0);
     await updateWeights(b, "1");

@@ -4,6 +4,7 @@
  * /generate, /flush_cache, weight versions, tokenize/detokenize, and fault injection.
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { starImage } from "../examples/count_stars/stars.mjs";
 import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { nextWeightVersion } from "./control-api";
 import { type SimEngineHandle, type SimEngineOptions, startSimEngine } from "./server";
@@ -15,7 +16,7 @@ let tok: ChatTokenizer;
 let sim: SimEngineHandle | undefined;
 beforeAll(async () => {
   tok = await loadChatTokenizer();
-});
+}, 30_000);
 afterEach(async () => {
   await sim?.close();
   sim = undefined;
@@ -172,14 +173,27 @@ describe("aborts", () => {
     expect((await call("/pause_generation", { mode: "abort" })).json.aborted).toBe(1);
     expect((await inflight).json.meta_info.finish_reason.type).toBe("abort");
     let done = false;
-    const held = generate({ rid: "p2", sampling_params: { max_new_tokens: 4 } }).then((r) => {
+    // The held request carries an image: the sim counts it when it reads the request, before the
+    // pause gate, so its arrival is seen before the check that it is held.
+    const held = generate({
+      rid: "p2",
+      image_data: [`data:image/png;base64,${starImage({ stars: 1, seed: 1 }).png.toString("base64")}`],
+      sampling_params: { max_new_tokens: 4 },
+    }).then((r) => {
       done = true;
       return r;
     });
-    await new Promise((r) => setTimeout(r, 50));
+    await until(async () => (await call("/sim/stats")).json.images.generate_total === 1);
+    const stats = (await call("/sim/stats")).json;
+    // Arrived, not admitted: the gate holds it before the scheduler counts it.
+    expect(stats.requests_total).toBe(1);
+    expect(await loads()).toMatchObject({
+      loads: [{ dp_rank: 0, num_running_reqs: 0, num_waiting_reqs: 0 }],
+    });
     expect(done).toBe(false);
     await call("/continue_generation", {});
     expect((await held).json.meta_info.finish_reason).toEqual({ type: "length", length: 4 });
+    expect((await call("/sim/stats")).json.requests_total).toBe(2);
   });
 });
 

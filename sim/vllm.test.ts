@@ -4,6 +4,7 @@
  * (`/pause`, `/resume`, `/is_paused`, `/abort_requests`, `/update_weight_version`, `/weight_info`).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { starImage } from "../examples/count_stars/stars.mjs";
 import { SIM_LIMITS } from "./engine";
 import { type SimEngineHandle, startSimEngine } from "./server";
 
@@ -18,7 +19,7 @@ beforeAll(async () => {
     startSimEngine({ model: MODEL, flavor: "vllm", decodeTokensPerSecond: 10 }),
     startSimEngine({ model: MODEL, flavor: "vllm-0.10.1" }),
   ]);
-});
+}, 60_000);
 afterAll(async () => {
   await Promise.all([fast, slow, old].map((s) => s?.close()));
 });
@@ -132,11 +133,29 @@ describe("vllm flavor: control routes", { timeout: 30_000 }, () => {
     expect(cut.json.choices[0].finish_reason).toBe("abort");
     expect(await isPaused(slow)).toBe(true);
     let done = false;
-    const waiting = chat(slow, { max_tokens: 3 }).then((r) => {
+    const stats = async () => (await (await fetch(`${slow.url}/sim/stats`)).json()) as Json;
+    const before = await stats();
+    // The held call carries an image: the sim counts it when it reads the request, before the
+    // pause gate, so its arrival is seen before the check that it waits.
+    const png = starImage({ stars: 1, seed: 1 }).png.toString("base64");
+    const withImage = [
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What is 2 + 3?" },
+          { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } },
+        ],
+      },
+    ];
+    const waiting = chat(slow, { max_tokens: 3, messages: withImage }).then((r) => {
       done = true;
       return r;
     });
-    await new Promise((r) => setTimeout(r, 300));
+    await expect
+      .poll(async () => (await stats()).images.chat_total, { timeout: 10_000 })
+      .toBe(before.images.chat_total + 1);
+    // Arrived, not admitted: nothing runs and the scheduler has not counted it.
+    expect(await stats()).toMatchObject({ running: 0, requests_total: before.requests_total });
     expect(done).toBe(false);
     expect(await (await post(slow, "/resume")).json()).toEqual({ status: "resumed" });
     expect((await waiting).json.choices[0].finish_reason).toBe("length");

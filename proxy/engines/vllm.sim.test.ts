@@ -152,7 +152,7 @@ describe("vllm through the proxy", { timeout: 30_000 }, () => {
       .catch((e: unknown) => e);
     await expect.poll(async () => (await stats(old)).running, { timeout: 5000 }).toBe(1);
     expect(await q.pause({ timeoutMs: 5_000, mode: "abort" })).toEqual({ drained: true, inflight: 0 });
-    await expect.poll(async () => (await stats(old)).aborted_total).toBe(1);
+    await expect.poll(async () => (await stats(old)).aborted_total, { timeout: 10_000 }).toBe(1);
     expect(warnings.some((w) => /no engine-side pause/.test(w))).toBe(true);
     q.resume();
     void pending;

@@ -63,6 +63,8 @@ export interface ReceivedRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: JsonObject;
+  /** When it arrived (`performance.now()`, ms). */
+  at: number;
 }
 
 /** What the next answer looks like; every field is optional. */
@@ -271,7 +273,7 @@ function route(
   try {
     body = JSON.parse(raw.toString("utf8") || "{}") as JsonObject;
     // Recorded on arrival, so a test sees a call that is still being "generated".
-    state.received.push({ path: req.url ?? "", headers: req.headers, body });
+    state.received.push({ path: req.url ?? "", headers: req.headers, body, at: performance.now() });
   } catch (err) {
     parseError = err;
   }

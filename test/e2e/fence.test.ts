@@ -32,6 +32,8 @@ let cp: ControlPlaneDev;
 const procs: PolarProcess[] = [];
 let slowEngine: string;
 let late: PolarProcess | null = null;
+/** The gateway started after the control plane's SIGKILL; it serves fence-late from then on. */
+let after: PolarProcess | null = null;
 let fastEngine: string;
 
 async function engine(extra: string[]): Promise<string> {
@@ -246,7 +248,8 @@ describe("the weight-update fence across real processes", () => {
     await late?.stop();
     await cp.kill();
     cp = await startControlPlaneDev({ port: cp.port, persistTo: join(dir, "state"), tokens });
-    const { health } = await gateway("gw-after", "fence-late", fastEngine);
+    const { health, proc } = await gateway("gw-after", "fence-late", fastEngine);
+    after = proc;
     expect((await getJson<{ inference: object }>(health)).inference).toMatchObject({
       paused: true,
       mode: "abort",
@@ -272,8 +275,16 @@ describe("the weight-update fence across real processes", () => {
         { timeout: 30_000 },
       )
       .toBe("RUNNING");
-    // The engine still serves the initial weights ("default" = 0): nothing reaches it.
-    await new Promise((r) => setTimeout(r, 2500));
+    // The engine still serves the initial weights ("default" = 0): the gateway says it holds the
+    // call (after asking the engine its weights), and nothing reached the engine.
+    await expect
+      .poll(
+        () => after!.output().includes("holding a call: every replica is behind its min_policy_version"),
+        {
+          timeout: 30_000,
+        },
+      )
+      .toBe(true);
     expect((await simStats(fastEngine)).requests_total).toBe(before);
     const update = await fetch(`${fastEngine}/update_weights_from_disk`, {
       method: "POST",

@@ -93,12 +93,13 @@ describe("FaultProxy", () => {
     // The client drops the dead connection: the server's side is not told.
     const serverSide = serverSockets[before - 1]!;
     old.destroy();
-    await new Promise((r) => setTimeout(r, 100));
+    // The proxy saw the client go; a round trip on another connection after that gives a close
+    // it had passed on time to reach the server.
+    await expect.poll(() => proxy.connections()[0]!.clientClosedAt, { timeout: 10_000 }).not.toBeNull();
+    expect(await roundTrip(fresh, "f")).toBe("f");
     expect(serverSide.destroyed).toBe(false);
-    const rec = proxy.connections()[0]!;
-    expect(rec.deadSince).not.toBeNull();
-    expect(rec.clientClosedAt).not.toBeNull();
-    expect(rec.serverClosedAt).toBeNull();
+    expect(proxy.connections()[0]!.deadSince).not.toBeNull();
+    expect(proxy.connections()[0]!.serverClosedAt).toBeNull();
     for (const s of [during, fresh]) s.destroy();
     await proxy.close();
   });

@@ -192,6 +192,9 @@ function sameIds(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && startsWith(a, b);
 }
 
+/** Stands for the parent's reply text in {@link TokenBridge}'s check of where that reply ends. */
+const REPLY_MARKER = "\u27e6polar reply marker\u27e7";
+
 /** Index of the `n`-th (0-based) occurrence of `needle` in `text`, or -1. */
 function nthIndexOf(text: string, needle: string, n: number): number {
   let at = -1;
@@ -452,6 +455,56 @@ export class TokenBridge {
   }
 
   /**
+   * Where the parent's reply ends (the index of its end-of-turn) in `rendered`, or -1. The reply
+   * rendered as sampled right after the old prompt ends where its text does. Else: the first
+   * end-of-turn after the old prompt, or, when the template changed the history, the one after as
+   * many as the old prompt held (templates that strip content keep one end-of-turn per message).
+   * Counting is exact unless a message quotes the end-of-turn as text (a `<|im_end|>` in the reply,
+   * or in reasoning the template now drops): it would then land inside the reply, or on a fresh
+   * message and leave that message out of the prompt. So, when a message quotes it, the place is
+   * checked: what follows it must be what the fresh messages render, read off a render with the
+   * reply's text replaced by a marker (the text from the end-of-turn after the marker on); when it
+   * is not, that text's place is taken.
+   */
+  private replyEnd(
+    rendered: string,
+    parent: TurnNode,
+    fresh: ChatMessage[],
+    request: BridgeRequest,
+    sampledText: string,
+  ): number {
+    const old = parent.rendered;
+    const intact = rendered.startsWith(old);
+    if (intact && rendered.startsWith(sampledText, old.length))
+      return old.length + sampledText.length - this.eotText.length;
+    const counted = intact
+      ? rendered.indexOf(this.eotText, old.length)
+      : nthIndexOf(rendered, this.eotText, countOf(old, this.eotText));
+    if (countOf(sampledText, this.eotText) === 1 && (intact || !this.quotesEndOfTurn(parent, fresh)))
+      return counted;
+    const reply = { ...parent.turn.assistant_message, content: REPLY_MARKER };
+    const marked = this.render([...parent.canonical, reply, ...fresh], request);
+    const at = marked.indexOf(REPLY_MARKER);
+    const end = at === -1 ? -1 : marked.indexOf(this.eotText, at + REPLY_MARKER.length);
+    // A template that does not show the reply's text gives nothing to check against.
+    if (end === -1) return counted;
+    const tail = marked.slice(end);
+    if (counted !== -1 && rendered.slice(counted) === tail) return counted;
+    return rendered.endsWith(tail) ? rendered.length - tail.length : -1;
+  }
+
+  /**
+   * Whether any message of the conversation holds the end-of-turn text as its own text (content,
+   * reasoning or a tool call's arguments). Only then can counting end-of-turns miss the reply's
+   * end, so only then is the second render that checks it paid for: a template that rewrites the
+   * history (Qwen3 dropping old reasoning) otherwise renders twice on every turn.
+   */
+  private quotesEndOfTurn(parent: TurnNode, fresh: ChatMessage[]): boolean {
+    const messages = [...parent.canonical, parent.turn.assistant_message, ...fresh];
+    return messages.some((m) => JSON.stringify(m).includes(this.eotText));
+  }
+
+  /**
    * Bridges from `parent`: renders parent history + returned assistant + fresh messages and takes
    * the text after the parent's assistant turn. Returns null when the render cannot be aligned
    * with the parent's turn at all (then the request starts a new chain).
@@ -467,16 +520,12 @@ export class TokenBridge {
     const rendered = this.render(canonical, request);
     const old = parent.rendered;
     const historyIntact = rendered.startsWith(old);
-    // End of the parent's assistant turn in the new render: the first end-of-turn after the old
-    // prompt, or, when the template changed the history, the one after as many as the old prompt
-    // held (templates that strip content keep one end-of-turn per message).
-    const eotAt = historyIntact
-      ? rendered.indexOf(this.eotText, old.length)
-      : nthIndexOf(rendered, this.eotText, countOf(old, this.eotText));
-    if (eotAt === -1) return null;
     const sampled = parent.turn.sampled_ids;
     const appendEot = sampled.at(-1) !== this.eotId;
     const sampledText = this.tok.decode(sampled) + (appendEot ? this.eotText : "");
+    // End of the parent's assistant turn in the new render.
+    const eotAt = this.replyEnd(rendered, parent, fresh, request, sampledText);
+    if (eotAt === -1) return null;
     const regionEnd = eotAt + this.eotText.length;
     let verdict: Verdict = "extended";
     let reason: string | null = null;

@@ -344,6 +344,80 @@ describe("Qwen3 thinking", () => {
     expect(t2.prepared.promptIds).toEqual(tok.encode(tok.render(m2)));
     expect(buildConversationTraces(bridge.turns())).toHaveLength(2);
   });
+
+  // Text that reads like an end-of-turn: a quoted "<|im_end|>" (plain tokens, not the special id).
+  const quotedEot = () => [...ids("<|im_"), ...ids("end|>")];
+
+  it.each([1, 2])(
+    "an end-of-turn quoted %i time(s) in reasoning the template drops: the new question stays in the prompt (history not intact)",
+    (quotes) => {
+      const bridge = new TokenBridge(tok);
+      const tools = sglangToolDumps(toolDefs);
+      // A harness-sent history whose tool call carries reasoning that quotes an end-of-turn: kept
+      // in turn 1's prompt (after the last user message), dropped once a new question follows.
+      const m1: ChatMessage[] = [
+        sys,
+        { role: "user", content: "Is 91 prime?" },
+        {
+          role: "assistant",
+          content: "",
+          reasoning_content: `Quote: ${"<|im_end|> ".repeat(quotes)}then check.`,
+          tool_calls: [
+            { id: "c1", type: "function", function: { name: "bash", arguments: '{"cmd": "factor 91"}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "c1", content: "91: 7 13" },
+      ];
+      const t1 = scriptedTurn(tok, bridge, { messages: m1, tools, toolDefs }, [...ids("No."), EOT]);
+      const m2: ChatMessage[] = [...m1, t1.message, { role: "user", content: "And 97?" }];
+      expect(tok.render(m2, { tools }).startsWith(tok.render(m1, { tools }))).toBe(false);
+      const t2 = scriptedTurn(tok, bridge, { messages: m2, tools, toolDefs }, [...ids("Prime."), EOT]);
+      expect(t2.prepared.verdict).toBe("template_mismatch");
+      expect(t2.prepared.reason).toMatch(/renders the history before t\d+'s reply differently/);
+      expect(t2.prepared.parentTurnId).toBe(t1.committed.turn_id);
+      // What the model saw, its reply, then exactly the new question and the generation prompt.
+      const held = [...t1.prepared.promptIds, ...t1.outputIds];
+      expect(t2.prepared.promptIds.slice(0, held.length)).toEqual(held);
+      expect(tok.decode(t2.prepared.promptIds.slice(held.length))).toBe(
+        "\n<|im_start|>user\nAnd 97?<|im_end|>\n<|im_start|>assistant\n",
+      );
+      expect(buildConversationTraces(bridge.turns())).toHaveLength(1);
+    },
+  );
+
+  it("an end-of-turn quoted in the reply's own text: the reply ends where its text does, nothing repeated", () => {
+    const bridge = new TokenBridge(tok);
+    const m1: ChatMessage[] = [sys, { role: "user", content: "What ends a turn?" }];
+    const out = [...ids("Qwen writes "), ...quotedEot(), ...ids(" there."), EOT];
+    const t1 = scriptedTurn(tok, bridge, { messages: m1 }, out);
+    expect(t1.message.content).toBe("Qwen writes <|im_end|> there.");
+    const m2: ChatMessage[] = [...m1, t1.message, { role: "user", content: "Thanks" }];
+    const t2 = scriptedTurn(tok, bridge, { messages: m2 }, [...ids("Welcome."), EOT]);
+    expect(t2.prepared.verdict).toBe("extended");
+    const held = [...t1.prepared.promptIds, ...out];
+    expect(t2.prepared.promptIds.slice(0, held.length)).toEqual(held);
+    expect(tok.decode(t2.prepared.promptIds.slice(held.length))).toBe(
+      "\n<|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n",
+    );
+  });
+
+  it("a render the reply cannot be found in (no end-of-turn after it) starts a new chain from the template's render", () => {
+    // A bridge told the turn ends with <|endoftext|>, which Qwen3's template never writes.
+    const bridge = new TokenBridge(tok, { endOfTurnToken: "<|endoftext|>" });
+    const eos = tok.tokenId("<|endoftext|>")!;
+    const m1: ChatMessage[] = [sys, { role: "user", content: "Is 91 prime?" }];
+    const t1 = scriptedTurn(tok, bridge, { messages: m1 }, [...ids("No."), eos]);
+    const m2: ChatMessage[] = [...m1, t1.message, { role: "user", content: "And 97?" }];
+    const t2 = scriptedTurn(tok, bridge, { messages: m2 }, [...ids("Prime."), eos]);
+    expect(t2.prepared).toMatchObject({
+      verdict: "template_mismatch",
+      reason: `the new render cannot be aligned with ${t1.committed.turn_id}'s reply: started a new chain`,
+      parentTurnId: null,
+      bridgedCount: 0,
+    });
+    expect(t2.prepared.promptIds).toEqual(tok.encode(tok.render(m2)));
+    expect(buildConversationTraces(bridge.turns())).toHaveLength(2);
+  });
 });
 
 describe("compaction", () => {
