@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { postCallback } from "./batch/callbacks";
 import { callbackUrlProblem } from "./callback-url";
 
-describe("callbackUrlProblem: every spelling of a private host is refused", () => {
+describe("callbackUrlProblem: a private host is refused in each spelling listed", () => {
   // Each of these reaches loopback, a private network, or a host that cannot be checked.
   const refused = [
     "http://127.0.0.1/cb",
@@ -67,25 +67,30 @@ describe("callbackUrlProblem: every spelling of a private host is refused", () =
 });
 
 describe("postCallback never follows a redirect", () => {
-  it("stops at the 3xx, names it, and never calls its Location", async () => {
-    const calls: { url: string; redirect: RequestInit["redirect"] }[] = [];
-    // A fetch that does what the Fetch standard says for each mode: "follow" would go on to the
-    // Location (here a private address), "manual" hands the 3xx back.
-    const fetcher = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      const url = String(input);
-      calls.push({ url, redirect: init?.redirect });
-      if (url.startsWith("https://trainer.example/")) {
-        if (init?.redirect === "manual")
-          return new Response(null, { status: 307, headers: { location: "http://10.0.0.5/steal" } });
-        calls.push({ url: "http://10.0.0.5/steal", redirect: init?.redirect });
-        return new Response("ok");
-      }
-      return new Response("unexpected", { status: 500 });
-    }) as typeof fetch;
-    const error = await postCallback(fetcher, "https://trainer.example/cb", "{}", "b:t", false);
-    expect(error).toBe(
-      "HTTP 307: redirects are not followed (callback_url must be the final address; Location: http://10.0.0.5/steal)",
-    );
-    expect(calls.map((c) => c.url)).toEqual(["https://trainer.example/cb"]);
+  it("stops at each 3xx (301, 302, 303, 307, 308), names it, and never calls its Location", async () => {
+    for (const status of [301, 302, 303, 307, 308]) {
+      const calls: { url: string; redirect: RequestInit["redirect"] }[] = [];
+      // A fetch that does what the Fetch standard says for each mode: "follow" would go on to the
+      // Location (here a private address), "manual" hands the 3xx back.
+      const fetcher = (async (input: RequestInfo | URL, init?: RequestInit) => {
+        const url = String(input);
+        calls.push({ url, redirect: init?.redirect });
+        if (url.startsWith("https://trainer.example/")) {
+          if (init?.redirect === "manual")
+            return new Response(null, { status, headers: { location: "http://10.0.0.5/steal" } });
+          calls.push({ url: "http://10.0.0.5/steal", redirect: init?.redirect });
+          return new Response("ok");
+        }
+        return new Response("unexpected", { status: 500 });
+      }) as typeof fetch;
+      const error = await postCallback(fetcher, "https://trainer.example/cb", "{}", "b:t", false);
+      expect(error, `HTTP ${status}`).toBe(
+        `HTTP ${status}: redirects are not followed (callback_url must be the final address; Location: http://10.0.0.5/steal)`,
+      );
+      expect(
+        calls.map((c) => c.url),
+        `HTTP ${status}`,
+      ).toEqual(["https://trainer.example/cb"]);
+    }
   });
 });

@@ -169,6 +169,11 @@ describe("renderControlPlaneMetrics", () => {
     expect(text).toContain("# TYPE polar_queue_pending_sessions gauge");
     expect(text).toContain("# TYPE polar_queue_results_total counter");
     expect(text.split("\n").filter((l) => l && !l.startsWith("#"))).toEqual([]);
+    // The same HELP and TYPE lines as with a queue: every family, not only the two above.
+    const comments = (t: string) => t.split("\n").filter((l) => l.startsWith("# "));
+    const withQueue = comments(renderControlPlaneMetrics([shardOf()]));
+    expect(withQueue.length).toBeGreaterThan(2);
+    expect(comments(text)).toEqual(withQueue);
   });
 });
 

@@ -7,8 +7,10 @@ import {
   call,
   Gateway,
   getAsTrainer,
+  POLL,
   postBatch,
   resultFor,
+  shardSettled,
   TOKENS,
   task,
   uniqueId,
@@ -60,7 +62,7 @@ async function started(
     status: "INITIALIZING",
     at: Date.now(),
   });
-  await expect.poll(async () => (await status(batchId)).counts.INITIALIZING).toBe(1);
+  await expect.poll(async () => (await status(batchId)).counts.INITIALIZING, POLL).toBe(1);
 }
 
 /** Makes every timer of a ledger due now and fires its alarm. */
@@ -106,7 +108,10 @@ describe("deadlines (I3)", () => {
       at: Date.now(),
     });
     await expect
-      .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.started_at)
+      .poll(
+        async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.started_at,
+        POLL,
+      )
       .not.toBeNull();
     const after = await env.BATCH.getByName(batchId).session(assign.session.session_id);
     expect(before!.started_at).toBeNull();
@@ -133,7 +138,7 @@ describe("deadlines (I3)", () => {
     const report = (status: "INITIALIZING" | "READY" | "RUNNING") =>
       gw.send({ v: 1, type: "progress", lease_id: assign.lease_id, session_id: id, status, at: Date.now() });
     report("INITIALIZING");
-    await expect.poll(async () => (await ledger.session(id))?.status).toBe("INITIALIZING");
+    await expect.poll(async () => (await ledger.session(id))?.status, POLL).toBe("INITIALIZING");
     const init = (await ledger.session(id))!;
     const budget = init.deadline_at! - init.started_at!;
     expect(budget).toBe(100_000 + 120_000);
@@ -142,7 +147,7 @@ describe("deadlines (I3)", () => {
       state.storage.sql.exec("UPDATE sessions SET deadline_at = deadline_at - 30000");
     });
     report("READY");
-    await expect.poll(async () => (await ledger.session(id))?.status).toBe("READY");
+    await expect.poll(async () => (await ledger.session(id))?.status, POLL).toBe("READY");
     const left = () =>
       runInDurableObject(
         ledger,
@@ -157,7 +162,7 @@ describe("deadlines (I3)", () => {
     const ready = (await ledger.session(id))!;
     expect(ready.deadline_at! - Date.now()).toBeGreaterThan(86_400_000);
     report("RUNNING");
-    await expect.poll(async () => (await ledger.session(id))?.status).toBe("RUNNING");
+    await expect.poll(async () => (await ledger.session(id))?.status, POLL).toBe("RUNNING");
     const running = (await ledger.session(id))!;
     expect(await left()).toBeNull();
     // The clock runs again with what was left, however long READY lasted.
@@ -178,11 +183,19 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     await started(batchId, first, a1);
     first.close();
     const queueStub = env.QUEUE.getByName(queue);
-    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected, POLL).toBe(false);
     const second = await connect(queue);
     second.hello("node-2", 1);
     await second.expect("welcome");
-    await second.expectSilence(); // the lease is still in its grace period
+    // The lease is still in its grace period: held on the queue and the ledger, not requeued.
+    await shardSettled(queueStub);
+    await second.expectNothingBeforeReply();
+    expect(await queueStub.stats()).toMatchObject({ pending: 0, leases: 1 });
+    expect(await env.BATCH.getByName(batchId).session(a1.session.session_id)).toMatchObject({
+      status: "INITIALIZING",
+      attempt: 1,
+      lease_id: a1.lease_id,
+    });
     await runInDurableObject(queueStub, (_, state) => {
       state.storage.sql.exec("UPDATE leases SET lost_at = 1");
     });
@@ -212,15 +225,15 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     const a = await gw.expect("assign");
     gw.close();
     await expect
-      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected)
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected, POLL)
       .toBe(false);
     const again = await connect(queue);
     again.hello("node-k", 0, [{ lease_id: a.lease_id, session_id: a.session.session_id }]);
     expect((await again.expect("welcome")).kept_leases).toEqual([a.lease_id]);
-    await runInDurableObject(env.QUEUE.getByName(queue), (_, state) => {
-      const row = state.storage.sql.exec("SELECT lost_at FROM leases").one();
-      expect(row.lost_at).toBeNull();
-    });
+    const rows = await runInDurableObject(env.QUEUE.getByName(queue), (_, state) =>
+      state.storage.sql.exec("SELECT lease_id, lost_at FROM leases").toArray(),
+    );
+    expect(rows).toEqual([{ lease_id: a.lease_id, lost_at: null }]);
   });
 
   it("ends the session as ERROR kind infra once max_attempts is used up, and retries infra errors", async () => {
@@ -244,7 +257,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     // The second attempt's gateway disappears mid-run: no attempts left → ERROR infra.
     gw.close();
     const queueStub = env.QUEUE.getByName(queue);
-    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected, POLL).toBe(false);
     await runInDurableObject(queueStub, (_, state) => {
       state.storage.sql.exec("UPDATE leases SET lost_at = 1");
     });
@@ -273,7 +286,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
       const a = await gw.expect("assign");
       gw.close();
       await expect
-        .poll(async () => (await queueStub.stats()).gateways.find((g) => g.node_id === node)?.connected)
+        .poll(async () => (await queueStub.stats()).gateways.find((g) => g.node_id === node)?.connected, POLL)
         .toBe(false);
       await runInDurableObject(queueStub, (_, state) => {
         state.storage.sql.exec("UPDATE leases SET lost_at = 1");
@@ -323,7 +336,13 @@ describe("configuration errors", () => {
     expect((await gw.expect("ack")).status).toBe("accepted");
     gw.send({ v: 1, type: "result", lease_id: second.lease_id, result: resultFor(second.session, "node-c") });
     expect((await gw.expect("ack")).status).toBe("accepted");
-    await gw.expectSilence(); // no re-assign of the configuration error
+    // No re-assign of the configuration error: the ledger sent nothing back to the queue (a
+    // requeue would wait there as pending: the gateway has no credit left).
+    await expect.poll(() => env.BATCH.getByName(batchId).outboxSize(), POLL).toBe(0);
+    const confQueue = env.QUEUE.getByName(queue);
+    await shardSettled(confQueue);
+    expect(await confQueue.stats()).toMatchObject({ pending: 0, leases: 0 });
+    await gw.expectNothingBeforeReply();
     // Ended at once on attempt 1: no second assign for the same session, whatever max_attempts says.
     const results = await page(batchId);
     expect(results.done).toBe(true);
@@ -462,18 +481,18 @@ describe("callbacks", () => {
     const a = await gw.expect("assign");
     gw.send({ v: 1, type: "result", lease_id: a.lease_id, result: resultFor(a.session, "node-cb") });
     await gw.expect("ack");
-    await expect.poll(() => seen.length).toBe(1);
+    await expect.poll(() => seen.length, POLL).toBe(1);
     expect(await stub.callbackState()).toMatchObject([
       { attempts: 1, delivered: false, last_error: "HTTP 503" },
     ]);
     await fireLedgerAlarm(batchId, "UPDATE callbacks SET next_attempt_at = 1");
     // The alarm may already have fired on its own before runDurableObjectAlarm: wait for it.
-    await expect.poll(() => seen.length).toBe(2);
+    await expect.poll(() => seen.length, POLL).toBe(2);
     expect(seen[1]!.key).toBe(`${batchId}:t`);
     expect(seen[0]!.key).toBe(seen[1]!.key);
     expect(seen[1]!.body).toMatchObject({ task_id: "t", status: "completed" });
     expect(seen[1]!.body.results).toHaveLength(1);
-    await expect.poll(async () => (await stub.callbackState())[0]?.delivered).toBe(true);
+    await expect.poll(async () => (await stub.callbackState())[0]?.delivered, POLL).toBe(true);
     expect(await stub.callbackState()).toMatchObject([{ attempts: 2, delivered: true }]);
   });
   it("a callback whose POST is still out when the next result arrives is sent once", async () => {
@@ -505,7 +524,7 @@ describe("callbacks", () => {
     const second = await gw.expect("assign");
     gw.send({ v: 1, type: "result", lease_id: first.lease_id, result: resultFor(first.session, "node-cb1") });
     await gw.expect("ack");
-    await expect.poll(() => posted.length).toBe(1);
+    await expect.poll(() => posted.length, POLL).toBe(1);
     gw.send({
       v: 1,
       type: "result",
@@ -514,7 +533,7 @@ describe("callbacks", () => {
     });
     await gw.expect("ack");
     release();
-    await expect.poll(async () => (await stub.callbackState()).every((c) => c.delivered)).toBe(true);
+    await expect.poll(async () => (await stub.callbackState()).every((c) => c.delivered), POLL).toBe(true);
     expect(posted.sort()).toEqual(["t0", "t1"]);
     expect(await stub.callbackState()).toMatchObject([
       { attempts: 1, delivered: true },
@@ -623,53 +642,56 @@ describe("results stream", () => {
 });
 
 describe("admin, drain, per-gateway tokens, limits", () => {
-  it("fans pause out to every gateway and reports each ack; 502 when all fail", async () => {
+  it("fans pause out to every gateway and reports each ack; 502 when all fail, 200 when one succeeds", async () => {
     const queue = uniqueId("admin");
-    const gw = await connect(queue);
-    gw.hello("node-adm", 0);
-    await gw.expect("welcome");
+    const nodes = ["node-adm", "node-adm-b"];
+    const gws: Gateway[] = [];
+    for (const node of nodes) {
+      const gw = await connect(queue);
+      gw.hello(node, 0);
+      await gw.expect("welcome");
+      gws.push(gw);
+    }
     // Wait until the registry knows the queue (recorded after welcome).
     await expect
-      .poll(async () => (await env.REGISTRY.getByName("global").listQueues()).includes(queue))
+      .poll(async () => (await env.REGISTRY.getByName("global").listQueues()).includes(queue), POLL)
       .toBe(true);
-    const pending = asAdmin("/v1/admin/inference/pause", {
-      method: "POST",
-      body: JSON.stringify({ timeout_seconds: 1 }),
-    });
-    const msg = await gw.expect("admin");
-    expect(msg).toMatchObject({ action: "pause", timeout_seconds: 1 });
-    gw.send({
-      v: 1,
-      type: "admin_ack",
-      request_id: msg.request_id,
-      ok: true,
-      paused: true,
-      inflight: 0,
-      policy_version: null,
-    });
-    const res = await pending;
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as { nodes: { node_id: string; ok: boolean; paused: boolean }[] };
-    expect(body.nodes.find((n) => n.node_id === "node-adm")).toMatchObject({ ok: true, paused: true });
+    type Fanout = { ok: boolean; nodes: { node_id: string; ok: boolean; paused: boolean }[] };
+    /** Sends `path`, answers each gateway's admin message with its `ok`, returns status and nodes. */
+    const fanOut = async (path: string, body: object, oks: boolean[]) => {
+      const pending = asAdmin(path, { method: "POST", body: JSON.stringify(body) });
+      for (const [i, gw] of gws.entries()) {
+        const msg = await gw.expect("admin");
+        gw.send({
+          v: 1,
+          type: "admin_ack",
+          request_id: msg.request_id,
+          ok: oks[i],
+          paused: true,
+          inflight: 0,
+          policy_version: null,
+          ...(oks[i] ? {} : { error: "engine unreachable" }),
+        });
+      }
+      const res = await pending;
+      const json = (await res.json()) as Fanout;
+      return { status: res.status, ok: json.ok, mine: json.nodes.filter((n) => nodes.includes(n.node_id)) };
+    };
+    const byNode = (mine: Fanout["nodes"]) =>
+      Object.fromEntries(mine.map((n) => [n.node_id, n.ok] as const).sort(([a], [b]) => a.localeCompare(b)));
+    const paused = await fanOut("/v1/admin/inference/pause", { timeout_seconds: 1 }, [true, true]);
+    expect(paused.status).toBe(200);
+    expect(paused.ok).toBe(true);
+    expect(byNode(paused.mine)).toEqual({ "node-adm": true, "node-adm-b": true });
+    expect(paused.mine.every((n) => n.paused)).toBe(true);
+    // One gateway failing its ack: reported, but not a 502 while another succeeded.
+    const one = await fanOut("/v1/admin/inference/resume", {}, [false, true]);
+    expect(one).toMatchObject({ status: 200, ok: false });
+    expect(byNode(one.mine)).toEqual({ "node-adm": false, "node-adm-b": true });
     // Every gateway failing its ack: 502, each failure reported (the fence is stored all the same).
-    const failing = asAdmin("/v1/admin/inference/resume", { method: "POST", body: JSON.stringify({}) });
-    const again = await gw.expect("admin");
-    expect(again).toMatchObject({ action: "resume" });
-    gw.send({
-      v: 1,
-      type: "admin_ack",
-      request_id: again.request_id,
-      ok: false,
-      paused: true,
-      inflight: 0,
-      policy_version: null,
-      error: "engine unreachable",
-    });
-    const failed = await failing;
-    expect(failed.status).toBe(502);
-    const failedBody = (await failed.json()) as { ok: boolean; nodes: { node_id: string; ok: boolean }[] };
-    expect(failedBody.ok).toBe(false);
-    expect(failedBody.nodes.find((n) => n.node_id === "node-adm")).toMatchObject({ ok: false });
+    const all = await fanOut("/v1/admin/inference/resume", {}, [false, false]);
+    expect(all).toMatchObject({ status: 502, ok: false });
+    expect(byNode(all.mine)).toEqual({ "node-adm": false, "node-adm-b": false });
     expect(
       (
         await call("/v1/admin/inference/resume", {
@@ -688,7 +710,9 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     const gw = await connect(queue);
     gw.hello("node-drain", 0);
     await gw.expect("welcome");
-    await expect.poll(async () => env.REGISTRY.getByName("global").queueOfNode("node-drain")).toBe(queue);
+    await expect
+      .poll(async () => env.REGISTRY.getByName("global").queueOfNode("node-drain"), POLL)
+      .toBe(queue);
     const pending = asAdmin("/v1/gateways/node-drain/drain", { method: "POST" });
     const msg = await gw.expect("admin");
     expect(msg.action).toBe("drain");
@@ -703,8 +727,13 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     });
     expect((await pending).status).toBe(200);
     gw.send({ v: 1, type: "credit", grant: 2 });
+    const drained = env.QUEUE.getByName(queue);
+    await expect.poll(async () => (await drained.stats()).gateways[0]?.credit, POLL).toBe(2);
     await submit(queue, [task("t")]);
-    await gw.expectSilence();
+    // Delivered to the queue, and its dispatch passes are over: the session waits, unsent.
+    await shardSettled(drained);
+    await gw.expectNothingBeforeReply();
+    expect(await drained.stats()).toMatchObject({ pending: 1, leases: 0, gateways: [{ credit: 2 }] });
     const list = (await (await getAsTrainer("/v1/gateways")).json()) as {
       gateways: { node_id: string; draining: boolean }[];
     };

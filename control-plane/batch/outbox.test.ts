@@ -4,8 +4,9 @@ import { describe, expect, it } from "vitest";
 import { BatchRequest } from "../../protocol";
 import type { QueueDO } from "../queue/queue-do";
 import { canonicalHash } from "../request-body";
-import { Gateway, postBatch, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, POLL, postBatch, shardSettled, TOKENS, task, uniqueId } from "../testing/fixtures";
 import type { BatchDO } from "./batch-do";
+import { outboxBackoffMs } from "./outbox-store";
 
 /** A namespace whose objects always fail: what the caller sees while the other DO is unreachable. */
 function unreachable(what: string) {
@@ -60,6 +61,7 @@ describe("outbox: BatchDO → QueueDO", () => {
       batch_id: batchId,
     };
     const stub = env.BATCH.getByName(batchId);
+    const before = Date.now();
     const outcome = await runInDurableObject(stub, async (instance) => {
       const holder = envOf(instance);
       const real = holder.env;
@@ -75,6 +77,10 @@ describe("outbox: BatchDO → QueueDO", () => {
       state.storage.sql.exec("SELECT attempts, last_error, next_attempt_at FROM outbox").one(),
     );
     expect(row).toMatchObject({ attempts: 1, last_error: "queue unavailable" });
+    // The first retry waits outboxBackoffMs(1) from the failed attempt (made during create).
+    const failedAt = Number(row.next_attempt_at) - outboxBackoffMs(1);
+    expect(failedAt).toBeGreaterThanOrEqual(before);
+    expect(failedAt).toBeLessThanOrEqual(Date.now());
     expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).toBe(row.next_attempt_at);
     expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(0);
 
@@ -88,6 +94,78 @@ describe("outbox: BatchDO → QueueDO", () => {
     // The alarm stays armed only for the sessions' deadlines (budget + grace), not the outbox.
     const alarm = await runInDurableObject(stub, (_, state) => state.storage.getAlarm());
     expect(alarm).toBeGreaterThan(Date.now() + 60_000);
+  });
+
+  it("a cancel while the queue is unreachable stays in the outbox with a backoff; the alarm withdraws the sessions", async () => {
+    const queue = uniqueId("cancel-later");
+    const batchId = uniqueId("b");
+    expect(
+      (await postBatch({ batch_id: batchId, queue, tasks: [task("a", { num_samples: 2 })] })).status,
+    ).toBe(201);
+    const queueStub = env.QUEUE.getByName(queue);
+    const gw = await Gateway.connect(queue);
+    try {
+      gw.hello("node-cancel-later", 1);
+      await gw.expect("welcome");
+      const leased = await gw.expect("assign");
+      const stub = env.BATCH.getByName(batchId);
+      const real = await runInDurableObject(stub, (instance) => {
+        const holder = envOf(instance);
+        const saved = holder.env;
+        holder.env = { ...saved, QUEUE: unreachable("queue") as unknown as Env["QUEUE"] };
+        return saved;
+      });
+      const del = await call(`/v1/batches/${batchId}`, {
+        method: "DELETE",
+        headers: { Authorization: `Bearer ${TOKENS.trainer}` },
+      });
+      // The ledger's answer does not wait for the queue: both sessions end there at once.
+      expect(await del.json()).toMatchObject({ status: "cancelled", cancelled_sessions: 2 });
+      const outboxRow = () =>
+        runInDurableObject(stub, (_, state) =>
+          state.storage.sql
+            .exec<{
+              kind: string;
+              attempts: number;
+              last_error: string | null;
+              next_attempt_at: number;
+              payload: string;
+            }>("SELECT kind, attempts, last_error, next_attempt_at, payload FROM outbox")
+            .toArray(),
+        );
+      await expect.poll(async () => (await outboxRow())[0]?.attempts ?? 0, POLL).toBeGreaterThanOrEqual(1);
+      const [row, ...more] = await outboxRow();
+      expect(more).toEqual([]);
+      expect(row).toMatchObject({ kind: "cancel", last_error: "queue unavailable" });
+      expect(JSON.parse(row!.payload)).toEqual([
+        { session_id: leased.session.session_id, lease_id: leased.lease_id },
+        { session_id: `${batchId}.0.1`, lease_id: null },
+      ]);
+      expect(row!.next_attempt_at).toBeGreaterThan(Date.now() - 1000);
+      expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).toBeLessThanOrEqual(
+        row!.next_attempt_at,
+      );
+      // Not withdrawn meanwhile: the queue still holds the lease and the pending session, and the
+      // gateway was told nothing.
+      expect(await queueStub.stats()).toMatchObject({ pending: 1, leases: 1 });
+      await gw.expectNothingBeforeReply();
+
+      await runInDurableObject(stub, (instance, state) => {
+        envOf(instance).env = real;
+        state.storage.sql.exec("UPDATE outbox SET next_attempt_at = 0");
+      });
+      // The alarm may fire on its own once the row is due: either way it delivers the row.
+      await runInDurableObject(stub, (_, state) => state.storage.setAlarm(Date.now()));
+      await runDurableObjectAlarm(stub);
+      expect(await gw.expect("cancel")).toMatchObject({
+        lease_id: leased.lease_id,
+        session_id: leased.session.session_id,
+      });
+      await expect.poll(() => stub.outboxSize(), POLL).toBe(0);
+      expect(await queueStub.stats()).toMatchObject({ pending: 0, leases: 0 });
+    } finally {
+      gw.close();
+    }
   });
 
   it("redelivery is idempotent by session id", async () => {
@@ -123,8 +201,10 @@ describe("dispatch retry: QueueDO → BatchDO", () => {
     try {
       gw.hello("node-retry", 1);
       await gw.expect("welcome");
-      await gw.expectSilence();
-      expect(await queueStub.stats()).toMatchObject({ pending: 1, leases: 0 });
+      // The hello's dispatch pass is over: the ledger refused the assignment, nothing was sent.
+      await shardSettled(queueStub);
+      await gw.expectNothingBeforeReply();
+      expect(await queueStub.stats()).toMatchObject({ pending: 1, leases: 0, gateways: [{ credit: 1 }] });
       await runInDurableObject(queueStub, (instance) => {
         envOf(instance).env = real;
       });

@@ -9,7 +9,8 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { LIMITS, ResultsPage, type SessionAssignment } from "../../protocol";
-import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
+import { sessionShard, shardsOf } from "../queue/shards";
+import { Gateway, getAsTrainer, POLL, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
 import type { BatchDO } from "./batch-do";
 
 const open: Gateway[] = [];
@@ -81,7 +82,7 @@ async function initialize(
 ) {
   progress(gw, assign, "INITIALIZING");
   await expect
-    .poll(async () => (await session(batchId, assign.session.session_id))?.started_at)
+    .poll(async () => (await session(batchId, assign.session.session_id))?.started_at, POLL)
     .not.toBeNull();
   return (await session(batchId, assign.session.session_id))!;
 }
@@ -174,13 +175,13 @@ describe("a batch larger than the fleet", () => {
     await initialize(batchId, first, a1);
     first.close();
     const queueStub = env.QUEUE.getByName(queue);
-    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected, POLL).toBe(false);
     await elapse(batchId, 40_000);
     await runInDurableObject(queueStub, (_, state) => {
       state.storage.sql.exec("UPDATE leases SET lost_at = 1");
     });
     await runDurableObjectAlarm(queueStub);
-    await expect.poll(async () => (await session(batchId, sessionId))!.attempt).toBe(2);
+    await expect.poll(async () => (await session(batchId, sessionId))!.attempt, POLL).toBe(2);
     const requeued = (await session(batchId, sessionId))!;
     expect(requeued).toMatchObject({ status: "QUEUED", started_at: null });
     expect(requeued.deadline_at! - requeued.queued_at!).toBe(NO_GATEWAY_MS);
@@ -304,7 +305,7 @@ describe("a queue without any gateway", () => {
     expect(rearmed.deadline_at!).toBeGreaterThanOrEqual(Date.now() + NO_GATEWAY_MS - 60_000);
     gw.close();
     const queueStub = env.QUEUE.getByName(queue);
-    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected).toBe(false);
+    await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected, POLL).toBe(false);
     // It left half a limit ago: not yet.
     await runInDurableObject(queueStub, (_, state) => {
       state.storage.sql.exec("UPDATE gateways SET disconnected_at = disconnected_at - ?", NO_GATEWAY_MS / 2);
@@ -334,12 +335,18 @@ describe("a queue without any gateway", () => {
     const gw = await connect(queue, "node-s");
     gw.hello("node-s", 0);
     await gw.expect("welcome");
-    const batchId = await submit(queue, [task("t", { num_samples: 8 })]);
+    const batchId = await submit(queue, [task("t", { num_samples: 40 })]);
+    // The sessions are homed on every shard, not only on the gateway's.
+    const homes = new Set(
+      Array.from({ length: 40 }, (_, i) => sessionShard(queue, `${batchId}.0.${i}`, env.POLAR_QUEUE_SHARDS)),
+    );
+    expect(homes.size).toBe(shardsOf(queue, env.POLAR_QUEUE_SHARDS).length);
+    expect(homes.size).toBeGreaterThan(1);
     await elapse(batchId, 2 * NO_GATEWAY_MS);
     await fireAlarm(batchId);
     const status = (await (await getAsTrainer(`/v1/batches/${batchId}`)).json()) as {
       counts: Record<string, number>;
     };
-    expect(status.counts).toMatchObject({ QUEUED: 8, TIMEOUT: 0 });
+    expect(status.counts).toMatchObject({ QUEUED: 40, TIMEOUT: 0 });
   });
 });

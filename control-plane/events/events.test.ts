@@ -5,7 +5,7 @@ import { EventSourceParserStream } from "eventsource-parser/stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { ErrorBody } from "../../protocol";
 import { app } from "../app";
-import { call, Gateway, postBatch, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, POLL, postBatch, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
 import type { EventsDO } from "./events-do";
 import { EVENTS_NAME } from "./events-do";
 
@@ -71,7 +71,7 @@ async function runOneSession(queue: string, batchId: string, nodeId: string) {
     });
     // Stages reach the ledger through the dispatcher concurrently: one at a time keeps their order.
     await expect
-      .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.status)
+      .poll(async () => (await env.BATCH.getByName(batchId).session(assign.session.session_id))?.status, POLL)
       .toBe(status);
   }
   gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result: resultFor(assign.session, nodeId) });

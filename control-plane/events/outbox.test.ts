@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { BatchDO } from "../batch/batch-do";
-import { call, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, POLL, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
 
 interface Page {
   events: { seq: number; kind: string; data: { status?: string; session_id?: string } }[];
@@ -43,7 +43,7 @@ describe("event outbox", () => {
     expect((await postBatch({ batch_id: batchId, tasks: [task("t0", { num_samples: 2 })] })).status).toBe(
       201,
     );
-    await expect.poll(() => eventsOf(batchId)).toHaveLength(1);
+    await expect.poll(() => eventsOf(batchId), POLL).toHaveLength(1);
     const ledger = env.BATCH.getByName(batchId);
 
     await logDown(batchId, true);
@@ -55,9 +55,9 @@ describe("event outbox", () => {
     expect(cancel.status).toBe(200);
     expect((await ledger.status())?.counts.CANCELLED).toBe(2);
     // Two session events and the cancelled batch wait in the outbox; the alarm is armed to retry.
-    await expect.poll(() => ledger.pendingEvents()).toBe(3);
+    await expect.poll(() => ledger.pendingEvents(), POLL).toBe(3);
     expect(await eventsOf(batchId)).toHaveLength(1);
-    await expect.poll(() => retryAt(batchId)).toBeGreaterThan(0);
+    await expect.poll(() => retryAt(batchId), POLL).toBeGreaterThan(0);
     const alarm = await runInDurableObject(ledger, (_, state) => state.storage.getAlarm());
     expect(alarm).not.toBeNull();
     expect(alarm!).toBeLessThanOrEqual(await retryAt(batchId));
@@ -81,7 +81,7 @@ describe("event outbox", () => {
   it("gives up on an append that never answers, keeps its events and retries later", async () => {
     const batchId = uniqueId("outbox-hung");
     expect((await postBatch({ batch_id: batchId, tasks: [task("t0")] })).status).toBe(201);
-    await expect.poll(() => eventsOf(batchId)).toHaveLength(1);
+    await expect.poll(() => eventsOf(batchId), POLL).toHaveLength(1);
     const ledger = env.BATCH.getByName(batchId);
     await logDown(batchId, "hung");
     const cancel = await call(`/v1/batches/${batchId}`, {

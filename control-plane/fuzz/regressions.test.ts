@@ -13,7 +13,7 @@ import { sessionsById } from "../batch/lifecycle";
 import type { BatchDb } from "../batch/store";
 import type { QueueDb } from "../queue/db";
 import { lendPending, settleLent } from "../queue/loan-store";
-import { call, Gateway, postBatch, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, POLL, postBatch, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
 
 const open: Gateway[] = [];
 afterEach(() => {
@@ -146,13 +146,13 @@ describe("fuzz counterexamples: more ids than one statement may bind", () => {
     expect(
       (await postBatch({ batch_id: batchId, queue, tasks: [task("t0", { num_samples: 300 })] })).status,
     ).toBe(201);
-    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending).toBe(300);
+    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending, POLL).toBe(300);
     const cancelled = await call(`/v1/batches/${batchId}`, {
       method: "DELETE",
       headers: { Authorization: `Bearer ${TOKENS.trainer}` },
     });
     expect(cancelled.status).toBe(200);
-    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending).toBe(0);
+    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending, POLL).toBe(0);
   });
 
   it("a gateway holding 120 leases of a cancelled batch is told to cancel each", async () => {
@@ -195,7 +195,7 @@ describe("fuzz counterexamples: more ids than one statement may bind", () => {
   it("a shard lends and settles 150 sessions in one steal", async () => {
     const queue = uniqueId("lend");
     expect((await postBatch({ queue, tasks: [task("t0", { num_samples: 150 })] })).status).toBe(201);
-    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending).toBe(150);
+    await expect.poll(async () => (await env.QUEUE.getByName(queue).stats()).pending, POLL).toBe(150);
     await runInDurableObject(env.QUEUE.getByName(queue), (instance) => {
       const db = (instance as unknown as { shard: { db: QueueDb } }).shard.db;
       const loan = lendPending(db, `${queue}#1`, 150, Date.now() + 60_000);

@@ -42,5 +42,14 @@ describe("Backlog: when the dispatcher last had every frame in hand", () => {
     expect(b.asOf(1_010)).toBe(1_000);
     expect(b.behindSince(1_005, 1_010)).toBe(true);
     expect(b.behindSince(1_000, 1_010)).toBe(false);
+    // Never after now, whatever the events did: idle, busy, and just after an event ended.
+    const seen = new Backlog(2_000);
+    const asOfEach = (from: number) =>
+      Array.from({ length: 3 * IDLE_GAP_MS }, (_, i) => from + i).filter((now) => seen.asOf(now) > now);
+    expect(asOfEach(2_000)).toEqual([]);
+    seen.begin(2_200);
+    expect(asOfEach(2_200)).toEqual([]);
+    seen.end(2_260);
+    expect(asOfEach(2_260)).toEqual([]);
   });
 });

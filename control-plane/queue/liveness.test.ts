@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { Gateway, uniqueId } from "../testing/fixtures";
+import { Gateway, POLL, uniqueId } from "../testing/fixtures";
 import { IDLE_GAP_MS } from "./backlog";
 import { reconcileAfterRestart } from "./liveness";
 import { RESTART_LEASE_GRACE_MS } from "./settings";
@@ -47,7 +47,7 @@ describe("liveness of gateway sockets (QueueDO)", () => {
     // moment, as a real limit's worth of silence has (backlog.ts).
     await new Promise((r) => setTimeout(r, IDLE_GAP_MS * 2));
     await runDurableObjectAlarm(stub);
-    await expect.poll(() => gw.closed?.code ?? null).toBe(4000);
+    await expect.poll(() => gw.closed?.code ?? null, POLL).toBe(4000);
     const row = (await stub.stats()).gateways.find((g) => g.node_id === "silent-node");
     expect(row).toMatchObject({ connected: false, last_seen_at: last });
     expect(row!.disconnected_at! - last).toBeGreaterThanOrEqual(LIVENESS_MS);
@@ -98,7 +98,10 @@ describe("lease grace after a restart of the shard (QueueDO)", () => {
     const closedAt = Date.now();
     gateways[1]!.close();
     await expect
-      .poll(async () => (await runInDurableObject(stub, (_, state) => leaseRows(state)))[1]?.lost_at ?? null)
+      .poll(
+        async () => (await runInDurableObject(stub, (_, state) => leaseRows(state)))[1]?.lost_at ?? null,
+        POLL,
+      )
       .not.toBeNull();
     const [restarted, leaving] = await runInDurableObject(stub, (_, state) => leaseRows(state));
     expect(restarted!.lost_at).toBeGreaterThanOrEqual(marks.before + RESTART_LEASE_GRACE_MS);

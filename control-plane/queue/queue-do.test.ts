@@ -1,3 +1,4 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -8,7 +9,16 @@ import {
   ZERO_STAGE_METRICS,
 } from "../../protocol";
 import { artifactKey } from "../artifacts";
-import { Gateway, getAsTrainer, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
+import {
+  Gateway,
+  getAsTrainer,
+  POLL,
+  postBatch,
+  resultFor,
+  shardSettled,
+  task,
+  uniqueId,
+} from "../testing/fixtures";
 
 const open: Gateway[] = [];
 async function connect(queue: string): Promise<Gateway> {
@@ -67,6 +77,7 @@ describe("gateway WebSocket flow", () => {
       .poll(
         async () =>
           BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json()).counts.RUNNING,
+        POLL,
       )
       .toBe(1);
 
@@ -128,15 +139,21 @@ describe("gateway WebSocket flow", () => {
     gw.hello("node-c", 1);
     await gw.expect("welcome");
     await gw.expect("assign");
-    await gw.expectSilence();
+    const stub = env.QUEUE.getByName(queue);
+    // Once the shard has handled everything, an assign past the credit would already be here.
+    await shardSettled(stub);
+    await gw.expectNothingBeforeReply();
+    expect(await stub.stats()).toMatchObject({ pending: 2, leases: 1, gateways: [{ credit: 0 }] });
     gw.send({ v: 1, type: "credit", grant: 1 });
     await gw.expect("assign");
-    await gw.expectSilence();
-    expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(1);
+    await shardSettled(stub);
+    await gw.expectNothingBeforeReply();
+    expect(await stub.stats()).toMatchObject({ pending: 1, leases: 2, gateways: [{ credit: 0 }] });
     gw.send({ v: 1, type: "credit", grant: 5 });
     await gw.expect("assign");
-    await gw.expectSilence();
-    const stats = await env.QUEUE.getByName(queue).stats();
+    await shardSettled(stub);
+    await gw.expectNothingBeforeReply();
+    const stats = await stub.stats();
     expect(stats).toMatchObject({ pending: 0, leases: 3 });
     expect(stats.gateways).toMatchObject([{ node_id: "node-c", credit: 4, connected: true, leases: 3 }]);
   });
@@ -170,7 +187,7 @@ describe("gateway WebSocket flow", () => {
       `gateway 'n' speaks wire v4 (polar 9.0.0); this control plane (polar ${POLAR_VERSION}) speaks v1, v2 and v3: upgrade the control plane to a release that speaks v4 (a fleet upgrades its control plane first, then its gateways), or run this gateway at polar ${POLAR_VERSION}`,
     );
     expect(POLAR_VERSION).toMatch(/^\d+\.\d+\.\d+/);
-    await expect.poll(() => gw.closed?.code).toBe(4400);
+    await expect.poll(() => gw.closed?.code, POLL).toBe(4400);
   });
 
   it("refuses oversized messages with too_large", async () => {
@@ -210,11 +227,19 @@ describe("gateway WebSocket flow", () => {
     busy.send({ v: 1, type: "credit", grant: 1, metrics: { ...zero, run_inflight: 4 } });
     idle.send({ v: 1, type: "credit", grant: 4, metrics: zero });
     await expect
-      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways.map((g) => g.metrics !== null))
+      .poll(
+        async () => (await env.QUEUE.getByName(queue).stats()).gateways.map((g) => g.metrics !== null),
+        POLL,
+      )
       .toEqual([true, true]);
     await submit(queue, [task("t", { num_samples: 3 })]);
     for (let i = 0; i < 3; i++) await idle.expect("assign");
-    await busy.expectSilence();
+    await shardSettled(env.QUEUE.getByName(queue));
+    await busy.expectNothingBeforeReply();
+    expect((await env.QUEUE.getByName(queue).stats()).gateways).toMatchObject([
+      { node_id: "node-a-busy", leases: 0, credit: 5 },
+      { node_id: "node-b-idle", leases: 3 },
+    ]);
   });
 
   it("a reconnecting node replaces its old socket (4409) and keeps only its current leases", async () => {
@@ -232,7 +257,7 @@ describe("gateway WebSocket flow", () => {
       { lease_id: a.lease_id, session_id: a.session.session_id },
       { lease_id: "l_unknown", session_id: `${batchId}.0.1` },
     ]);
-    await expect.poll(() => old.closed?.code).toBe(4409);
+    await expect.poll(() => old.closed?.code, POLL).toBe(4409);
     expect(await fresh.expect("cancel")).toMatchObject({ lease_id: "l_unknown" });
     const welcome = await fresh.expect("welcome");
     expect(welcome.kept_leases).toEqual([a.lease_id]);
@@ -292,6 +317,44 @@ describe("gateway WebSocket flow", () => {
     expect((await gw.expect("ack")).status).toBe("accepted");
   });
 
+  it("a result the ledger fails to record is answered result_not_recorded; the lease stays, and the same result sent again is accepted", async () => {
+    const queue = uniqueId("unrecorded");
+    const batchId = await submit(queue, [task("t")]);
+    const gw = await connect(queue);
+    gw.hello("node-unrecorded", 1);
+    await gw.expect("welcome");
+    const a = await gw.expect("assign");
+    const ledger = env.BATCH.getByName(batchId);
+    // The ledger's storage refuses the result row (as a failing write would).
+    await runInDurableObject(ledger, (_, state) => {
+      state.storage.sql.exec(
+        "CREATE TRIGGER refuse_results BEFORE INSERT ON results BEGIN SELECT RAISE(ABORT, 'storage failed'); END",
+      );
+    });
+    const result = resultFor(a.session, "node-unrecorded");
+    gw.send({ v: 1, type: "result", lease_id: a.lease_id, result });
+    expect(await gw.expect("error")).toMatchObject({
+      code: "result_not_recorded",
+      message: `result of '${a.session.session_id}' was not recorded; send it again`,
+    });
+    // Nothing was recorded: the session is open under the same lease, on the ledger and the queue.
+    expect(await ledger.session(a.session.session_id)).toMatchObject({
+      status: "ASSIGNED",
+      lease_id: a.lease_id,
+      result_json: null,
+    });
+    const stats = await env.QUEUE.getByName(queue).stats();
+    expect(stats).toMatchObject({ leases: 1, pending: 0 });
+    expect(stats.counters).toMatchObject({ stale_results: 0, duplicate_results: 0 });
+    await runInDurableObject(ledger, (_, state) => {
+      state.storage.sql.exec("DROP TRIGGER refuse_results");
+    });
+    gw.send({ v: 1, type: "result", lease_id: a.lease_id, result });
+    expect((await gw.expect("ack")).status).toBe("accepted");
+    expect((await results(batchId)).results.map((r) => r.result.session_id)).toEqual([a.session.session_id]);
+    expect((await env.QUEUE.getByName(queue).stats()).leases).toBe(0);
+  });
+
   it("marks a closed gateway disconnected and keeps its leases", async () => {
     const queue = uniqueId("close");
     await submit(queue, [task("t")]);
@@ -301,7 +364,7 @@ describe("gateway WebSocket flow", () => {
     await gw.expect("assign");
     gw.close();
     await expect
-      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected)
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected, POLL)
       .toBe(false);
     const stats = await env.QUEUE.getByName(queue).stats();
     expect(stats).toMatchObject({ leases: 1, pending: 0 });

@@ -6,8 +6,10 @@ import {
   call,
   Gateway,
   getAsTrainer,
+  POLL,
   postBatch,
   resultFor,
+  shardSettled,
   TOKENS,
   task,
   uniqueId,
@@ -67,7 +69,7 @@ async function oneSessionOnItsShard() {
   const homeIndex = parseShardName(home).index;
   const otherIndex = (homeIndex + 1) % SHARDS;
   const lender = env.QUEUE.getByName(home);
-  await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+  await expect.poll(async () => (await lender.stats()).pending, POLL).toBe(1);
   return { queue, batchId, sessionId, homeIndex, otherIndex, lender };
 }
 
@@ -119,7 +121,9 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   it("spreads the sessions of one batch over the shards by session id", async () => {
     const queue = uniqueId("sharded");
     const batchId = await submit(queue, [task("t", { num_samples: 40 })]);
-    await expect.poll(async () => (await shardStats(queue)).reduce((n, s) => n + s.pending, 0)).toBe(40);
+    await expect
+      .poll(async () => (await shardStats(queue)).reduce((n, s) => n + s.pending, 0), POLL)
+      .toBe(40);
     const stats = await shardStats(queue);
     expect(stats.map((s) => s.shard)).toEqual(shardsOf(queue, CONFIG));
     for (const s of stats) expect(s.pending).toBeGreaterThan(0);
@@ -226,7 +230,11 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     // Ended at max_attempts (2): not handed out a third time.
     expect(session).toMatchObject({ status: "ERROR", attempt: 2, batch_id: batchId });
     expect(session.result.error.kind).toBe("infra");
-    await gw.expectSilence();
+    // Nothing left to hand out anywhere, so no third assign is on its way.
+    expect(await env.BATCH.getByName(batchId).outboxSize()).toBe(0);
+    expect((await shardStats(queue)).map((s) => s.pending)).toEqual([0, 0, 0, 0]);
+    await shardSettled(env.QUEUE.getByName(`${queue}#3`));
+    await gw.expectNothingBeforeReply();
   });
 
   it("a session that goes round the shards back to its lender before the loan settles is kept once", async () => {
@@ -237,7 +245,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const homeIndex = parseShardName(home).index;
     const other = shardName(queue, (homeIndex + 1) % SHARDS, SHARDS);
     const lender = env.QUEUE.getByName(home);
-    await expect.poll(async () => (await lender.stats()).pending).toBe(1);
+    await expect.poll(async () => (await lender.stats()).pending, POLL).toBe(1);
     // Another shard borrows it (its settle is still to come) and holds it pending, no gateways.
     const loan = await lender.steal(other, 1);
     expect(loan.payloads).toHaveLength(1);
@@ -279,8 +287,10 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect((await lender.stats()).pending).toBe(0);
     const stats = await shardStats(queue);
     expect(stats.reduce((n, st) => n + st.leases, 0)).toBe(1);
-    await gw.expectSilence();
-    await borrower.expectSilence();
+    await shardSettled(lender);
+    await shardSettled(env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)));
+    await gw.expectNothingBeforeReply();
+    await borrower.expectNothingBeforeReply();
     borrower.send({
       v: 1,
       type: "result",
@@ -288,6 +298,77 @@ describe("sharded queue", { timeout: 20_000 }, () => {
       result: resultFor(first.session, borrowerNode),
     });
     expect((await borrower.expect("ack")).status).toBe("accepted");
+  });
+
+  it("a settle that fails after a steal leaves the lender's copy lent until the loan runs out; then the ledger has it dropped, not run twice", async () => {
+    const { queue, batchId, sessionId, homeIndex, otherIndex, lender } = await oneSessionOnItsShard();
+    const thiefName = shardName(queue, otherIndex, SHARDS);
+    const thief = env.QUEUE.getByName(thiefName);
+    // The thief's calls to its siblings go through, but for settle, which fails (a lost answer).
+    const settles: string[][] = [];
+    const real = await runInDurableObject(thief, (instance) => {
+      const holder = instance as unknown as { env: Env };
+      const saved = holder.env;
+      const wrap = (stub: ReturnType<Env["QUEUE"]["getByName"]>) =>
+        new Proxy(stub, {
+          get: (target, key) =>
+            key === "settle"
+              ? async (_token: string, ids: string[]) => {
+                  settles.push(ids);
+                  throw new Error("settle lost");
+                }
+              : Reflect.get(target, key),
+        });
+      holder.env = {
+        ...saved,
+        QUEUE: { getByName: (name: string) => wrap(saved.QUEUE.getByName(name)) } as unknown as Env["QUEUE"],
+      };
+      return saved;
+    });
+    try {
+      const thiefNode = nodeOnShard(queue, otherIndex, "t");
+      const gw = await join(queue, thiefNode, 1);
+      await gw.expect("welcome");
+      const stolen = await gw.expect("assign");
+      expect(stolen.session.session_id).toBe(sessionId);
+      await expect.poll(() => settles, POLL).toEqual([[sessionId]]);
+      // The lender still holds its copy, lent to the thief: skipped by its dispatch.
+      const lentRow = () =>
+        runInDurableObject(lender, (_, state) =>
+          state.storage.sql
+            .exec<{ session_id: string; lent_to: string | null }>("SELECT session_id, lent_to FROM pending")
+            .toArray(),
+        );
+      expect(await lentRow()).toEqual([{ session_id: sessionId, lent_to: thiefName }]);
+      const lenderNode = nodeOnShard(queue, homeIndex, "l");
+      const home = await join(queue, lenderNode, 1);
+      await home.expect("welcome");
+      await shardSettled(lender);
+      await home.expectNothingBeforeReply();
+      // The loan runs out: the ledger says the session is assigned, so the copy is dropped.
+      await runInDurableObject(lender, (_, state) => {
+        state.storage.sql.exec("UPDATE pending SET lent_until = 1");
+      });
+      await runDurableObjectAlarm(lender);
+      expect(await lentRow()).toEqual([]);
+      await shardSettled(lender);
+      await home.expectNothingBeforeReply();
+      expect(await env.BATCH.getByName(batchId).session(sessionId)).toMatchObject({
+        status: "ASSIGNED",
+        lease_id: stolen.lease_id,
+      });
+      gw.send({
+        v: 1,
+        type: "result",
+        lease_id: stolen.lease_id,
+        result: resultFor(stolen.session, thiefNode),
+      });
+      expect((await gw.expect("ack")).status).toBe("accepted");
+    } finally {
+      await runInDurableObject(thief, (instance) => {
+        (instance as unknown as { env: Env }).env = real;
+      });
+    }
   });
 
   it("a loan that ran out before the borrower dispatched anything: the lender dispatches its copy again", async () => {
@@ -298,8 +379,10 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const lenderNode = nodeOnShard(queue, homeIndex, "l");
     const gw = await join(queue, lenderNode, 1);
     await gw.expect("welcome");
-    // Still lent: the lender's gateway waits.
-    await gw.expectSilence();
+    // Still lent: the lender's gateway waits (its hello's dispatch pass is over, and sent nothing).
+    await shardSettled(lender);
+    await gw.expectNothingBeforeReply();
+    expect(await lender.stats()).toMatchObject({ pending: 1, leases: 0, gateways: [{ credit: 1 }] });
     await runInDurableObject(lender, (_, state) => {
       state.storage.sql.exec("UPDATE pending SET lent_until = 1");
     });
@@ -368,7 +451,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     for (let i = 0; i < 4; i++) cancelled.add((await gw.expect("cancel")).lease_id);
     expect(cancelled).toEqual(leases);
     await expect
-      .poll(async () => (await shardStats(queue)).map((s) => s.leases + s.pending))
+      .poll(async () => (await shardStats(queue)).map((s) => s.leases + s.pending), POLL)
       .toEqual([0, 0, 0, 0]);
   });
 
@@ -378,8 +461,9 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const gws = await Promise.all(nodes.map((n) => join(queue, n, 0)));
     for (const [i, gw] of gws.entries()) expect((await gw.expect("welcome")).queue).toBe(`${queue}#${i}`);
     await expect
-      .poll(async () =>
-        (await env.REGISTRY.getByName("global").listQueues()).filter((q) => q.startsWith(queue)),
+      .poll(
+        async () => (await env.REGISTRY.getByName("global").listQueues()).filter((q) => q.startsWith(queue)),
+        POLL,
       )
       .toHaveLength(4);
 
@@ -453,7 +537,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     open.push(gw);
     gw.hello("node-y", 0);
     expect(await gw.expect("error")).toMatchObject({ code: "node_id_mismatch" });
-    await expect.poll(() => gw.closed?.code).toBe(4403);
+    await expect.poll(() => gw.closed?.code, POLL).toBe(4403);
     // Without a node id a gateway of a sharded queue lands on shard 0.
     const plain = await Gateway.connect(queue);
     open.push(plain);

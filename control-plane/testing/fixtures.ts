@@ -4,8 +4,11 @@
  *
  * @module
  */
+import { runInDurableObject } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
+import { expect } from "vitest";
 import type { ControlMessage, SessionAssignment, SessionResult, TaskSpecInput } from "../../protocol";
+import type { QueueDO } from "../queue/queue-do";
 
 /** Tokens bound by the root vitest config. */
 export const TOKENS = {
@@ -16,6 +19,47 @@ export const TOKENS = {
 } as const;
 
 const BASE = "http://control-plane.test";
+
+/**
+ * Options of `expect.poll` where what is awaited is the control plane catching up, not its own
+ * timing: vitest's 1 s default fails a correct run on a loaded two-core machine.
+ */
+export const POLL = { timeout: 15_000, interval: 20 } as const;
+
+/** What {@link shardSettled} reads inside a QueueDO (private at compile time, there at run time). */
+interface ShardInternals {
+  shard: { backlog: { active: number } };
+  dispatcher: { running: boolean };
+}
+
+/**
+ * Waits until the queue shard has no event in flight: no frame, alarm or dispatch pass is being
+ * handled (its backlog counts them), so every frame those would send has been sent. Read inside
+ * the object; a renamed field fails loudly rather than passing.
+ *
+ * @example
+ * ```ts
+ * await shardSettled(env.QUEUE.getByName(queue));
+ * await gw.expectNothingBeforeReply(); // no assign was sent
+ * ```
+ */
+export async function shardSettled(stub: DurableObjectStub<QueueDO>): Promise<void> {
+  await expect
+    .poll(
+      () =>
+        runInDurableObject(stub, (instance) => {
+          const inside = instance as unknown as ShardInternals;
+          if (
+            typeof inside.shard?.backlog?.active !== "number" ||
+            typeof inside.dispatcher?.running !== "boolean"
+          )
+            throw new Error("QueueDO internals changed: update shardSettled");
+          return inside.shard.backlog.active === 0 && !inside.dispatcher.running;
+        }),
+      POLL,
+    )
+    .toBe(true);
+}
 
 /**
  * Calls the Worker through its real entry point.
@@ -198,10 +242,23 @@ export class Gateway {
     return message as Extract<ControlMessage, { type: T }>;
   }
 
-  /** Asserts that nothing arrives for `ms`. */
-  async expectSilence(ms = 300): Promise<void> {
-    const frame = await this.nextRaw(ms).catch(() => null);
-    if (frame !== null) throw new Error(`expected no message, got ${frame}`);
+  /**
+   * Asserts that no frame is waiting: sends a frame the shard answers at once with an error (it is
+   * not JSON) and requires that answer to be the next frame. A WebSocket keeps order, so whatever
+   * the shard sent before it handled this frame has arrived by then. Call it once the frame that
+   * must not come would already have been sent (see {@link shardSettled}).
+   */
+  async expectNothingBeforeReply(): Promise<void> {
+    this.send("not json: are you there?");
+    const frame = await this.nextRaw(10_000);
+    let reply: { type?: string; code?: string } | null = null;
+    try {
+      reply = JSON.parse(frame) as { type?: string; code?: string };
+    } catch {
+      // reported below
+    }
+    if (reply?.type !== "error" || reply.code !== "invalid_json")
+      throw new Error(`expected no message before the reply to a probe, got ${frame}`);
   }
 
   close(): void {

@@ -118,7 +118,7 @@ describe("a base URL with a path credential", () => {
     expect(((await still.json()) as { status: string }).status).toBe("running");
   });
 
-  it("a wrong, unknown or revoked credential is 401 on every path under it", async () => {
+  it("a wrong, unknown or revoked credential is 401 under it: /health, /rollout and /v1 alike", async () => {
     const { name, token } = await pathCredential();
     expect((await call(`/u/${token}/health`)).status).toBe(200);
     expect((await call(`/u/${token}x/health`)).status).toBe(401);

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { AdminMessage } from "../../protocol";
 import { tokenHash } from "../auth";
-import { call, Gateway, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, POLL, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
 import { GatewayNodeInfo, GenerationStatus } from "./nodes";
 
 const ORIGIN = "http://control-plane.test";
@@ -117,7 +117,7 @@ describe("GET /nodes: the fleet in upstream's GatewayNodeInfo, gateway_url a fen
     expect((await nodesOf(`${base}/nodes`)).map((r) => r.node_id)).toEqual(["gpu-gone"]);
     gw.close();
     await expect
-      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected)
+      .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected, POLL)
       .toBe(false);
     const rows = await nodesOf(`${base}/nodes`);
     expect(rows).toEqual([
@@ -133,11 +133,26 @@ describe("GET /nodes: the fleet in upstream's GatewayNodeInfo, gateway_url a fen
 
   it("a role token in a header sees every known queue; URLs are on the root then", async () => {
     const queue = uniqueId("nodes-root");
+    const other = uniqueId("nodes-root");
     await join(queue, "gpu-r");
-    const res = await call("/nodes", { headers: { "X-Polar-Control-Token": TOKENS.trainer } });
-    const rows = z.array(GatewayNodeInfo).parse(await res.json());
+    await join(other, "gpu-r2");
+    const listing = async () =>
+      z
+        .array(GatewayNodeInfo)
+        .parse(await (await call("/nodes", { headers: { "X-Polar-Control-Token": TOKENS.trainer } })).json());
+    // Both queues' gateways, each under its own queue's URL.
+    await expect
+      .poll(async () => (await listing()).filter((r) => r.node_id.startsWith("gpu-r")).length, POLL)
+      .toBeGreaterThanOrEqual(2);
+    const rows = await listing();
     expect(rows).toContainEqual(
       expect.objectContaining({ node_id: "gpu-r", gateway_url: `${ORIGIN}/queues/${queue}/gateways/gpu-r` }),
+    );
+    expect(rows).toContainEqual(
+      expect.objectContaining({
+        node_id: "gpu-r2",
+        gateway_url: `${ORIGIN}/queues/${other}/gateways/gpu-r2`,
+      }),
     );
     expect(new Set(rows.map((r) => r.gateway_url)).size).toBe(rows.length);
     expect((await call("/nodes")).status).toBe(401);
@@ -238,6 +253,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
         async () =>
           (await env.QUEUE.getByName(queue).stats()).gateways.find((g) => g.node_id === "gpu-holder")
             ?.connected,
+        POLL,
       )
       .toBe(false);
     const row = (await nodesOf(`${base}/nodes`)).find((r) => r.node_id === "gpu-holder");

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { SessionAssignment } from "../../protocol";
 import type { BatchDO } from "../batch/batch-do";
-import { call, Gateway, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, POLL, resultFor, TOKENS, task, uniqueId } from "../testing/fixtures";
 import { parseRolloutBatchId, rolloutBatchId, TOMBSTONE_SECONDS } from "./runs";
 
 const open: Gateway[] = [];
@@ -49,6 +49,14 @@ describe("batch ids of runs", () => {
     // A task id that looks like a run suffix stays a run-1 id of that task.
     expect(parseRolloutBatchId(rolloutBatchId("3:t1"))).toEqual({ taskId: "3:t1", run: 1 });
     expect(parseRolloutBatchId("b_1")).toBeNull();
+    // Never collide: over task ids shaped like run suffixes, every (id, run) has its own batch id.
+    // (A task id starts with a letter or digit, so none begins with a run suffix's ':'.)
+    const ids = ["t1", "3:t1", "3:3:t1", "rollout:t1", "1", "10:", "a:b"];
+    const made = ids.flatMap((taskId) =>
+      [1, 2, 3, 10].map((run) => ({ taskId, run, id: rolloutBatchId(taskId, run) })),
+    );
+    expect(new Set(made.map((m) => m.id)).size).toBe(made.length);
+    for (const m of made) expect(parseRolloutBatchId(m.id)).toEqual({ taskId: m.taskId, run: m.run });
   });
 });
 
@@ -105,7 +113,7 @@ describe("resubmitting an upstream task id", () => {
     expect(await env.BATCH.getByName(rolloutBatchId(taskId)).rolloutGeneration()).toBe(2);
   });
 
-  it("a bad body never claims a run: the previous run stays what GET shows", async () => {
+  it("a bad body claims no run: the previous run stays what GET shows", async () => {
     const taskId = uniqueId("bad");
     expect((await submit({ ...task(taskId), queue: uniqueId("q") })).status).toBe(200);
     expect((await del(taskId)).status).toBe(200);
@@ -182,7 +190,7 @@ describe("callbacks of upstream tasks", () => {
     // Sample 1 finishes first.
     await finish(gw, a.session.session_id.endsWith(".1") ? a : b);
     await finish(gw, a.session.session_id.endsWith(".1") ? b : a);
-    await expect.poll(() => seen.length).toBe(1);
+    await expect.poll(() => seen.length, POLL).toBe(1);
     const cb = seen[0]!;
     expect(cb.key).toBe(`rollout:${taskId}:${taskId}`);
     expect(cb.body).toMatchObject({
@@ -206,7 +214,10 @@ describe("callbacks of upstream tasks", () => {
     expect((await del(taskId)).status).toBe(200);
     const state = await env.BATCH.getByName(rolloutBatchId(taskId, 2)).callbackState();
     await expect
-      .poll(async () => (await env.BATCH.getByName(rolloutBatchId(taskId, 2)).callbackState())[0]?.last_error)
+      .poll(
+        async () => (await env.BATCH.getByName(rolloutBatchId(taskId, 2)).callbackState())[0]?.last_error,
+        POLL,
+      )
       .toContain("not sent");
     expect(state.length).toBeLessThanOrEqual(1);
     expect(seen).toHaveLength(1);
@@ -214,7 +225,7 @@ describe("callbacks of upstream tasks", () => {
 });
 
 describe("private callback URLs on /rollout/*", () => {
-  it("a refused callback_url never fails the submit: the task runs and the answer says why", async () => {
+  it("a refused callback_url does not fail the submit: the task runs and the answer says why", async () => {
     const taskId = uniqueId("priv");
     const res = await submit({
       ...task(taskId),
