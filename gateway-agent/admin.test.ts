@@ -31,6 +31,8 @@ beforeEach(async () => {
     token: "test-gateway-token",
     gateway: {
       runtimeSettings: { local: { sandbox: "never", bwrapPath: "bwrap" } },
+      // Its /metrics tells when a harness's call waits at the fence.
+      http: { host: "127.0.0.1", port: 0 },
       // Short, so a held call fails within the test; no other test here sets min_policy_version.
       policyVersionWaitMs: 800,
     },
@@ -41,6 +43,16 @@ beforeEach(async () => {
 afterEach(async () => {
   await rig?.stop();
 });
+
+/** Model calls the gateway's proxy holds at a paused fence (`polar_proxy_calls{state="waiting"}`). */
+async function waitingCalls(): Promise<number> {
+  const text = await (await fetch(`${rig.gateway.httpUrl}/metrics`)).text();
+  const m = /^polar_proxy_calls\{state="waiting"[^}]*\} (\d+)$/m.exec(text);
+  return m ? Number(m[1]) : -1;
+}
+
+/** Chat calls that reached the engine (its health probes aside). */
+const chatCalls = () => engine.received.filter((r) => r.path === "/v1/chat/completions");
 
 function admin(
   requestId: string,
@@ -68,15 +80,15 @@ describe("admin messages on a gateway", { timeout: 40_000 }, () => {
         m.type === "progress" && m.lease_id === a.lease_id && m.status === "RUNNING",
     );
     // While paused the call waits at the fence: the engine sees nothing and no result comes.
-    await new Promise((r) => setTimeout(r, 700));
-    expect(engine.received).toHaveLength(0);
+    await expect.poll(waitingCalls, { timeout: 15_000 }).toBe(1);
+    expect(chatCalls()).toHaveLength(0);
     expect(cp.received.some((r) => r.message.type === "result")).toBe(false);
 
     const resumed = await admin("r3", "resume");
     expect(resumed).toMatchObject({ ok: true, paused: false });
     const result = (await cp.waitFor(isResultOf(a.lease_id))) as ResultMessage;
     expect(result.result.status).toBe("COMPLETED");
-    expect(engine.received).toHaveLength(1);
+    expect(chatCalls()).toHaveLength(1);
     const trace = result.result.trajectory.traces[0];
     expect(trace?.metadata).toMatchObject({ policy_version: "step-7" });
   });
@@ -138,8 +150,9 @@ describe("the v2 fence on a gateway", { timeout: 40_000 }, () => {
       (m: GatewayMessage): m is ProgressMessage =>
         m.type === "progress" && m.lease_id === a.lease_id && m.status === "RUNNING",
     );
-    await new Promise((r) => setTimeout(r, 700));
-    expect(engine.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(0);
+    // The harness's call waits at the fence the welcome carried.
+    await expect.poll(waitingCalls, { timeout: 15_000 }).toBe(1);
+    expect(chatCalls()).toHaveLength(0);
     expect(await admin("s1", "status")).toMatchObject({
       ok: true,
       paused: true,

@@ -103,11 +103,11 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
         (l) => l.level === "error" && l.msg.startsWith("control plane refused this gateway"),
       );
       expect(line?.fields).toMatchObject({ close_code: code, fix: refusal.fix });
-      // No reconnect: with a 20 ms backoff a retry would have dialled many times by now.
-      await new Promise((r) => setTimeout(r, 400));
+      // No reconnect: a retry is scheduled (and logged) in the very close handler that settled
+      // `refused`, so by now it would show; no wait needed before the negative check.
+      expect(lines.some((l) => l.msg.includes("closed; reconnecting"))).toBe(false);
       expect(rig.cp.upgrades).toHaveLength(1);
       expect(rig.gateway.stats().connected).toBe(false);
-      expect(lines.some((l) => l.msg.includes("closed; reconnecting"))).toBe(false);
     });
   }
 
@@ -147,12 +147,16 @@ describe("a gateway refused for good", { timeout: 30_000 }, () => {
     cp = await startFakeControlPlane({ token: TOKEN, refuseUpgrade: 401 });
     const { lines, logger } = recordingLogger();
     const { conn, refused } = dial(cp.url, "wrong-token", logger);
-    await expect.poll(() => refused.length).toBe(1);
+    await expect.poll(() => refused.length, { timeout: 10_000 }).toBe(1);
     expect(refused[0]).toMatchObject({ httpStatus: 401, closeCode: null });
     expect(refused[0]!.message).toContain("HTTP 401");
     expect(refused[0]!.message).toContain("refused: refused by the test (401)"); // the body's error
     expect(refused[0]!.fix).toContain("POLAR_GATEWAY_TOKEN");
-    await new Promise((r) => setTimeout(r, 300));
+    // The refused socket's close is where a retry would be scheduled and logged: wait for that
+    // close (the connection lets go of its socket there), then check nothing was scheduled.
+    const socketOf = (c: ControlConnection) => (c as unknown as { socket: WebSocket | null }).socket;
+    await expect.poll(() => socketOf(conn), { timeout: 10_000 }).toBeNull();
+    expect(lines.some((l) => l.msg === "control plane connection closed; reconnecting")).toBe(false);
     expect(cp.upgrades).toHaveLength(1);
     expect(lines.filter((l) => l.level === "error")).toHaveLength(1);
     await conn.close();
@@ -196,7 +200,7 @@ describe("connected", { timeout: 30_000 }, () => {
     });
     try {
       conn.start();
-      await expect.poll(() => hellos.length).toBe(1);
+      await expect.poll(() => hellos.length, { timeout: 10_000 }).toBe(1);
       expect(conn.connected).toBe(false);
       sockets[0]!.send(
         JSON.stringify({
@@ -208,11 +212,11 @@ describe("connected", { timeout: 30_000 }, () => {
           ping_interval_seconds: 15,
         }),
       );
-      await expect.poll(() => conn.connected).toBe(true);
+      await expect.poll(() => conn.connected, { timeout: 10_000 }).toBe(true);
       // onWelcome (which applies the queue's fence) runs before the gateway counts as connected.
       expect(welcomedWhileConnected).toEqual([false]);
       sockets[0]!.terminate();
-      await expect.poll(() => conn.connected).toBe(false);
+      await expect.poll(() => conn.connected, { timeout: 10_000 }).toBe(false);
     } finally {
       await conn.close();
       await new Promise<void>((r) => wss.close(() => r()));
@@ -260,7 +264,7 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
     cp.drop();
     await cp.waitFor(helloOn(1));
     expect(cp.upgrades).toHaveLength(2);
-    await expect.poll(() => conn?.connected).toBe(true); // once the welcome is handled
+    await expect.poll(() => conn?.connected, { timeout: 10_000 }).toBe(true); // once the welcome is handled
     expect(downs).toHaveLength(1);
     const line = lines.find((l) => l.msg === "control plane connection closed; reconnecting");
     // First retry: half to all of initialDelayMs (the jitter).
@@ -277,7 +281,7 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
     // Connections count the upgrades let through: the fifth dial is connection 0.
     await cp.waitFor(helloOn(0));
     expect(cp.upgrades).toHaveLength(5);
-    await expect.poll(() => conn?.connected).toBe(true);
+    await expect.poll(() => conn?.connected, { timeout: 10_000 }).toBe(true);
     cp.drop();
     await cp.waitFor(helloOn(1));
     const delays = lines
@@ -298,9 +302,11 @@ describe("ControlConnection liveness", { timeout: 30_000 }, () => {
     const downs: string[] = [];
     conn = open(cp.url, logger, downs);
     await cp.waitFor((m) => m.type === "hello");
-    // Pongs answered: four ping intervals pass without a replacement.
-    await new Promise((r) => setTimeout(r, 1_200));
+    // Pongs answered: four pings (four intervals, past the 0.9 s limit) on the first socket,
+    // without a replacement.
+    await expect.poll(() => cp!.pings[0] ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
     expect(cp.upgrades).toHaveLength(1);
+    expect(downs).toEqual([]);
     cp.mute = true;
     const mutedAt = Date.now();
     await expect.poll(() => cp!.upgrades.length, { timeout: 10_000 }).toBe(2);

@@ -60,12 +60,12 @@ describe("ControlPlaneHttp", () => {
     expect(stats.connections).toBe(1);
     hang = true;
     const hung = cp.request("PUT", "/c", "{}").catch((e: unknown) => e);
-    await expect.poll(() => stats.requests).toBe(3);
+    await expect.poll(() => stats.requests, { timeout: 10_000 }).toBe(3);
     const started = Date.now();
     cp.resetConnections(); // e.g. the socket was declared silent
     const err = await hung;
     expect(err).toMatchObject({ retryable: true });
-    expect(Date.now() - started).toBeLessThan(1000); // not the 60 s deadline
+    expect(Date.now() - started).toBeLessThan(10_000); // at once, not at the 60 s deadline
     hang = false;
     expect(await cp.request("PUT", "/d", "{}")).toMatchObject({ status: 201 });
     expect(stats.connections).toBe(2);

@@ -4,7 +4,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { type ProgressMessage, ResultMessage, WIRE_VERSION } from "../protocol";
 import { type FixtureEngine, startFixtureEngine } from "../proxy/testing/fixture-engine";
 import { describeWith } from "../test/support/optional-tools";
@@ -87,7 +87,8 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     try {
       for (const a of assigns) cp.send(a);
       for (const a of assigns) {
-        const { result } = await cp.waitFor(isResultOf(a.lease_id));
+        // Five sessions through one RUN slot and 1.2 s of grading each: generous on a loaded machine.
+        const { result } = await cp.waitFor(isResultOf(a.lease_id), 45_000);
         expect(result.status).toBe("COMPLETED");
         expect(result.reward).toBe(0.5);
         expect(result.trajectory.traces[0]?.reward).toBe(0.5);
@@ -101,8 +102,9 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     }
     expect(maxReady).toBe(1); // the warm buffer filled, and never beyond its target
     expect(runWhileGrading).toBeGreaterThan(0); // a harness ran while another session was graded
-    // Every progress report carried the stage metrics.
+    // Every progress report carried the stage metrics: 4 stages reported by each of the 5 sessions.
     const reports = cp.received.filter((r) => r.message.type === "progress");
+    expect(reports).toHaveLength(4 * assigns.length);
     expect(reports.every((r) => r.message.type === "progress" && r.message.metrics !== undefined)).toBe(true);
   });
 
@@ -131,7 +133,9 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
 
   it("agent_timeout: kills the harness, keeps and grades the partial trajectory, classifies the timeout", async () => {
     const { cp } = await start();
-    const a = makeAssign({ command: `${ASK}; sleep 30`, metadata: { agent_timeout: 0.8 } });
+    // 3 s: time for the harness's one call (a node start) on a loaded machine, well before the
+    // 30 s sleep the timeout cuts short.
+    const a = makeAssign({ command: `${ASK}; sleep 30`, metadata: { agent_timeout: 3 } });
     cp.send(a);
     const { result } = await cp.waitFor(isResultOf(a.lease_id));
     expect(result.status).toBe("TIMEOUT");
@@ -168,27 +172,28 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
 
   it("waiting in READY for a RUN slot spends none of the budget; the budget counts again once the session runs", async () => {
     const { cp } = await start({ maxRun: 1 });
-    const blocker = makeAssign({ command: `${ASK}; sleep 4` });
+    const blocker = makeAssign({ command: `${ASK}; sleep 10` });
     cp.send(blocker);
     await cp.waitFor(
       (m) => m.type === "progress" && m.lease_id === blocker.lease_id && m.status === "RUNNING",
     );
-    // A 2 s budget behind a RUN slot that stays busy for about 4 s more.
-    const waiting = makeAssign({ command: ASK, timeoutSeconds: 2 });
+    // A 5 s budget (time for one model call on a loaded machine) behind a RUN slot that stays
+    // busy for about 10 s more.
+    const waiting = makeAssign({ command: ASK, timeoutSeconds: 5 });
     cp.send(waiting);
     // And one whose own run overruns its budget after the same wait.
-    const overrun = makeAssign({ command: `${ASK}; sleep 30`, timeoutSeconds: 2 });
+    const overrun = makeAssign({ command: `${ASK}; sleep 30`, timeoutSeconds: 5 });
     cp.send(overrun);
     const { result } = await cp.waitFor(isResultOf(waiting.lease_id));
     expect(result).toMatchObject({ status: "COMPLETED", reward: 1 });
-    expect(result.timing.ready_ms).toBeGreaterThan(2_000);
+    expect(result.timing.ready_ms).toBeGreaterThan(5_000);
     const late = await cp.waitFor(isResultOf(overrun.lease_id));
     expect(late.result.status).toBe("TIMEOUT");
     expect(late.result.trajectory.metadata).toMatchObject({
       timeout_source: "session",
       timeout_stage: "exec",
     });
-    expect(late.result.timing.ready_ms).toBeGreaterThan(2_000);
+    expect(late.result.timing.ready_ms).toBeGreaterThan(5_000);
     const ran = await cp.waitFor(isResultOf(blocker.lease_id));
     expect(ran.result).toMatchObject({ status: "COMPLETED", reward: 1 });
   });
@@ -203,7 +208,8 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
       status: "ERROR",
       error: { kind: "configuration", message: expect.stringContaining("metadata.agent_timeout") },
     });
-    expect(engine.received).toHaveLength(0);
+    // No model call (the proxy's health probes of the engine aside).
+    expect(engine.received.filter((r) => r.path.endsWith("/chat/completions"))).toHaveLength(0);
   });
 
   it("hands the task's agent.sampling to the proxy: the engine samples with it, not the harness's", async () => {
@@ -306,7 +312,10 @@ describe("staged pipeline", { timeout: 60_000 }, () => {
     cp.send(a);
     const { result } = await cp.waitFor(isResultOf(a.lease_id));
     expect(result.error?.message).toContain("draining");
-    await new Promise((r) => setTimeout(r, 100));
+    // A credit for the refused assign's slot would go out right after its result (once
+    // journaled); a status request answered after that proves the gateway got that far.
+    cp.send({ v: WIRE_VERSION, type: "admin", request_id: "req-2", action: "status" });
+    await cp.waitFor((m) => m.type === "admin_ack" && m.request_id === "req-2");
     expect(cp.received.slice(before).filter((r) => r.message.type === "credit")).toEqual([]);
   });
 });
@@ -364,18 +373,32 @@ describe("artifact uploads", { timeout: 60_000 }, () => {
     expect(traj.traces).toHaveLength(1);
   });
 
-  it("retries failed uploads with backoff", async () => {
-    const { cp } = await start({}, { artifacts: 2 });
-    const a = makeAssign({ command: ASK });
-    cp.send(a);
-    const m = await cp.waitFor(isResultOf(a.lease_id));
-    expect(m.completions_ref).toBeDefined();
-    expect(cp.uploadAttempts).toBe(4); // 2 failures, then the records and the logs
-    // The waits before the retries: 50-100% of 10 ms, then of 20 ms (the test's policy doubles
-    // from 10 ms). A wait can only come out longer on a loaded machine, never shorter.
-    const [first, second, third] = cp.uploadTimes;
-    expect(second! - first!).toBeGreaterThanOrEqual(5);
-    expect(third! - second!).toBeGreaterThanOrEqual(10);
+  it("retries failed uploads with backoff: each wait doubles the one before", async () => {
+    // The jitter at its top, so each wait is its whole ceiling: 40, 80, then 160 ms.
+    const random = vi.spyOn(Math, "random").mockReturnValue(0.999_999);
+    try {
+      const { cp } = await start(
+        { uploadPolicy: { initialDelayMs: 40, maxDelayMs: 1_000, concurrency: 4 } },
+        { artifacts: 3 },
+      );
+      const a = makeAssign({ command: ASK });
+      cp.send(a);
+      const m = await cp.waitFor(isResultOf(a.lease_id));
+      expect(m.completions_ref).toMatchObject({ key: `${a.session.session_id}/completions` });
+      expect(cp.uploadAttempts).toBe(5); // 3 failures, then the records and the logs
+      // From one attempt's arrival to the next: the wait plus a round trip, so never shorter
+      // than the wait (1 ms of timer rounding allowed). Without the doubling all three would be
+      // 40 ms plus a round trip.
+      const t = cp.uploadTimes;
+      const waits = [t[1]! - t[0]!, t[2]! - t[1]!, t[3]! - t[2]!];
+      [40, 80, 160].forEach((ceiling, i) => {
+        expect(waits[i], `wait ${i + 1} of ${waits.map(Math.round).join(", ")} ms`).toBeGreaterThanOrEqual(
+          ceiling - 1,
+        );
+      });
+    } finally {
+      random.mockRestore();
+    }
   });
 
   it("without the route: the result still arrives, inline, noting the failed upload", async () => {

@@ -84,7 +84,7 @@ describe("result delivery", { timeout: 60_000 }, () => {
     // The session's logs went the same journaled way: held through the outage, then uploaded.
     expect(m.logs_ref).toMatchObject({ key: `${a.session.session_id}/logs` });
     expect(m.result.trajectory.metadata.logs_upload_error).toBeUndefined();
-    await expect.poll(() => gateway.stats().unackedResults).toBe(0);
+    await expect.poll(() => gateway.stats().unackedResults, { timeout: 10_000 }).toBe(0);
   });
 
   it("keeps retrying an upload past any number of failures (here 12) instead of dropping the records", async () => {
@@ -105,7 +105,10 @@ describe("result delivery", { timeout: 60_000 }, () => {
     const creditsSince = (n: number) =>
       cp.received.slice(n).filter((r) => r.message.type === "credit" && r.message.grant > 0);
     const mark = cp.received.length;
-    await new Promise((r) => setTimeout(r, 500));
+    // A credit would follow the result as soon as it is journaled; a status request answered
+    // after the result proves the gateway got past that point.
+    cp.send({ v: WIRE_VERSION, type: "admin", request_id: "after-result", action: "status" });
+    await cp.waitFor((m) => m.type === "admin_ack" && m.request_id === "after-result");
     expect(creditsSince(mark)).toEqual([]);
     expect(gateway.stats().journalBytes).toBeGreaterThan(1);
     // A reconnect's hello offers nothing either.
@@ -126,7 +129,7 @@ describe("result delivery", { timeout: 60_000 }, () => {
 
   it("closes a silent socket at the liveness limit after the last frame (3 pings of 1 s), not on a later ping tick", async () => {
     const { cp } = await start({}, { pingIntervalSeconds: 1 });
-    await new Promise((r) => setTimeout(r, 1600)); // a few pings answered
+    await expect.poll(() => cp.pings[0] ?? 0, { timeout: 15_000 }).toBeGreaterThanOrEqual(2); // pings answered
     cp.mute = true;
     await expect.poll(() => cp.closedAt[0] ?? null, { timeout: 10_000 }).not.toBeNull();
     const silentFor = cp.closedAt[0]! - cp.lastSentAt;

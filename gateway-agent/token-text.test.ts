@@ -7,9 +7,10 @@ import { compactTokenText, expandTokenText, TokenTextShapeError, TokenTextUpload
 import { type ChatTokenizer, loadChatTokenizer } from "../tokenizer/chat-tokenizer";
 
 let tok: ChatTokenizer;
+// Loading the tokenizer can pass the 10 s default of a hook on a loaded machine.
 beforeAll(async () => {
   tok = await loadChatTokenizer();
-});
+}, 60_000);
 
 /** Two turns as a per-request builder gives them: the second prompt extends the first call. */
 function twoTurns() {
@@ -41,6 +42,7 @@ describe("token text", () => {
     );
     const served = expandTokenText(upload, "b.0.0");
     expect(served.session_id).toBe("b.0.0");
+    expect(served.traces).toHaveLength(traces.length);
     served.traces.forEach((t, i) => {
       const ids = traces[i]!;
       expect(t.prompt).toEqual(ids.prompt_ids.map((id) => tok.decode([id])));

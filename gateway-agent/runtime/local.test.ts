@@ -165,13 +165,18 @@ describe("LocalRuntime (plain processes)", () => {
     await expect(LocalRuntime.create(spec(), ctx("../evil"))).rejects.toThrow(/not a plain folder name/);
   });
 
-  it("fails loudly when the sandbox is required but bwrap is missing; in auto mode runs without it", async () => {
+  it("fails loudly when the sandbox is required but bwrap is missing; in auto mode warns and runs without it", async () => {
+    const noBwrap = () => warnings.filter((w) => w.startsWith("BUBBLEWRAP NOT FOUND"));
     const c = ctx("s5", "always");
     c.settings = { ...c.settings, local: { sandbox: "always", bwrapPath: "/nonexistent/bwrap" } };
     await expect(LocalRuntime.create(spec(), c)).rejects.toThrow(/bubblewrap.*required/);
+    expect(noBwrap()).toEqual([]); // refused, not warned
     const auto = ctx("s6", "auto");
     auto.settings = { ...auto.settings, local: { sandbox: "auto", bwrapPath: "/nonexistent/bwrap" } };
     const rt = await LocalRuntime.create(spec(), auto);
+    // Said once per gateway process; no earlier test in this file runs auto mode without bwrap.
+    expect(noBwrap()).toHaveLength(1);
+    expect(noBwrap()[0]).toContain("WITHOUT a sandbox");
     expect(rt.sandboxed).toBe(false);
     expect(await rt.exec("echo unsandboxed", { env: PATH_ENV, logName: "a" })).toMatchObject({ exitCode: 0 });
   });

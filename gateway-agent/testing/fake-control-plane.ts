@@ -68,6 +68,8 @@ export interface FakeControlPlane {
   /** When the fake last sent a frame (`pong` included), and when each connection closed. */
   lastSentAt: number;
   closedAt: Array<number | null>;
+  /** `ping` frames received, per connection (a muted fake counts them too, unanswered). */
+  pings: number[];
   /** Upgrade requests, with their URL and authorization header. */
   upgrades: Array<{ url: string; authorization: string | undefined }>;
   autoAck: boolean;
@@ -103,6 +105,7 @@ function initialState(opts: FakeControlPlaneOptions) {
     mute: false,
     lastSentAt: 0,
     closedAt: [] as Array<number | null>,
+    pings: [] as number[],
     autoAck: opts.autoAck ?? true,
     fence: null as FenceState | null,
     events: [] as Array<{ dir: "in" | "out"; message: GatewayMessage | ControlMessage }>,
@@ -233,6 +236,7 @@ function answer(conn: FakeConnection, message: GatewayMessage): void {
 function onFrame(conn: FakeConnection, text: string): void {
   const { state, ws } = conn;
   if (text === "ping") {
+    state.pings[conn.index] = (state.pings[conn.index] ?? 0) + 1;
     if (state.mute) return;
     ws.send("pong");
     state.lastSentAt = Date.now();
