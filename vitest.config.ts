@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 import { ensureWebBuild } from "./cli/web-build.ts";
+import { workersTestBindings } from "./test/support/workers-bindings.ts";
 
 // The workers pool reads wrangler.toml, whose `[assets]` folder (the dashboard's build) must exist.
 await ensureWebBuild();
@@ -70,19 +71,7 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: "./wrangler.toml" },
-            miniflare: {
-              bindings: {
-                POLAR_TRAINER_TOKEN: "test-trainer-token",
-                POLAR_GATEWAY_TOKEN: "test-gateway-token",
-                POLAR_ADMIN_TOKEN: "test-admin-token",
-                POLAR_VIEWER_TOKEN: "test-viewer-token",
-                // Queues named sharded-… have 4 shards (control-plane/queue/shards.test.ts).
-                POLAR_QUEUE_SHARDS: "sharded-*=4",
-                // Cases and seed of the fuzz tests (control-plane/fuzz/; npm run test:fuzz).
-                POLAR_FUZZ_RUNS: process.env.POLAR_FUZZ_RUNS ?? "",
-                POLAR_FUZZ_SEED: process.env.POLAR_FUZZ_SEED ?? "",
-              },
-            },
+            miniflare: { bindings: workersTestBindings() },
           }),
         ],
         test: {

@@ -1,5 +1,6 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+import { workersTestBindings } from "./test/support/workers-bindings.ts";
 
 /**
  * The vitest configuration Stryker runs the tests with (`stryker.config.mjs`, `npm run
@@ -17,17 +18,7 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: "./wrangler.toml" },
-            miniflare: {
-              bindings: {
-                POLAR_TRAINER_TOKEN: "test-trainer-token",
-                POLAR_GATEWAY_TOKEN: "test-gateway-token",
-                POLAR_ADMIN_TOKEN: "test-admin-token",
-                POLAR_VIEWER_TOKEN: "test-viewer-token",
-                POLAR_QUEUE_SHARDS: "sharded-*=4",
-                POLAR_FUZZ_RUNS: "",
-                POLAR_FUZZ_SEED: "",
-              },
-            },
+            miniflare: { bindings: workersTestBindings() },
           }),
         ],
         test: { name: "workers", include: ["control-plane/**/*.test.ts"], testTimeout: 60_000 },
