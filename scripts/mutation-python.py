@@ -46,6 +46,16 @@ MUTANTS = [
     ("required-ceil", GRP, "max(1, math.ceil(self.group_size * self.min_complete_fraction - 1e-9))", "max(1, int(self.group_size * self.min_complete_fraction))"),
     ("klass-threshold", GRP, "correct = [r >= correct_threshold for r in rewards]", "correct = [r > correct_threshold for r in rewards]"),
     ("version-removed", GRP, "for s in samples if not s.removed)", "for s in samples)"),
+    # Added after the first run: the kinds of bug the 22 above left out.
+    ("required-min1", GRP, "return max(1, math.ceil(self.group_size * self.min_complete_fraction - 1e-9))", "return math.ceil(self.group_size * self.min_complete_fraction - 1e-9)"),
+    ("required-float", GRP, "return max(1, math.ceil(self.group_size * self.min_complete_fraction - 1e-9))", "return max(1, math.ceil(self.group_size * self.min_complete_fraction))"),
+    ("version-newest", GRP, "return min(known) if known else stamp", "return max(known) if known else stamp"),
+    ("grpo-mean-samples", ADV, "    mu = sum(means) / len(means)\n    sd = _std(means)\n    if max(", "    mu = sum(s.reward for _, kept, _ in trajs for s in kept) / sum(len(kept) for _, kept, _ in trajs)\n    sd = _std(means)\n    if max("),
+    ("grpo-std-samples", ADV, "    sd = _std(means)\n    if max(", "    sd = _std([s.reward for _, kept, _ in trajs for s in kept])\n    if max("),
+    ("grpo-traj-reward", ADV, "    for _, kept, _ in trajs:\n        for s in kept:\n            s.advantage = (s.reward - mu) / (sd + eps) if normalize_std else s.reward - mu", "    for _, kept, m in trajs:\n        for s in kept:\n            s.advantage = (m - mu) / (sd + eps) if normalize_std else m - mu"),
+    ("loo-nostd", ADV, "s.advantage = diff / (sd + eps) if normalize_std else diff", "s.advantage = diff"),
+    ("loo-reset-skip", ADV, "    _reset(group)\n    trajs = _trajectories(group)\n    means = [m for _, _, m in trajs]\n    if not means:\n        return {\"mean\": 0.0, \"std\": 0.0}\n    mu = sum(means) / len(means)\n    sd = _std(means)\n    if normalize_std", "    trajs = _trajectories(group)\n    means = [m for _, _, m in trajs]\n    if not means:\n        return {\"mean\": 0.0, \"std\": 0.0}\n    mu = sum(means) / len(means)\n    sd = _std(means)\n    if normalize_std"),
+    ("apply-normalize", ADV, "return ESTIMATORS[estimator](group, normalize_std)", "return ESTIMATORS[estimator](group)"),
 ]
 
 

@@ -48,7 +48,7 @@ describe("limit detection", () => {
     if (!cgroups) expect(support.detail).toMatch(/NOT enforced/);
   });
 
-  it("the rlimit wrapper caps open files for every command", async () => {
+  it("the rlimit wrapper caps the open files of the command it wraps", async () => {
     const lim = await SessionLimits.create(
       "rlimit-only",
       {},

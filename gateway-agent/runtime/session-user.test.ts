@@ -153,8 +153,11 @@ describeWith([ROOT], "handing files over and killing leftovers (as root)", () =>
   });
 
   it("kills every process of the uid, also one that left its process group", async () => {
+    // One process in its own group (`setsid`) and one in a group of its own spawn: both must go.
     const child = spawn("setsid", ["sleep", "60"], { uid, gid: uid, detached: true, stdio: "ignore" });
     child.unref();
+    const grouped = spawn("sleep", ["61"], { uid, gid: uid, stdio: "ignore" });
+    grouped.unref();
     // `setsid` forks (the spawned process already leads its group) and its parent exits: wait for
     // the forked `sleep` itself, not the short-lived parent a first look may catch.
     const sleeping = async () => {
@@ -167,7 +170,7 @@ describeWith([ROOT], "handing files over and killing leftovers (as root)", () =>
         }
       });
     };
-    await vi.waitFor(async () => expect((await sleeping()).length).toBeGreaterThan(0), {
+    await vi.waitFor(async () => expect((await sleeping()).length).toBe(2), {
       timeout: 10_000,
       interval: 20,
     });

@@ -125,8 +125,8 @@ class Group:
 
     @property
     def version(self) -> int:
-        known = [v for v in (s.oldest_version for s in self.samples(False)) if v is not None]
-        return min(known) if known else self.stamp
+        """The oldest version of any trained token of the group (:func:`group_version`)."""
+        return group_version(self.samples(), self.stamp)
 
     def trajectory_rewards(self) -> List[float]:
         """One reward per trainable trajectory: the mean of its (non-removed) samples' rewards."""
