@@ -11,6 +11,7 @@ import {
   deadlineFor,
   PAUSE_DEFAULT_TIMEOUT_SECONDS,
   PolarRequestError,
+  retriesOnStaleSocket,
   unwrap,
 } from "./src/index";
 
@@ -137,5 +138,91 @@ describe("an empty or short 2xx body is an error, never 'no completions'", () =>
 
   it("hands on a whole answer", async () => {
     expect(await completions("whole.0.0")).toEqual([{ completion_id: "c1" }]);
+  });
+});
+
+describe("a kept-alive connection the server closed as the request went out", () => {
+  // A server that closes a connection without answering whenever `closeNext` says so, as a
+  // control plane does with an idle kept-alive connection the client reuses at that moment
+  // (undici: UND_ERR_SOCKET "other side closed").
+  let stale: net.Server;
+  let url: string;
+  let closeNext = 0;
+  const seen: string[] = [];
+  beforeAll(async () => {
+    stale = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", (chunk) => {
+        const [method, path] = chunk.toString("latin1").split(" ");
+        seen.push(`${method} ${path}`);
+        if (closeNext > 0) {
+          closeNext -= 1;
+          socket.destroy();
+          return;
+        }
+        const body = '{"batch_id":"b1"}';
+        socket.end(
+          `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      });
+    });
+    await new Promise<void>((resolve) => stale.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(stale.address() as net.AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => stale.close(resolve));
+  });
+
+  const api = () => createPolarClient({ baseUrl: url, token: "t", timeoutMs: 5_000 }).api;
+  const run = async (closes: number, send: () => Promise<unknown>) => {
+    closeNext = closes;
+    seen.length = 0;
+    return send();
+  };
+
+  it("a GET is sent once more on a new connection and its answer handed on", async () => {
+    const answer = await run(1, () =>
+      unwrap(api().GET("/v1/batches/{id}", { params: { path: { id: "b1" } } })),
+    );
+    expect(answer).toEqual({ batch_id: "b1" });
+    expect(seen).toEqual(["GET /v1/batches/b1", "GET /v1/batches/b1"]);
+  });
+
+  it("a batch created with its own batch_id is sent once more (a replay of the same batch)", async () => {
+    const body = { batch_id: "b1", tasks: [] } as never;
+    expect(await run(1, () => unwrap(api().POST("/v1/batches", { body })))).toEqual({ batch_id: "b1" });
+    expect(seen).toEqual(["POST /v1/batches", "POST /v1/batches"]);
+  });
+
+  it("a batch without a batch_id is never sent twice: the error says the connection failed", async () => {
+    const body = { tasks: [] } as never;
+    const err = await rejection(run(1, () => unwrap(api().POST("/v1/batches", { body }))));
+    expect(err.code).toBe("connection_failed");
+    expect(err.message).toContain(`POST ${url}/v1/batches: no answer:`);
+    expect(seen).toEqual(["POST /v1/batches"]);
+  });
+
+  it("once only: a second closed connection is the error", async () => {
+    const err = await rejection(
+      run(2, () => unwrap(api().GET("/v1/batches/{id}", { params: { path: { id: "b1" } } }))),
+    );
+    expect(err.code).toBe("connection_failed");
+    expect(seen).toEqual(["GET /v1/batches/b1", "GET /v1/batches/b1"]);
+  });
+
+  it("which requests may be repeated", async () => {
+    const req = (method: string, path: string, body?: unknown) =>
+      new Request(`http://cp${path}`, {
+        method,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    expect(await retriesOnStaleSocket(req("GET", "/v1/batches/b1"))).toBe(true);
+    expect(await retriesOnStaleSocket(req("DELETE", "/v1/batches/b1"))).toBe(true);
+    expect(await retriesOnStaleSocket(req("PUT", "/v1/sessions/s/artifacts/a"))).toBe(true);
+    expect(await retriesOnStaleSocket(req("POST", "/v1/batches", { batch_id: "b1" }))).toBe(true);
+    expect(await retriesOnStaleSocket(req("POST", "/v1/batches", { batch_id: "" }))).toBe(false);
+    expect(await retriesOnStaleSocket(req("POST", "/v1/batches", { tasks: [] }))).toBe(false);
+    expect(await retriesOnStaleSocket(req("POST", "/v1/batches", "not json"))).toBe(false);
+    expect(await retriesOnStaleSocket(req("POST", "/v1/queues/q/inference/pause", {}))).toBe(false);
   });
 });

@@ -127,7 +127,9 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
         cause,
       );
     const controller = new AbortController();
-    const outgoing = new Request(request, { signal: controller.signal });
+    // Kept whole for one retry on a reused connection the server had closed (see `sendOnce`).
+    const again = (await retriesOnStaleSocket(request)) ? request.clone() : null;
+    let outgoing = new Request(request, { signal: controller.signal });
     let timedOut = false;
     // The deadline is a race as well as an abort: undici follows a Request's signal through weak
     // references, so once `outgoing` is collected mid-request an abort can be lost and the fetch
@@ -151,7 +153,13 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
     try {
       let res: Response;
       try {
-        res = await Promise.race([fetchImpl(outgoing), expired]);
+        try {
+          res = await Promise.race([fetchImpl(outgoing), expired]);
+        } catch (err) {
+          if (timedOut || request.signal.aborted || !again || !staleSocket(err)) throw err;
+          outgoing = new Request(again, { signal: controller.signal });
+          res = await Promise.race([fetchImpl(outgoing), expired]);
+        }
       } catch (err) {
         if (timedOut) throw err instanceof PolarRequestError ? err : late(err);
         if (request.signal.aborted) throw err;
@@ -190,6 +198,42 @@ export function withDeadline(fetchImpl: typeof fetch, opts: DeadlineOptions = {}
       if (!streaming) request.signal.removeEventListener("abort", callerAbort);
     }
   };
+}
+
+/**
+ * Whether a failed fetch is a kept-alive connection the server closed as the request went out
+ * (undici: `UND_ERR_SOCKET` "other side closed", or a reset). Seen against `wrangler dev` on a
+ * loaded machine: a connection reused from the pool had been closed by the server, and the
+ * request failed without the server having read it. A fresh connection succeeds.
+ */
+function staleSocket(err: unknown): boolean {
+  const code = (err as { cause?: { code?: unknown } }).cause?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET";
+}
+
+/**
+ * Whether sending `request` twice does no harm, so it is sent once more after a stale connection
+ * ({@link staleSocket}): the methods HTTP defines as idempotent (a cancel is a `DELETE`, an
+ * artifact a `PUT`), and a batch created with its own `batch_id` (the same id and body is a
+ * replay: the control plane answers with the batch it has). Any other POST is never repeated: it
+ * fails as before.
+ *
+ * @example
+ * ```ts
+ * await retriesOnStaleSocket(new Request("http://cp/v1/batches/b1")); // true (GET)
+ * ```
+ */
+export async function retriesOnStaleSocket(request: Request): Promise<boolean> {
+  const method = request.method.toUpperCase();
+  if (["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].includes(method)) return true;
+  if (method !== "POST") return false;
+  if (!new URL(request.url).pathname.endsWith("/v1/batches")) return false;
+  try {
+    const body = JSON.parse(await request.clone().text()) as { batch_id?: unknown } | null;
+    return typeof body?.batch_id === "string" && body.batch_id.length > 0;
+  } catch {
+    return false;
+  }
 }
 
 function causeText(err: unknown): string {

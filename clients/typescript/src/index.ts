@@ -18,6 +18,7 @@ export {
   PAUSE_DEFAULT_TIMEOUT_SECONDS,
   PolarRequestError,
   type PolarRequestErrorCode,
+  retriesOnStaleSocket,
   withDeadline,
 } from "./deadline.js";
 export type { components, operations, paths } from "./schema.js";
