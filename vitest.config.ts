@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 import { ensureWebBuild } from "./cli/web-build.ts";
+import { LongestFirstSequencer } from "./test/support/longest-first-sequencer.ts";
 import { workersTestBindings } from "./test/support/workers-bindings.ts";
 
 // The workers pool reads wrangler.toml, whose `[assets]` folder (the dashboard's build) must exist.
@@ -66,6 +67,8 @@ export default defineConfig({
       "./test/support/slowest-files-reporter.ts",
     ],
     maxWorkers: PARALLEL,
+    // Each group's longest files first (a clean clone has no vitest cache to order by).
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       {
         plugins: [

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Reporter, TestModule, Vitest } from "vitest/node";
 
@@ -40,7 +41,26 @@ export function formatSlowest(files: FileTime[], count = 10): string[] {
 }
 
 /**
- * The reporter (`vitest.config.ts` names it beside the default one).
+ * The table the longest-first sequencer reads (`test/support/file-seconds.json`): whole seconds per
+ * `project:file`, slowest first, files under `minSeconds` left out (their order hardly matters).
+ *
+ * @example
+ * ```ts
+ * fileSeconds([{ file: "a.test.ts", project: "e2e", ms: 4_400 }]); // { "e2e:a.test.ts": 4 }
+ * ```
+ */
+export function fileSeconds(files: FileTime[], minSeconds = 3): Record<string, number> {
+  return Object.fromEntries(
+    [...files]
+      .sort((a, b) => b.ms - a.ms || a.file.localeCompare(b.file))
+      .map((f) => [`${f.project}:${f.file}`, Math.round(f.ms / 1000)] as const)
+      .filter(([, seconds]) => seconds >= minSeconds),
+  );
+}
+
+/**
+ * The reporter (`vitest.config.ts` names it beside the default one). With
+ * `POLAR_TEST_FILE_SECONDS=FILE` it also writes {@link fileSeconds} of the run to FILE.
  *
  * @example
  * ```ts
@@ -62,6 +82,11 @@ export default class SlowestFilesReporter implements Reporter {
       ms: mod.diagnostic().duration,
     }));
     const log = (line: string) => (this.vitest ? this.vitest.logger.log(line) : console.log(line));
+    const out = process.env.POLAR_TEST_FILE_SECONDS;
+    if (out) {
+      writeFileSync(out, `${JSON.stringify(fileSeconds(files), null, 2)}\n`);
+      log(`file times written to ${out}`);
+    }
     const lines = formatSlowest(files);
     if (lines.length === 0) return;
     log("");
