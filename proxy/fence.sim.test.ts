@@ -31,6 +31,35 @@ async function sim(opts: SimEngineOptions): Promise<SimEngineHandle> {
   return s;
 }
 
+/**
+ * A pass-through in front of `target` that counts the `/model_info` requests it forwards: the
+ * proxy's version re-checks, a positive signal that a held call was looked at again.
+ */
+async function countingModelInfo(target: string): Promise<{ url: string; modelInfo: () => number }> {
+  let count = 0;
+  const server = http.createServer((req, res) => {
+    if (req.url?.startsWith("/model_info")) count += 1;
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = chunks.length > 0 ? Buffer.concat(chunks) : undefined;
+      fetch(`${target}${req.url}`, {
+        method: req.method,
+        headers: { "content-type": req.headers["content-type"] ?? "application/json" },
+        ...(body && req.method !== "GET" ? { body } : {}),
+      })
+        .then(async (answer) => {
+          res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "" });
+          res.end(Buffer.from(await answer.arrayBuffer()));
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(() => new Promise((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, modelInfo: () => count };
+}
+
 async function proxyFor(
   engine: EngineName,
   urls: string[],
@@ -463,10 +492,13 @@ describe("min_policy_version: replicas updated one at a time", { timeout: 40_000
 
   it("a held turn waits through several re-checks, outside the fence, and a replica reaching the version within the bound releases it", async () => {
     const a = await sim({});
-    const p = await proxyFor("sglang-openai", [a.url], { policyVersionWaitMs: 5_000 });
+    const counted = await countingModelInfo(a.url);
+    const p = await proxyFor("sglang-openai", [counted.url], { policyVersionWaitMs: 20_000 });
     const s = session(p, { min_policy_version: 3 });
+    const before = counted.modelInfo();
     const call = s.openai.chat.completions.create({ model: "m", messages: ask });
-    await new Promise((r) => setTimeout(r, 2500));
+    // The first look and two re-checks of the replica's version, each finding it behind.
+    await expect.poll(() => counted.modelInfo() - before, { timeout: 15_000 }).toBeGreaterThanOrEqual(3);
     // Held outside the fence: a pause drains at once.
     expect(await p.pause({ timeoutMs: 1000 })).toEqual({ drained: true, inflight: 0 });
     await fetch(`${a.url}/update_weight_version`, {
