@@ -28,6 +28,16 @@ beforeAll(async () => {
   turns = bridge.turns();
 }, 30_000);
 
+/** What `fn` throws (undefined when it returns). */
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
 /** A completion record as the proxy's token mode writes it for a bridged turn. */
 function recordOf(t: BridgedTurn): CompletionRecord {
   return {
@@ -141,5 +151,114 @@ describe("conversation builder", () => {
     expect(() => buildConversationTraces([t0, broken])).toThrow(ConversationBuildError);
     expect(() => buildConversationTraces([{ ...t1, parent_turn_id: "t9" }])).toThrow(/t9/);
     expect(() => buildConversationTraces([{ ...t0, sampled_logprobs: [] }])).toThrow(/logprobs/);
+  });
+
+  it("builds a child whose prompt is exactly its parent's prompt + sampled ids, with nothing bridged", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    const direct = { ...t1, prompt_ids: [...t0.prompt_ids, ...t0.sampled_ids] };
+    const [trace, ...rest] = buildConversationTraces([t0, direct]);
+    expect(rest).toEqual([]);
+    expect(trace!.response_ids).toEqual([...t0.sampled_ids, ...t1.sampled_ids]);
+    expect(trace!.loss_mask).toEqual([...t0.sampled_ids, ...t1.sampled_ids].map(() => 1));
+    expect((trace!.metadata.turns as Array<Record<string, unknown>>)[1]).toMatchObject({
+      bridged_start: t0.sampled_ids.length,
+      sampled_start: t0.sampled_ids.length,
+    });
+  });
+
+  it("refuses a child whose prompt stops inside its parent's prompt + sampled ids: a ConversationBuildError naming both", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    // A prefix of the parent's sequence: it extends nothing, it cuts the parent's sample short.
+    const short = { ...t1, prompt_ids: [...t0.prompt_ids, ...t0.sampled_ids.slice(0, -1)] };
+    const error = thrown(() => buildConversationTraces([t0, short]));
+    expect(error).toBeInstanceOf(ConversationBuildError);
+    expect(error).toMatchObject({
+      name: "ConversationBuildError",
+      message: "t1: prompt does not extend t0's prompt + sampled ids",
+    });
+  });
+
+  it("refuses a turn listed twice", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    expect(() => buildConversationTraces([t0, t0, t1])).toThrow(/^t0: listed twice$/);
+  });
+
+  it("names the builder, the chain's index and its exactness in each trace; a resampled turn's shared parent is trained once", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    // A harness resampled t1: a second child of t0 with the same prompt.
+    const t2 = { ...t1, turn_id: "t2" };
+    const traces = buildConversationTraces([t0, t1, t2]);
+    expect(traces.map((t) => ({ ...t.metadata, turns: undefined }))).toEqual([
+      { builder: "conversation", chain_index: 0, token_exact: true, turns: undefined },
+      { builder: "conversation", chain_index: 1, token_exact: true, turns: undefined },
+    ]);
+    const trained = (t: (typeof traces)[number]) =>
+      (t.metadata.turns as Array<Record<string, unknown>>).map((e) => [e.turn_id, e.trained]);
+    expect(traces.map(trained)).toEqual([
+      [
+        ["t0", true],
+        ["t1", true],
+      ],
+      [
+        ["t0", false],
+        ["t2", true],
+      ],
+    ]);
+    expect(traces[1]!.loss_mask.slice(0, t0.sampled_ids.length)).toEqual(t0.sampled_ids.map(() => 0));
+  });
+});
+
+describe("conversationTurnFromRecord", () => {
+  const ctx = { session_id: "s-1", task_id: "t", config: {} };
+  const tool = { type: "function", function: { name: "bash", parameters: { type: "object" } } };
+
+  it("refuses a record without response_logprobs, naming its completion", () => {
+    const record = { ...recordOf(turns[0]!), response_logprobs: null };
+    expect(() => conversationTurnFromRecord(record)).toThrow(
+      new RegExp(`^${record.completion_id}: no response_logprobs$`),
+    );
+  });
+
+  it("keeps the request's tools on the turn and on its trace; an empty tool list is none", () => {
+    const base = recordOf(turns[0]!);
+    const withTools = { ...base, original_request: { messages: turns[0]!.messages, tools: [tool] } };
+    expect(conversationTurnFromRecord(withTools).tools).toEqual([tool]);
+    expect(conversationBuilder([withTools], ctx).traces[0]!.tools).toEqual([tool]);
+    const empty = { ...base, original_request: { messages: turns[0]!.messages, tools: [] } };
+    expect(conversationTurnFromRecord(empty).tools).toBeNull();
+    expect(conversationBuilder([empty], ctx).traces[0]!.tools).toBeNull();
+  });
+
+  it("reads messages and tools from the internal request when it has messages, not from the harness's body", () => {
+    const internal = [{ role: "user", content: "internal form" }];
+    const record = {
+      ...recordOf(turns[0]!),
+      request: { messages: internal, tools: [tool] },
+      original_request: { messages: [{ role: "user", content: "harness form" }] },
+    };
+    const turn = conversationTurnFromRecord(record);
+    expect(turn.messages).toEqual(internal);
+    expect(turn.tools).toEqual([tool]);
+  });
+
+  it("gives a record whose requests carry no message list a turn with no messages", () => {
+    const record = { ...recordOf(turns[0]!), original_request: {} };
+    expect(conversationTurnFromRecord(record).messages).toEqual([]);
+  });
+
+  it("puts a continued turn's version segments in the turn's provenance and its trace entry, and none otherwise", () => {
+    const base = recordOf(turns[0]!);
+    const n = base.response_ids.length;
+    const segments = [
+      { len: 1, policy_version: "3", weight_version_start: "w0", weight_version: "w0" },
+      { len: n - 1, policy_version: "4", weight_version_start: "w0", weight_version: "w1" },
+    ];
+    const record = { ...base, metadata: { ...base.metadata, partial_rollout: { segments } } };
+    expect(conversationTurnFromRecord(record).provenance.version_segments).toEqual(segments);
+    const [entry] = conversationBuilder([record], ctx).traces[0]!.metadata.turns as Array<
+      Record<string, unknown>
+    >;
+    expect(entry!.version_segments).toEqual(segments);
+    expect(conversationTurnFromRecord(base).provenance).not.toHaveProperty("version_segments");
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { type CompletionRecord, Trajectory } from "../../protocol";
 import { UnknownBuilderError } from "../errors";
 import { getBuilder } from "./index";
+import { recordVersionSegments, traceFromRecord } from "./per-request";
 
 function record(i: number, logprobs: boolean): CompletionRecord {
   const response_ids = [100 + i, 200 + i, 151645];
@@ -88,5 +89,80 @@ describe("per_request builder", () => {
   it("refuses unknown strategies with a typed error", () => {
     expect(() => getBuilder("tree_search")).toThrow(UnknownBuilderError);
     expect(() => getBuilder("tree_search")).toThrow(/unknown builder strategy 'tree_search'.*per_request/);
+  });
+});
+
+describe("recordVersionSegments", () => {
+  /** record(0) (3 sampled ids) with `metadata.partial_rollout` set to `partial`. */
+  const continued = (partial: unknown): CompletionRecord => ({
+    ...record(0, true),
+    metadata: { partial_rollout: partial as CompletionRecord["metadata"] },
+  });
+  const seg = (len: unknown, policy: unknown = "3") => ({
+    len,
+    policy_version: policy,
+    weight_version_start: "w3",
+    weight_version: "w4",
+    rid: "rid-1",
+  });
+
+  it("returns the segments of a split that covers the sampled ids, as {len, policy_version, weight_version_start, weight_version}", () => {
+    // The record's own keys (`rid`) are not summarised.
+    expect(recordVersionSegments(continued({ segments: [seg(1, "3"), seg(2, "4")] }))).toEqual([
+      { len: 1, policy_version: "3", weight_version_start: "w3", weight_version: "w4" },
+      { len: 2, policy_version: "4", weight_version_start: "w3", weight_version: "w4" },
+    ]);
+  });
+
+  it("reads a version that is not a string as null", () => {
+    const record = continued({
+      segments: [
+        { len: 1, policy_version: 3, weight_version_start: null },
+        { len: 2, policy_version: "4", weight_version: 7 },
+      ],
+    });
+    expect(recordVersionSegments(record)).toEqual([
+      { len: 1, policy_version: null, weight_version_start: null, weight_version: null },
+      { len: 2, policy_version: "4", weight_version_start: null, weight_version: null },
+    ]);
+  });
+
+  it("counts a len that is not a non-negative integer (a string, a fraction, a negative) as 0", () => {
+    // The other segment covers all 3 ids, so only a bad len read as 0 makes the split cover them.
+    for (const bad of ["2", 1.5, -1]) {
+      expect(recordVersionSegments(continued({ segments: [seg(bad), seg(3)] }))).toEqual([
+        { len: 0, policy_version: "3", weight_version_start: "w3", weight_version: "w4" },
+        { len: 3, policy_version: "3", weight_version_start: "w3", weight_version: "w4" },
+      ]);
+    }
+  });
+
+  it("is null for a split that does not cover the sampled ids exactly (short, long) or has one segment", () => {
+    expect(recordVersionSegments(continued({ segments: [seg(1), seg(1)] }))).toBeNull();
+    expect(recordVersionSegments(continued({ segments: [seg(2), seg(2)] }))).toBeNull();
+    expect(recordVersionSegments(continued({ segments: [seg(3)] }))).toBeNull();
+  });
+
+  it("is null without partial_rollout, or with one that is not an object or has no segment list", () => {
+    expect(recordVersionSegments(record(0, true))).toBeNull();
+    expect(recordVersionSegments(continued([seg(1), seg(2)]))).toBeNull();
+    expect(recordVersionSegments(continued({ segments: { 0: seg(1), 1: seg(2) } }))).toBeNull();
+  });
+
+  it("puts the segments in a per_request trace's metadata, and no key when there are none", () => {
+    const trace = traceFromRecord(continued({ segments: [seg(1, "3"), seg(2, "4")] }));
+    expect(trace.metadata.version_segments).toEqual([
+      { len: 1, policy_version: "3", weight_version_start: "w3", weight_version: "w4" },
+      { len: 2, policy_version: "4", weight_version_start: "w3", weight_version: "w4" },
+    ]);
+    expect(traceFromRecord(record(0, true)).metadata).not.toHaveProperty("version_segments");
+  });
+});
+
+describe("traceFromRecord", () => {
+  it("has no response message when the response has no choices", () => {
+    const r = record(0, true);
+    expect(traceFromRecord({ ...r, response: {} }).response_messages).toEqual([]);
+    expect(traceFromRecord({ ...r, response: { choices: [] } }).response_messages).toEqual([]);
   });
 });
