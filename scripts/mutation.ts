@@ -85,6 +85,7 @@ export const GROUPS: MutationGroup[] = [
     ],
     testFiles: [
       "gateway-agent/evaluator/protection.test.ts",
+      "gateway-agent/evaluator/report-channel.test.ts",
       "gateway-agent/evaluator/runner-guard.test.ts",
       "gateway-agent/evaluator/evaluators.test.ts",
     ],
