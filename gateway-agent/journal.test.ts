@@ -104,32 +104,15 @@ describe("ResultJournal", () => {
   it("keeps entries (records pending upload included) across instances until removed, loads the earlier format, moves unreadable entries aside, counts bytes", async () => {
     const dir = path.join(scratch, "unit");
     const a = makeAssign({ command: "true" });
-    const message: ResultMessage = {
-      v: WIRE_VERSION,
-      type: "result",
-      lease_id: "lease/with:odd chars",
-      result: {
-        session_id: a.session.session_id,
-        task_id: "t1",
-        batch_id: "b",
-        status: "COMPLETED",
-        reward: 1,
-        trajectory: { status: "COMPLETED", traces: [], metadata: {}, error: null },
-        timing: { queued_ms: 0, init_ms: 0, ready_ms: 0, run_ms: 0, postrun_ms: 0, total_ms: 0 },
-        node_id: "n",
-        attempt: 1,
-        error: null,
-        metadata: {},
-      },
-    };
+    const sent = message("lease/with:odd chars", a.session.session_id);
     const records = [{ opaque: "record" }];
-    const entry: JournalEntry = { v: 2, message, pending: { completions: records }, finished_at: 1 };
+    const entry: JournalEntry = { v: 2, message: sent, pending: { completions: records }, finished_at: 1 };
     const journal = new ResultJournal(dir, quiet);
     const bytes = await journal.put(entry);
     expect(journal.bytes).toBe(bytes);
     await writeFile(path.join(dir, "garbage.result.json"), "{not json");
     // The earlier format (a bare result message, uploads done) still loads, with nothing pending.
-    const legacy: ResultMessage = { ...message, lease_id: "legacy-lease" };
+    const legacy: ResultMessage = { ...sent, lease_id: "legacy-lease" };
     await writeFile(path.join(dir, "bGVnYWN5LWxlYXNl.result.json"), JSON.stringify(legacy));
     const reopened = new ResultJournal(dir, quiet);
     const loaded = await reopened.load();
@@ -140,7 +123,7 @@ describe("ResultJournal", () => {
     });
     expect((await readdir(dir)).filter((n) => n.endsWith(".corrupt"))).toHaveLength(1);
     expect(reopened.bytes).toBe(bytes + Buffer.byteLength(JSON.stringify(legacy)));
-    await reopened.remove(message.lease_id);
+    await reopened.remove(sent.lease_id);
     await reopened.remove("legacy-lease");
     expect(reopened.bytes).toBe(0);
     expect(await new ResultJournal(dir, quiet).load()).toEqual([]);
