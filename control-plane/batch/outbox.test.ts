@@ -1,10 +1,20 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { BatchRequest } from "../../protocol";
+import { BatchRequest, type SessionAssignment } from "../../protocol";
 import type { QueueDO } from "../queue/queue-do";
 import { canonicalHash } from "../request-body";
-import { call, Gateway, POLL, postBatch, shardSettled, TOKENS, task, uniqueId } from "../testing/fixtures";
+import {
+  call,
+  Gateway,
+  POLL,
+  postBatch,
+  resultFor,
+  shardSettled,
+  TOKENS,
+  task,
+  uniqueId,
+} from "../testing/fixtures";
 import type { BatchDO } from "./batch-do";
 import { outboxBackoffMs } from "./outbox-store";
 
@@ -182,6 +192,43 @@ describe("outbox: BatchDO → QueueDO", () => {
     await stub.drainOutbox();
     expect(await stub.outboxSize()).toBe(0);
     expect((await env.QUEUE.getByName(queue).stats()).pending).toBe(2);
+  });
+});
+
+describe("what an enqueue row delivers (outbox-store.ts)", () => {
+  it("only the task's sessions still queued: neither an assigned one nor a finished one is sent to a queue again", async () => {
+    const batchId = uniqueId("b");
+    await postBatch({ batch_id: batchId, queue: uniqueId("first"), tasks: [task("a", { num_samples: 3 })] });
+    const stub = env.BATCH.getByName(batchId);
+    const [running, finished, waiting] = [0, 1, 2].map((i) => `${batchId}.0.${i}`);
+    expect(await stub.markAssigned(running!, "l_running", 1, "node-a")).toBe("assigned");
+    expect(await stub.markAssigned(finished!, "l_finished", 1, "node-a")).toBe("assigned");
+    const assignment = {
+      session_id: finished,
+      batch_id: batchId,
+      task_id: "a",
+      attempt: 1,
+      instruction: "solve a",
+    };
+    expect(
+      await stub.submitResult(finished!, "l_finished", resultFor(assignment as SessionAssignment, "node-a")),
+    ).toBe("accepted");
+    // The task's enqueue row again, towards a queue that holds nothing yet.
+    const fresh = uniqueId("fresh");
+    await runInDurableObject(stub, (_, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO outbox (queue, task_index, attempts, next_attempt_at, created_at) VALUES (?, 0, 0, 0, 0)",
+        fresh,
+      );
+    });
+    await stub.drainOutbox();
+    expect(await stub.outboxSize()).toBe(0);
+    const pending = await runInDurableObject(env.QUEUE.getByName(fresh), (_, state) =>
+      state.storage.sql
+        .exec<{ session_id: string; attempt: number }>("SELECT session_id, attempt FROM pending")
+        .toArray(),
+    );
+    expect(pending).toEqual([{ session_id: waiting, attempt: 1 }]);
   });
 });
 

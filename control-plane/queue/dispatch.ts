@@ -113,7 +113,8 @@ export class Dispatcher {
     if (!current || !socket || current.credit <= 0) {
       // The ledger now holds a lease nobody received; the next assignment supersedes it.
       store.unreservePending(db, item.sessionId);
-      if (current && !socket) disconnect(this.shard, current.nodeId, current.connId);
+      // Only the connection this was for: a node that reconnected meanwhile keeps its new one.
+      if (current && !socket) disconnect(this.shard, gateway.nodeId, gateway.connId);
       return "next";
     }
     const session = JSON.parse(item.payload) as SessionAssignment;

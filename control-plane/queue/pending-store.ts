@@ -14,8 +14,13 @@ import * as schema from "./schema";
 const NOT_HELD = and(isNull(schema.pending.reservedLease), isNull(schema.pending.loanToken));
 
 /**
- * Adds sessions to the pending list. Idempotent by session id: a session already pending, or held
- * under a lease of the same or a later attempt, is skipped. Returns how many were added.
+ * Adds sessions to the pending list. Idempotent by session id: a session already pending at the
+ * same or a later attempt, or held under a lease of a later attempt or of the same attempt that is
+ * not being handed back, is skipped. A lease whose grace has run out (`lost_at` passed) does not
+ * hold its session: its ledger may already have requeued it at the same attempt (a session lost
+ * before INITIALIZING keeps its attempt), and that enqueue can arrive before the ledger's answer to
+ * `leaseLost`. A pending row of an earlier attempt (a copy lent to a sibling that never settled)
+ * is replaced by the new attempt and is no longer lent. Returns how many were added or replaced.
  *
  * @example
  * ```ts
@@ -29,21 +34,28 @@ export function enqueueSessions(db: QueueDb, items: SessionAssignment[], now: nu
       .select({ attempt: schema.leases.attempt })
       .from(schema.leases)
       .where(
-        and(eq(schema.leases.sessionId, item.session_id), sql`${schema.leases.attempt} >= ${item.attempt}`),
+        and(
+          eq(schema.leases.sessionId, item.session_id),
+          sql`(${schema.leases.attempt} > ${item.attempt} OR (${schema.leases.attempt} = ${item.attempt} AND (${schema.leases.lostAt} IS NULL OR ${schema.leases.lostAt} > ${now})))`,
+        ),
       )
       .get();
     if (leased) continue;
+    const row = {
+      batchId: item.batch_id,
+      attempt: item.attempt,
+      priority: item.dispatch_priority,
+      payload: JSON.stringify(item),
+      enqueuedAt: now,
+    };
     const inserted = db
       .insert(schema.pending)
-      .values({
-        sessionId: item.session_id,
-        batchId: item.batch_id,
-        attempt: item.attempt,
-        priority: item.dispatch_priority,
-        payload: JSON.stringify(item),
-        enqueuedAt: now,
+      .values({ sessionId: item.session_id, ...row })
+      .onConflictDoUpdate({
+        target: schema.pending.sessionId,
+        set: { ...row, loanToken: null, lentTo: null, lentUntil: null },
+        setWhere: sql`${schema.pending.attempt} < ${item.attempt}`,
       })
-      .onConflictDoNothing({ target: schema.pending.sessionId })
       .returning({ seq: schema.pending.seq })
       .all();
     added += inserted.length;
