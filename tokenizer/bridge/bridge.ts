@@ -460,11 +460,12 @@ export class TokenBridge {
    * end-of-turn after the old prompt, or, when the template changed the history, the one after as
    * many as the old prompt held (templates that strip content keep one end-of-turn per message).
    * Counting is exact unless a message quotes the end-of-turn as text (a `<|im_end|>` in the reply,
-   * or in reasoning the template now drops): it would then land inside the reply, or on a fresh
-   * message and leave that message out of the prompt. So, when a message quotes it, the place is
-   * checked: what follows it must be what the fresh messages render, read off a render with the
-   * reply's text replaced by a marker (the text from the end-of-turn after the marker on); when it
-   * is not, that text's place is taken.
+   * even one its sampled text escaped, or in reasoning the template now drops): it would then land
+   * inside the reply, or on a fresh message and leave that message out of the prompt. So, when a
+   * message quotes it, the place is checked: what follows it must be what the fresh messages
+   * render, read off a render with the reply's text replaced by a marker and its calls' arguments
+   * by `{}` (the text from the end-of-turn after the marker on); when it is not, that text's place
+   * is taken.
    */
   private replyEnd(
     rendered: string,
@@ -480,9 +481,25 @@ export class TokenBridge {
     const counted = intact
       ? rendered.indexOf(this.eotText, old.length)
       : nthIndexOf(rendered, this.eotText, countOf(old, this.eotText));
-    if (countOf(sampledText, this.eotText) === 1 && (intact || !this.quotesEndOfTurn(parent, fresh)))
-      return counted;
-    const reply = { ...parent.turn.assistant_message, content: REPLY_MARKER };
+    // Intact, only the reply can hold a quote the count misses: one its sampled text escaped (a
+    // call's JSON sampled with `\u003c|im_end|>`, returned and rendered written out).
+    const quoted = () =>
+      intact
+        ? JSON.stringify(parent.turn.assistant_message).includes(this.eotText)
+        : this.quotesEndOfTurn(parent, fresh);
+    if (countOf(sampledText, this.eotText) === 1 && !quoted()) return counted;
+    // The reply's calls go too (`{}` arguments): templates write them after its text, so an
+    // end-of-turn quoted in their arguments would be taken for the reply's end.
+    const returned = parent.turn.assistant_message;
+    const calls = Array.isArray(returned.tool_calls)
+      ? {
+          tool_calls: returned.tool_calls.map((c) => ({
+            ...c,
+            function: { ...c.function, arguments: "{}" },
+          })),
+        }
+      : {};
+    const reply = { ...returned, content: REPLY_MARKER, ...calls };
     const marked = this.render([...parent.canonical, reply, ...fresh], request);
     const at = marked.indexOf(REPLY_MARKER);
     const end = at === -1 ? -1 : marked.indexOf(this.eotText, at + REPLY_MARKER.length);
