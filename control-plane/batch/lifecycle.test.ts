@@ -1,44 +1,27 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { ArtifactRef, BatchStatusBody, ResultsPage } from "../../protocol";
+import { ArtifactRef, BatchStatusBody } from "../../protocol";
 import { tokenHash } from "../auth";
 import {
   call,
-  Gateway,
+  type Gateway,
+  GatewayPool,
   getAsTrainer,
   POLL,
   postBatch,
   resultFor,
+  resultsPage,
   shardSettled,
+  submitBatch,
   TOKENS,
   task,
   uniqueId,
 } from "../testing/fixtures";
 import type { BatchDO } from "./batch-do";
 
-const open: Gateway[] = [];
-async function connect(queue: string, token?: string): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, token);
-  open.push(gw);
-  return gw;
-}
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
-
-async function submit(queue: string, tasks: ReturnType<typeof task>[], extra: Record<string, unknown> = {}) {
-  const batchId = uniqueId("b");
-  const res = await postBatch({ batch_id: batchId, queue, tasks, ...extra });
-  expect(res.status).toBe(201);
-  return batchId;
-}
-
-async function page(batchId: string, query = "") {
-  const res = await getAsTrainer(`/v1/batches/${batchId}/results${query}`);
-  expect(res.status).toBe(200);
-  return ResultsPage.parse(await res.json());
-}
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 async function status(batchId: string) {
   return BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json());
@@ -78,11 +61,11 @@ async function fireLedgerAlarm(batchId: string, sql: string) {
 describe("deadlines (I3)", () => {
   it("ends a session no gateway picked up within queue_timeout_seconds as TIMEOUT", async () => {
     const queue = uniqueId("nogw");
-    const batchId = await submit(queue, [
+    const batchId = await submitBatch(queue, [
       task("t", { num_samples: 2, timeout_seconds: 5, queue_timeout_seconds: 5 }),
     ]);
     await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1, queued_at = 1");
-    const all = await page(batchId);
+    const all = await resultsPage(batchId);
     expect(all.done).toBe(true);
     expect(all.results.map((r) => r.result.status)).toEqual(["TIMEOUT", "TIMEOUT"]);
     expect(all.results[0]!.result.error).toMatchObject({ kind: "timeout" });
@@ -93,8 +76,8 @@ describe("deadlines (I3)", () => {
 
   it("starts the budget at INITIALIZING and cancels the gateway's lease when it runs out", async () => {
     const queue = uniqueId("budget");
-    const batchId = await submit(queue, [task("t", { timeout_seconds: 100 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { timeout_seconds: 100 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-d", 1);
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
@@ -118,7 +101,7 @@ describe("deadlines (I3)", () => {
     expect(after!.deadline_at!).toBe(after!.started_at! + 100_000 + 120_000);
     await fireLedgerAlarm(batchId, "UPDATE sessions SET deadline_at = 1");
     expect(await gw.expect("cancel")).toMatchObject({ lease_id: assign.lease_id });
-    expect((await page(batchId)).results[0]!.result).toMatchObject({
+    expect((await resultsPage(batchId)).results[0]!.result).toMatchObject({
       status: "TIMEOUT",
       metadata: { timeout_source: "session" },
     });
@@ -128,8 +111,8 @@ describe("deadlines (I3)", () => {
   });
   it("pauses the budget from READY to RUNNING: waiting for a RUN slot is not charged", async () => {
     const queue = uniqueId("ready");
-    const batchId = await submit(queue, [task("t", { timeout_seconds: 100 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { timeout_seconds: 100 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-r", 1);
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
@@ -174,8 +157,8 @@ describe("deadlines (I3)", () => {
 describe("lost gateways: grace, requeue, max_attempts", () => {
   it("requeues a dropped gateway's session after the grace with attempt + 1; a second gateway finishes it", async () => {
     const queue = uniqueId("lost");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
-    const first = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
+    const first = await gateways.connect(queue);
     first.hello("node-1", 1);
     await first.expect("welcome");
     const a1 = await first.expect("assign");
@@ -184,7 +167,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     first.close();
     const queueStub = env.QUEUE.getByName(queue);
     await expect.poll(async () => (await queueStub.stats()).gateways[0]?.connected, POLL).toBe(false);
-    const second = await connect(queue);
+    const second = await gateways.connect(queue);
     second.hello("node-2", 1);
     await second.expect("welcome");
     // The lease is still in its grace period: held on the queue and the ledger, not requeued.
@@ -205,12 +188,12 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     second.send({ v: 1, type: "result", lease_id: a2.lease_id, result: resultFor(a2.session, "node-2") });
     expect((await second.expect("ack")).status).toBe("accepted");
     // The first gateway's late result under the old lease is stale.
-    const late = await connect(queue);
+    const late = await gateways.connect(queue);
     late.hello("node-1", 0);
     await late.expect("welcome");
     late.send({ v: 1, type: "result", lease_id: a1.lease_id, result: resultFor(a1.session, "node-1") });
     expect((await late.expect("ack")).status).toBe("duplicate");
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.results).toHaveLength(1);
     expect(results.results[0]!.result).toMatchObject({ node_id: "node-2", attempt: 2, status: "COMPLETED" });
     expect((await queueStub.stats()).counters.requeued_leases).toBe(1);
@@ -218,8 +201,8 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
 
   it("a reconnect within the grace keeps the lease", async () => {
     const queue = uniqueId("keep");
-    await submit(queue, [task("t")]);
-    const gw = await connect(queue);
+    await submitBatch(queue, [task("t")]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-k", 1);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -227,7 +210,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     await expect
       .poll(async () => (await env.QUEUE.getByName(queue).stats()).gateways[0]?.connected, POLL)
       .toBe(false);
-    const again = await connect(queue);
+    const again = await gateways.connect(queue);
     again.hello("node-k", 0, [{ lease_id: a.lease_id, session_id: a.session.session_id }]);
     expect((await again.expect("welcome")).kept_leases).toEqual([a.lease_id]);
     const rows = await runInDurableObject(env.QUEUE.getByName(queue), (_, state) =>
@@ -238,8 +221,8 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
 
   it("ends the session as ERROR kind infra once max_attempts is used up, and retries infra errors", async () => {
     const queue = uniqueId("infra");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-i", 2);
     await gw.expect("welcome");
     const a1 = await gw.expect("assign");
@@ -262,7 +245,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
       state.storage.sql.exec("UPDATE leases SET lost_at = 1");
     });
     await runDurableObjectAlarm(queueStub);
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.done).toBe(true);
     expect(results.results[0]!.result).toMatchObject({
       status: "ERROR",
@@ -277,10 +260,10 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
     // INIT queue): nothing of the attempt ran, so it keeps its number; a task whose assignment
     // itself kills gateways still ends, once it was lost unstarted max_attempts times.
     const queue = uniqueId("unstarted");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
     const queueStub = env.QUEUE.getByName(queue);
     const lose = async (node: string) => {
-      const gw = await connect(queue);
+      const gw = await gateways.connect(queue);
       gw.hello(node, 1);
       await gw.expect("welcome");
       const a = await gw.expect("assign");
@@ -299,7 +282,7 @@ describe("lost gateways: grace, requeue, max_attempts", () => {
       attempts.push((await lose(node)).session.attempt);
     // Two free requeues (max_attempts 2), then the losses count: attempt 2, then no attempts left.
     expect(attempts).toEqual([1, 1, 1, 2]);
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.done).toBe(true);
     expect(results.results[0]!.result).toMatchObject({
       status: "ERROR",
@@ -321,7 +304,7 @@ describe("configuration errors", () => {
     });
     expect(submitted.status).toBe(200);
     const batchId = `rollout:${taskId}`;
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-c", 2);
     await gw.expect("welcome");
     const first = await gw.expect("assign");
@@ -344,7 +327,7 @@ describe("configuration errors", () => {
     expect(await confQueue.stats()).toMatchObject({ pending: 0, leases: 0 });
     await gw.expectNothingBeforeReply();
     // Ended at once on attempt 1: no second assign for the same session, whatever max_attempts says.
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.done).toBe(true);
     const ended = results.results.find((r) => r.result.session_id === first.session.session_id)!.result;
     expect(ended).toMatchObject({ status: "ERROR", attempt: 1, error: { kind: "configuration" } });
@@ -370,7 +353,7 @@ describe("cancel and early stop", () => {
     const body = { tasks: [task("t", { num_samples: 2 })] };
     const batchId = uniqueId("b");
     expect((await postBatch({ batch_id: batchId, queue, ...body })).status).toBe(201);
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-x", 1);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -385,7 +368,7 @@ describe("cancel and early stop", () => {
       headers: { Authorization: `Bearer ${TOKENS.trainer}` },
     });
     expect(await again.json()).toMatchObject({ cancelled_sessions: 0 });
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.results.map((r) => r.result.status)).toEqual(["CANCELLED", "CANCELLED"]);
     expect(results.results[0]!.result.error?.kind).toBe("cancelled");
     expect((await status(batchId)).cancelled_at).toBeTypeOf("number");
@@ -406,7 +389,7 @@ describe("cancel and early stop", () => {
 
   it("cancels one task and leaves the others running", async () => {
     const queue = uniqueId("cancel-task");
-    const batchId = await submit(queue, [task("keep"), task("drop", { num_samples: 2 })]);
+    const batchId = await submitBatch(queue, [task("keep"), task("drop", { num_samples: 2 })]);
     const res = await call(`/v1/batches/${batchId}/tasks/drop`, {
       method: "DELETE",
       headers: { Authorization: `Bearer ${TOKENS.trainer}` },
@@ -427,8 +410,10 @@ describe("cancel and early stop", () => {
 
   it("early stop: once enough sessions are usable, stragglers end as ERROR with metadata", async () => {
     const queue = uniqueId("early");
-    const batchId = await submit(queue, [task("t", { num_samples: 3, early_stop_min_usable_sessions: 1 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [
+      task("t", { num_samples: 3, early_stop_min_usable_sessions: 1 }),
+    ]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-e", 3);
     await gw.expect("welcome");
     const assigns = [await gw.expect("assign"), await gw.expect("assign"), await gw.expect("assign")];
@@ -441,7 +426,7 @@ describe("cancel and early stop", () => {
       else expect(m).toMatchObject({ type: "ack", status: "accepted" });
     }
     expect(cancelled).toEqual(new Set([assigns[1]!.lease_id, assigns[2]!.lease_id]));
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     expect(results.done).toBe(true);
     const stopped = results.results.filter((r) => r.result.status === "ERROR");
     expect(stopped).toHaveLength(2);
@@ -465,7 +450,7 @@ describe("callbacks", () => {
 
   it("POSTs the task result when the group completes, retrying with the same Idempotency-Key", async () => {
     const queue = uniqueId("cb");
-    const batchId = await submit(queue, [task("t", { callback_url: "https://trainer.example/cb" })]);
+    const batchId = await submitBatch(queue, [task("t", { callback_url: "https://trainer.example/cb" })]);
     const stub = env.BATCH.getByName(batchId);
     const seen: { key: string | null; body: { task_id: string; status: string; results: unknown[] } }[] = [];
     await runInDurableObject(stub, (instance: BatchDO) => {
@@ -475,7 +460,7 @@ describe("callbacks", () => {
         return new Response("busy", { status: seen.length === 1 ? 503 : 200 });
       };
     });
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-cb", 1);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -499,7 +484,7 @@ describe("callbacks", () => {
     // Each recorded result starts a callback pass; the first task's row stays due until its
     // answer is recorded, so a second pass used to POST it again (both answered 200).
     const queue = uniqueId("cb1");
-    const batchId = await submit(queue, [
+    const batchId = await submitBatch(queue, [
       task("t0", { callback_url: "https://trainer.example/cb" }),
       task("t1", { callback_url: "https://trainer.example/cb" }),
     ]);
@@ -517,7 +502,7 @@ describe("callbacks", () => {
         return new Response("ok");
       };
     });
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-cb1", 2);
     await gw.expect("welcome");
     const first = await gw.expect("assign");
@@ -545,8 +530,8 @@ describe("callbacks", () => {
 describe("artifacts in R2", () => {
   it("stores an uploaded trajectory under the lease and serves results with it spliced in", async () => {
     const queue = uniqueId("r2");
-    const batchId = await submit(queue, [task("t")]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t")]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-r2", 1);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -585,7 +570,7 @@ describe("artifacts in R2", () => {
       completions_ref: completions,
     });
     expect((await gw.expect("ack")).status).toBe("accepted");
-    const results = await page(batchId);
+    const results = await resultsPage(batchId);
     // As sent, but for queued_ms: the ledger's own measure of the wait for a gateway.
     const queuedMs = results.results[0]!.result.timing.queued_ms;
     expect(results.results[0]!.result).toEqual({ ...full, timing: { ...full.timing, queued_ms: queuedMs } });
@@ -613,13 +598,13 @@ describe("artifacts in R2", () => {
 describe("results stream", () => {
   it("long-polls with wait= until a result arrives, and streams SSE resumable by Last-Event-ID", async () => {
     const queue = uniqueId("poll");
-    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 2 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-p", 2);
     await gw.expect("welcome");
     const a1 = await gw.expect("assign");
     const a2 = await gw.expect("assign");
-    const waiting = page(batchId, "?after=0&wait=10");
+    const waiting = resultsPage(batchId, "?after=0&wait=10");
     gw.send({ v: 1, type: "result", lease_id: a1.lease_id, result: resultFor(a1.session, "node-p") });
     const got = await waiting;
     expect(got.results.map((r) => r.seq)).toEqual([1]);
@@ -647,7 +632,7 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     const nodes = ["node-adm", "node-adm-b"];
     const gws: Gateway[] = [];
     for (const node of nodes) {
-      const gw = await connect(queue);
+      const gw = await gateways.connect(queue);
       gw.hello(node, 0);
       await gw.expect("welcome");
       gws.push(gw);
@@ -707,7 +692,7 @@ describe("admin, drain, per-gateway tokens, limits", () => {
 
   it("drains a gateway: admin drain message, and no new sessions", async () => {
     const queue = uniqueId("drain");
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-drain", 0);
     await gw.expect("welcome");
     await expect
@@ -729,7 +714,7 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     gw.send({ v: 1, type: "credit", grant: 2 });
     const drained = env.QUEUE.getByName(queue);
     await expect.poll(async () => (await drained.stats()).gateways[0]?.credit, POLL).toBe(2);
-    await submit(queue, [task("t")]);
+    await submitBatch(queue, [task("t")]);
     // Delivered to the queue, and its dispatch passes are over: the session waits, unsent.
     await shardSettled(drained);
     await gw.expectNothingBeforeReply();
@@ -748,10 +733,10 @@ describe("admin, drain, per-gateway tokens, limits", () => {
     });
     expect(reg.status).toBe(201);
     const queue = uniqueId("tok");
-    const gw = await connect(queue, token);
+    const gw = await gateways.connect(queue, { token });
     gw.hello("node-tok", 0);
     await gw.expect("welcome");
-    const impostor = await connect(queue, token);
+    const impostor = await gateways.connect(queue, { token });
     impostor.hello("node-other", 0);
     expect(await impostor.expect("error")).toMatchObject({ code: "node_id_mismatch" });
     expect((await postBatch({ tasks: [task("t")] }, token)).status).toBe(401);
@@ -780,8 +765,8 @@ describe("admin, drain, per-gateway tokens, limits", () => {
 
   it("lists batches newest first", async () => {
     const queue = uniqueId("list");
-    const a = await submit(queue, [task("t")]);
-    const b = await submit(queue, [task("t")]);
+    const a = await submitBatch(queue, [task("t")]);
+    const b = await submitBatch(queue, [task("t")]);
     const res = (await (await getAsTrainer("/v1/batches?limit=200")).json()) as {
       batches: { batch_id: string }[];
     };

@@ -8,36 +8,29 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { LIMITS, ResultsPage, type SessionAssignment } from "../../protocol";
+import { LIMITS, type SessionAssignment } from "../../protocol";
 import { sessionShard, shardsOf } from "../queue/shards";
-import { Gateway, getAsTrainer, POLL, postBatch, resultFor, task, uniqueId } from "../testing/fixtures";
+import {
+  type Gateway,
+  GatewayPool,
+  getAsTrainer,
+  POLL,
+  postBatch,
+  resultFor,
+  resultsPage,
+  submitBatch,
+  task,
+  uniqueId,
+} from "../testing/fixtures";
 import type { BatchDO } from "./batch-do";
 
-const open: Gateway[] = [];
-async function connect(queue: string, nodeId?: string): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, undefined, nodeId);
-  open.push(gw);
-  return gw;
-}
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 const GRACE_MS = LIMITS.deadlineGraceSeconds * 1000;
 const NO_GATEWAY_MS = LIMITS.noGatewaySeconds * 1000;
 
-async function submit(queue: string, tasks: ReturnType<typeof task>[]) {
-  const batchId = uniqueId("b");
-  const res = await postBatch({ batch_id: batchId, queue, tasks });
-  expect(res.status).toBe(201);
-  return batchId;
-}
-
-async function results(batchId: string) {
-  const res = await getAsTrainer(`/v1/batches/${batchId}/results`);
-  expect(res.status).toBe(200);
-  return ResultsPage.parse(await res.json()).results.map((r) => r.result);
-}
+const results = async (batchId: string) => (await resultsPage(batchId)).results.map((r) => r.result);
 
 function session(batchId: string, sessionId: string) {
   return env.BATCH.getByName(batchId).session(sessionId);
@@ -95,8 +88,8 @@ async function finish(gw: Gateway, nodeId: string, assign: { lease_id: string; s
 describe("a batch larger than the fleet", () => {
   it("the tail waits in the queue far past timeout_seconds and still completes; queued_ms is the ledger's wait", async () => {
     const queue = uniqueId("overflow");
-    const batchId = await submit(queue, [task("t", { num_samples: 3, timeout_seconds: 1 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 3, timeout_seconds: 1 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-o", 1);
     await gw.expect("welcome");
     const first = await gw.expect("assign");
@@ -137,12 +130,12 @@ describe("a batch larger than the fleet", () => {
 
   it("counts the run budget from INITIALIZING: deadline = INIT + timeout_seconds + grace, however long the wait", async () => {
     const queue = uniqueId("budget");
-    const batchId = await submit(queue, [task("t", { timeout_seconds: 100 })]);
+    const batchId = await submitBatch(queue, [task("t", { timeout_seconds: 100 })]);
     const sessionId = `${batchId}.0.0`;
     const queued = (await session(batchId, sessionId))!;
     // Waiting: only the no-gateway check is armed (no queue_timeout_seconds).
     expect(queued.deadline_at! - queued.queued_at!).toBe(NO_GATEWAY_MS);
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-b", 0);
     await gw.expect("welcome");
     await elapse(batchId, 1_800_000);
@@ -165,10 +158,10 @@ describe("a batch larger than the fleet", () => {
 
   it("a retried attempt waits again with its own limits and gets a fresh budget from its own INITIALIZING", async () => {
     const queue = uniqueId("retry");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2, timeout_seconds: 50 })]);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2, timeout_seconds: 50 })]);
     const sessionId = `${batchId}.0.0`;
     await elapse(batchId, 300_000);
-    const first = await connect(queue);
+    const first = await gateways.connect(queue);
     first.hello("node-r1", 1);
     await first.expect("welcome");
     const a1 = await first.expect("assign");
@@ -185,7 +178,7 @@ describe("a batch larger than the fleet", () => {
     const requeued = (await session(batchId, sessionId))!;
     expect(requeued).toMatchObject({ status: "QUEUED", started_at: null });
     expect(requeued.deadline_at! - requeued.queued_at!).toBe(NO_GATEWAY_MS);
-    const second = await connect(queue);
+    const second = await gateways.connect(queue);
     second.hello("node-r2", 1);
     await second.expect("welcome");
     const a2 = await second.expect("assign");
@@ -205,12 +198,12 @@ describe("a batch larger than the fleet", () => {
 describe("queue_timeout_seconds", () => {
   it("ends sessions still waiting after queue_timeout_seconds as TIMEOUT (queue); a started one keeps its budget", async () => {
     const queue = uniqueId("qtimeout");
-    const batchId = await submit(queue, [
+    const batchId = await submitBatch(queue, [
       task("t", { num_samples: 2, timeout_seconds: 600, queue_timeout_seconds: 60 }),
     ]);
     const waiting = (await session(batchId, `${batchId}.0.1`))!;
     expect(waiting.deadline_at! - waiting.queued_at!).toBe(60_000);
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-q", 1);
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
@@ -239,8 +232,8 @@ describe("queue_timeout_seconds", () => {
 
   it("applies while the gateway holds the session before INITIALIZING, and cancels it there", async () => {
     const queue = uniqueId("qheld");
-    const batchId = await submit(queue, [task("t", { queue_timeout_seconds: 30 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { queue_timeout_seconds: 30 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-h", 1);
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
@@ -276,7 +269,7 @@ describe("queue_timeout_seconds", () => {
 describe("a queue without any gateway", () => {
   it("ends waiting sessions after POLAR_NO_GATEWAY_SECONDS with no gateway as TIMEOUT (no_gateway)", async () => {
     const queue = uniqueId("nogw");
-    const batchId = await submit(queue, [task("t", { num_samples: 2, timeout_seconds: 5 })]);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 2, timeout_seconds: 5 })]);
     await elapse(batchId, NO_GATEWAY_MS - 1000);
     await fireAlarm(batchId);
     expect((await results(batchId)).length).toBe(0);
@@ -292,10 +285,10 @@ describe("a queue without any gateway", () => {
 
   it("a connected gateway keeps sessions waiting; after it leaves, the limit counts from when it left", async () => {
     const queue = uniqueId("gwleft");
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-l", 0);
     await gw.expect("welcome");
-    const batchId = await submit(queue, [task("t")]);
+    const batchId = await submitBatch(queue, [task("t")]);
     const sessionId = `${batchId}.0.0`;
     await elapse(batchId, 2 * NO_GATEWAY_MS);
     await fireAlarm(batchId);
@@ -332,10 +325,10 @@ describe("a queue without any gateway", () => {
 
   it("on a sharded queue, a gateway on any shard counts for sessions homed on every shard", async () => {
     const queue = uniqueId("sharded-wait");
-    const gw = await connect(queue, "node-s");
+    const gw = await gateways.connect(queue, { nodeId: "node-s" });
     gw.hello("node-s", 0);
     await gw.expect("welcome");
-    const batchId = await submit(queue, [task("t", { num_samples: 40 })]);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 40 })]);
     // The sessions are homed on every shard, not only on the gateway's.
     const homes = new Set(
       Array.from({ length: 40 }, (_, i) => sessionShard(queue, `${batchId}.0.${i}`, env.POLAR_QUEUE_SHARDS)),

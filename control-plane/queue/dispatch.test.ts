@@ -2,30 +2,13 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { SessionAssignment } from "../../protocol";
-import { Gateway, POLL, postBatch, resultFor, shardSettled, task, uniqueId } from "../testing/fixtures";
+import { GatewayPool, POLL, resultFor, shardSettled, submitBatch, task, uniqueId } from "../testing/fixtures";
 
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 /** The env a QueueDO was constructed with, so a test can wrap one of its bindings. */
 const envOf = (instance: unknown) => instance as { env: Env };
-
-async function submit(queue: string, tasks: ReturnType<typeof task>[]): Promise<string> {
-  const batchId = uniqueId("b");
-  const res = await postBatch({ batch_id: batchId, queue, tasks });
-  expect(res.status).toBe(201);
-  return batchId;
-}
-
-async function join(queue: string, nodeId: string, credit: number): Promise<Gateway> {
-  const gw = await Gateway.connect(queue);
-  open.push(gw);
-  gw.hello(nodeId, credit);
-  await gw.expect("welcome");
-  return gw;
-}
 
 describe("dispatch (dispatch.ts)", () => {
   it("a session whose gateway's socket closed while the ledger recorded the assignment stays pending and goes to the next gateway", async () => {
@@ -33,7 +16,7 @@ describe("dispatch (dispatch.ts)", () => {
     const stub = env.QUEUE.getByName(queue);
     // The shard's ledger calls go through; the first assignment's gateway closes its socket while
     // the ledger records it, and the shard has handled the close by the time the answer arrives.
-    const first = await join(queue, "node-gone", 1);
+    const first = await gateways.join(queue, "node-gone", { credit: 1 });
     const leases: string[] = [];
     const real = await runInDurableObject(stub, (instance, state) => {
       const holder = envOf(instance);
@@ -66,7 +49,7 @@ describe("dispatch (dispatch.ts)", () => {
       return saved;
     });
     try {
-      const batchId = await submit(queue, [task("t")]);
+      const batchId = await submitBatch(queue, [task("t")]);
       const sessionId = `${batchId}.0.0`;
       await expect.poll(() => leases.length, POLL).toBe(1);
       first.close();
@@ -77,7 +60,7 @@ describe("dispatch (dispatch.ts)", () => {
         lease_id: leases[0],
       });
       expect(await stub.stats()).toMatchObject({ pending: 1, leases: 0, gateways: [{ connected: false }] });
-      const next = await join(queue, "node-next", 1);
+      const next = await gateways.join(queue, "node-next", { credit: 1 });
       const assign = await next.expect("assign");
       expect(assign.session.session_id).toBe(sessionId);
       expect(assign.lease_id).toBe(leases[1]);
@@ -98,7 +81,7 @@ describe("dispatch (dispatch.ts)", () => {
   it("a gateway that reconnects while the ledger records an assignment to its old socket stays connected and is sent the session on its new socket", async () => {
     const queue = uniqueId("reconnected");
     const stub = env.QUEUE.getByName(queue);
-    const old = await join(queue, "node-r", 1);
+    const old = await gateways.join(queue, "node-r", { credit: 1 });
     const leases: string[] = [];
     const real = await runInDurableObject(stub, (instance, state) => {
       const holder = envOf(instance);
@@ -132,9 +115,9 @@ describe("dispatch (dispatch.ts)", () => {
       return saved;
     });
     try {
-      const batchId = await submit(queue, [task("t")]);
+      const batchId = await submitBatch(queue, [task("t")]);
       await expect.poll(() => leases.length, POLL).toBe(1);
-      const fresh = await join(queue, "node-r", 1);
+      const fresh = await gateways.join(queue, "node-r", { credit: 1 });
       await expect.poll(() => old.closed?.code, POLL).toBe(4409);
       const assign = await fresh.expect("assign");
       expect(assign.session.session_id).toBe(`${batchId}.0.0`);
@@ -158,7 +141,7 @@ describe("dispatch (dispatch.ts)", () => {
 
   it("a session that ended on the ledger while it waited on the shard is dropped there when dispatched, and no gateway is sent it", async () => {
     const queue = uniqueId("ended");
-    const batchId = await submit(queue, [task("t")]);
+    const batchId = await submitBatch(queue, [task("t")]);
     const sessionId = `${batchId}.0.0`;
     const stub = env.QUEUE.getByName(queue);
     await expect.poll(async () => (await stub.stats()).pending, POLL).toBe(1);
@@ -179,7 +162,7 @@ describe("dispatch (dispatch.ts)", () => {
         resultFor(assignment as SessionAssignment, "node-elsewhere"),
       ),
     ).toBe("accepted");
-    const gw = await join(queue, "node-idle", 1);
+    const gw = await gateways.join(queue, "node-idle", { credit: 1 });
     await expect.poll(async () => (await stub.stats()).pending, POLL).toBe(0);
     await shardSettled(stub);
     await gw.expectNothingBeforeReply();
@@ -189,9 +172,9 @@ describe("dispatch (dispatch.ts)", () => {
 
   it("an enqueue replayed for a session its gateway holds at that attempt adds nothing; the session at the next attempt is added", async () => {
     const queue = uniqueId("replay");
-    await submit(queue, [task("t")]);
+    await submitBatch(queue, [task("t")]);
     const stub = env.QUEUE.getByName(queue);
-    const gw = await join(queue, "node-r", 1);
+    const gw = await gateways.join(queue, "node-r", { credit: 1 });
     const assign = await gw.expect("assign");
     expect(await stub.enqueue([assign.session])).toBe(0);
     await shardSettled(stub);
@@ -204,9 +187,9 @@ describe("dispatch (dispatch.ts)", () => {
 describe("withdrawal (dispatch.ts, lease-store.ts)", () => {
   it("withdrawing a superseded lease ends only that lease: the session's current lease on the shard is kept and its gateway told nothing", async () => {
     const queue = uniqueId("superseded");
-    const batchId = await submit(queue, [task("t")]);
+    const batchId = await submitBatch(queue, [task("t")]);
     const stub = env.QUEUE.getByName(queue);
-    const gw = await join(queue, "node-s", 1);
+    const gw = await gateways.join(queue, "node-s", { credit: 1 });
     const current = await gw.expect("assign");
     const sessionId = current.session.session_id;
     // A withdrawal goes to every shard of the queue: this one holds the later lease, not the earlier.

@@ -8,21 +8,21 @@ import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { type AdminMessage, FenceChangeResponse, FenceStatusResponse } from "../../protocol";
-import { call, Gateway, POLL, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
+import {
+  call,
+  type Gateway,
+  GatewayPool,
+  POLL,
+  postBatch,
+  TOKENS,
+  task,
+  uniqueId,
+} from "../testing/fixtures";
 import { gatewayShard, shardsOf } from "./shards";
 
 const CONFIG = "sharded-*=4";
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
-
-async function join(queue: string, nodeId: string, wire: 1 | 2 | 3 = 2, credit = 0): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
-  open.push(gw);
-  gw.hello(nodeId, credit, [], wire);
-  return gw;
-}
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 function post(path: string, body?: unknown, token: string = TOKENS.trainer): Promise<Response> {
   return call(path, {
@@ -69,7 +69,7 @@ function nodeOnShard(queue: string, index: number, prefix: string): string {
 describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, () => {
   it("stores a pause, tells the connected gateway, and hands it to one that connects later in welcome", async () => {
     const queue = uniqueId("fence");
-    const a = await join(queue, "node-a");
+    const a = await gateways.join(queue, "node-a", { wire: 2, welcome: false });
     expect((await a.expect("welcome")).fence).toMatchObject({ queue, paused: false, fence_seq: 0 });
 
     const pending = post(`/v1/queues/${queue}/inference/pause`, { timeout_seconds: 2 });
@@ -77,7 +77,7 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
     expect(msg).toMatchObject({ v: 2, action: "fence", timeout_seconds: 2 });
     expect(msg.fence).toMatchObject({ queue, paused: true, mode: "drain", fence_seq: 1 });
     // Stored before the fan-out: a gateway that connects while the pause is pending sees it.
-    const b = await join(queue, "node-b");
+    const b = await gateways.join(queue, "node-b", { wire: 2, welcome: false });
     expect((await b.expect("welcome")).fence).toMatchObject({ paused: true, mode: "drain", fence_seq: 1 });
     ack(a, msg, { paused: true, policy_version: null });
     const res = await pending;
@@ -114,7 +114,7 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
     expect(FenceChangeResponse.parse(await (await paused).json())).toMatchObject({ ok: true, nodes: [] });
     await post(`/v1/queues/${queue}/policy_version`, { policy_version: "7" });
 
-    const old = await join(queue, "node-old", 1);
+    const old = await gateways.join(queue, "node-old", { wire: 1, welcome: false });
     const welcome = await old.expect("welcome");
     expect(welcome.v).toBe(1);
     expect(welcome).not.toHaveProperty("fence");
@@ -136,7 +136,7 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
 
   it("one timeout: an ack later than a fixed window but within timeout_seconds counts; none at all does not", async () => {
     const queue = uniqueId("fence-t");
-    const gw = await join(queue, "node-slow");
+    const gw = await gateways.join(queue, "node-slow", { wire: 2, welcome: false });
     await gw.expect("welcome");
     const started = Date.now();
     const pending = post(`/v1/queues/${queue}/inference/pause`, { timeout_seconds: 3 });
@@ -173,7 +173,7 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
       await runInDurableObject(env.QUEUE.getByName(queue), (obj) => mark(obj).restartMark),
     ).toBeUndefined();
     expect((await fenceOf(queue)).fence).toEqual(before);
-    const gw = await join(queue, "node-late");
+    const gw = await gateways.join(queue, "node-late", { wire: 2, welcome: false });
     expect((await gw.expect("welcome")).fence).toEqual(before);
     expect(before).toMatchObject({ paused: true, policy_version: "11", fence_seq: 2 });
   });
@@ -181,7 +181,7 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
   it("a sharded queue: every shard stores the fence; gateways of every shard pause; a late one starts paused", async () => {
     const queue = uniqueId("sharded");
     const nodes = [0, 1, 2, 3].map((i) => nodeOnShard(queue, i, "fz"));
-    const gws = await Promise.all(nodes.map((n) => join(queue, n)));
+    const gws = await Promise.all(nodes.map((n) => gateways.join(queue, n, { wire: 2, welcome: false })));
     for (const [i, gw] of gws.entries()) expect((await gw.expect("welcome")).queue).toBe(`${queue}#${i}`);
     const pending = post(`/v1/queues/${queue}/inference/pause`, { timeout_seconds: 1 });
     for (const gw of gws) ack(gw, await gw.expect("admin"), { paused: true, policy_version: null });
@@ -190,15 +190,15 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
     expect(body.nodes.map((n) => n.node_id).sort()).toEqual([...nodes].sort());
     for (const shard of shardsOf(queue, CONFIG))
       expect(await env.QUEUE.getByName(shard).fence()).toMatchObject({ queue, paused: true, fence_seq: 1 });
-    const late = await join(queue, nodeOnShard(queue, 2, "fz-late"));
+    const late = await gateways.join(queue, nodeOnShard(queue, 2, "fz-late"), { wire: 2, welcome: false });
     expect((await late.expect("welcome")).fence).toMatchObject({ queue, paused: true });
   });
 
   it("GET asks every gateway for its gate without changing anything", async () => {
     const queue = uniqueId("fence-s");
-    const gw = await join(queue, "node-s");
+    const gw = await gateways.join(queue, "node-s", { wire: 2, welcome: false });
     await gw.expect("welcome");
-    const old = await join(queue, "node-s1", 1);
+    const old = await gateways.join(queue, "node-s1", { wire: 1, welcome: false });
     await old.expect("welcome");
     const pending = call(`/v1/queues/${queue}/inference`, {
       headers: { Authorization: `Bearer ${TOKENS.trainer}` },
@@ -256,7 +256,10 @@ describe("the queue's inference fence (trainer routes)", { timeout: 20_000 }, ()
 describe("the admin fence routes go through the same durable state", { timeout: 20_000 }, () => {
   it("pauses and resumes every known queue, with the version", async () => {
     const queues = [uniqueId("fence-adm"), uniqueId("fence-adm")];
-    const gws = [await join(queues[0]!, "node-adm2"), await join(queues[1]!, "node-adm3")];
+    const gws = [
+      await gateways.join(queues[0]!, "node-adm2", { wire: 2, welcome: false }),
+      await gateways.join(queues[1]!, "node-adm3", { wire: 2, welcome: false }),
+    ];
     for (const gw of gws) await gw.expect("welcome");
     await expect
       .poll(async () => {
@@ -298,13 +301,13 @@ describe("min_policy_version", () => {
       );
     }
     const queue = uniqueId("minv");
-    const gw = await join(queue, "node-m", 2, 1);
+    const gw = await gateways.join(queue, "node-m", { wire: 2, credit: 1, welcome: false });
     await gw.expect("welcome");
     expect((await postBatch({ queue, tasks: [task("t", { min_policy_version: 4 })] })).status).toBe(201);
     expect((await gw.expect("assign")).session.min_policy_version).toBe(4);
 
     const queue1 = uniqueId("minv1");
-    const old = await join(queue1, "node-m1", 1, 1);
+    const old = await gateways.join(queue1, "node-m1", { wire: 1, credit: 1, welcome: false });
     await old.expect("welcome");
     expect((await postBatch({ queue: queue1, tasks: [task("t", { min_policy_version: 4 })] })).status).toBe(
       201,
@@ -327,7 +330,7 @@ describe("engine_priority", () => {
     const spec = { min_policy_version: 2, engine_priority: -7 };
     const assigned = async (wire: 1 | 2 | 3) => {
       const queue = uniqueId(`prio${wire}`);
-      const gw = await join(queue, `node-p${wire}`, wire, 1);
+      const gw = await gateways.join(queue, `node-p${wire}`, { wire, credit: 1, welcome: false });
       await gw.expect("welcome");
       expect((await postBatch({ queue, tasks: [task("t", spec)] })).status).toBe(201);
       return gw.expect("assign");

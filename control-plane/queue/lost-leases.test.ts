@@ -1,39 +1,22 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { Gateway, POLL, postBatch, resultFor, shardSettled, task, uniqueId } from "../testing/fixtures";
+import { GatewayPool, POLL, resultFor, shardSettled, submitBatch, task, uniqueId } from "../testing/fixtures";
 import { DISPATCH_RETRY_MS } from "./settings";
 
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 /** The env a QueueDO was constructed with, so a test can wrap one of its bindings. */
 const envOf = (instance: unknown) => instance as { env: Env };
 
-async function submit(queue: string, tasks: ReturnType<typeof task>[]): Promise<string> {
-  const batchId = uniqueId("b");
-  const res = await postBatch({ batch_id: batchId, queue, tasks });
-  expect(res.status).toBe(201);
-  return batchId;
-}
-
-async function join(queue: string, nodeId: string, credit: number): Promise<Gateway> {
-  const gw = await Gateway.connect(queue);
-  open.push(gw);
-  gw.hello(nodeId, credit);
-  await gw.expect("welcome");
-  return gw;
-}
-
 describe("lost leases (QueueDO → BatchDO)", () => {
   it("a lease lost unstarted whose requeue reaches the queue before the ledger's answer is dispatched again at the same attempt", async () => {
     const queue = uniqueId("lost-race");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
     const stub = env.QUEUE.getByName(queue);
     const ledger = env.BATCH.getByName(batchId);
-    const first = await join(queue, "node-1", 1);
+    const first = await gateways.join(queue, "node-1", { credit: 1 });
     const a = await first.expect("assign");
     first.close();
     await expect.poll(async () => (await stub.stats()).gateways[0]?.connected, POLL).toBe(false);
@@ -67,7 +50,7 @@ describe("lost leases (QueueDO → BatchDO)", () => {
       });
       await runDurableObjectAlarm(stub);
       expect(await ledger.session(a.session.session_id)).toMatchObject({ status: "QUEUED", attempt: 1 });
-      const second = await join(queue, "node-2", 1);
+      const second = await gateways.join(queue, "node-2", { credit: 1 });
       const again = await second.expect("assign");
       expect(again.session).toMatchObject({ session_id: a.session.session_id, attempt: 1 });
     } finally {
@@ -78,9 +61,9 @@ describe("lost leases (QueueDO → BatchDO)", () => {
   });
   it("a lost lease its ledger cannot be told about stays, due again DISPATCH_RETRY_MS later, and is handed back once the ledger answers", async () => {
     const queue = uniqueId("lost-retry");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
     const stub = env.QUEUE.getByName(queue);
-    const gw = await join(queue, "node-1", 1);
+    const gw = await gateways.join(queue, "node-1", { credit: 1 });
     const a = await gw.expect("assign");
     gw.close();
     await expect.poll(async () => (await stub.stats()).gateways[0]?.connected, POLL).toBe(false);
@@ -143,9 +126,9 @@ describe("lost leases (QueueDO → BatchDO)", () => {
 
   it("a lost lease of a session that ended on the ledger meanwhile is removed without a requeue", async () => {
     const queue = uniqueId("lost-ended");
-    const batchId = await submit(queue, [task("t", { max_attempts: 2 })]);
+    const batchId = await submitBatch(queue, [task("t", { max_attempts: 2 })]);
     const stub = env.QUEUE.getByName(queue);
-    const gw = await join(queue, "node-1", 1);
+    const gw = await gateways.join(queue, "node-1", { credit: 1 });
     const a = await gw.expect("assign");
     // The ledger ends the session (here: its result through the ledger's RPC) and the shard's
     // withdrawal is still to come when the gateway leaves and its grace runs out.

@@ -1,52 +1,28 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  BatchStatusBody,
-  POLAR_VERSION,
-  ResultsPage,
-  type SessionAssignment,
-  ZERO_STAGE_METRICS,
-} from "../../protocol";
+import { BatchStatusBody, POLAR_VERSION, type SessionAssignment, ZERO_STAGE_METRICS } from "../../protocol";
 import { artifactKey } from "../artifacts";
 import {
-  Gateway,
+  GatewayPool,
   getAsTrainer,
   POLL,
-  postBatch,
   resultFor,
+  resultsPage,
   shardSettled,
+  submitBatch,
   task,
   uniqueId,
 } from "../testing/fixtures";
 
-const open: Gateway[] = [];
-async function connect(queue: string): Promise<Gateway> {
-  const gw = await Gateway.connect(queue);
-  open.push(gw);
-  return gw;
-}
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
-
-async function submit(queue: string, tasks: ReturnType<typeof task>[], batchId = uniqueId("b")) {
-  const res = await postBatch({ batch_id: batchId, queue, tasks });
-  expect(res.status).toBe(201);
-  return batchId;
-}
-
-async function results(batchId: string, query = "") {
-  const res = await getAsTrainer(`/v1/batches/${batchId}/results${query}`);
-  expect(res.status).toBe(200);
-  return ResultsPage.parse(await res.json());
-}
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 describe("gateway WebSocket flow", () => {
   it("welcome, assign, progress, result → accepted; duplicate; stale lease; results endpoint", async () => {
     const queue = uniqueId("flow");
-    const batchId = await submit(queue, [task("t0", { num_samples: 2 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t0", { num_samples: 2 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-a", 2);
     const welcome = await gw.expect("welcome");
     expect(welcome).toMatchObject({ queue, node_id: "node-a", kept_leases: [], ping_interval_seconds: 15 });
@@ -89,7 +65,7 @@ describe("gateway WebSocket flow", () => {
       status: "accepted",
     });
 
-    const page = await results(batchId);
+    const page = await resultsPage(batchId);
     expect(page.results).toHaveLength(1);
     expect(page.results[0]!.seq).toBe(1);
     // As sent, but for queued_ms: the ledger's own measure of the wait for a gateway.
@@ -123,10 +99,10 @@ describe("gateway WebSocket flow", () => {
 
     gw.send({ v: 1, type: "result", lease_id: second.lease_id, result: resultFor(second.session, "node-a") });
     expect((await gw.expect("ack")).status).toBe("accepted");
-    const all = await results(batchId);
+    const all = await resultsPage(batchId);
     expect(all.results.map((r) => r.seq)).toEqual([1, 2]);
     expect(all.done).toBe(true);
-    expect((await results(batchId, "?after=1")).results.map((r) => r.seq)).toEqual([2]);
+    expect((await resultsPage(batchId, "?after=1")).results.map((r) => r.seq)).toEqual([2]);
     const status = BatchStatusBody.parse(await (await getAsTrainer(`/v1/batches/${batchId}`)).json());
     expect(status).toMatchObject({ status: "completed", completed_sessions: 2 });
     expect((await env.QUEUE.getByName(queue).stats()).leases).toBe(0);
@@ -134,8 +110,8 @@ describe("gateway WebSocket flow", () => {
 
   it("never sends more assigns than granted credit", async () => {
     const queue = uniqueId("credit");
-    await submit(queue, [task("t0", { num_samples: 3 })]);
-    const gw = await connect(queue);
+    await submitBatch(queue, [task("t0", { num_samples: 3 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-c", 1);
     await gw.expect("welcome");
     await gw.expect("assign");
@@ -160,7 +136,7 @@ describe("gateway WebSocket flow", () => {
 
   it("answers malformed messages with an error and keeps the socket working", async () => {
     const queue = uniqueId("malformed");
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.send("{nope");
     expect(await gw.expect("error")).toMatchObject({ code: "invalid_json" });
     gw.send({ v: 1, type: "credit", grant: 1 });
@@ -178,7 +154,7 @@ describe("gateway WebSocket flow", () => {
   });
 
   it("closes with 4400 on a hello of another protocol version", async () => {
-    const gw = await connect(uniqueId("version"));
+    const gw = await gateways.connect(uniqueId("version"));
     gw.send({ v: 4, type: "hello", node_id: "n", agent_version: "9.0.0" });
     const refusal = await gw.expect("error");
     expect(refusal).toMatchObject({ code: "unsupported_version" });
@@ -191,7 +167,7 @@ describe("gateway WebSocket flow", () => {
   });
 
   it("refuses oversized messages with too_large", async () => {
-    const gw = await connect(uniqueId("big"));
+    const gw = await gateways.connect(uniqueId("big"));
     gw.send(`{"pad":"${"x".repeat(16 * 1024 * 1024)}"}`);
     expect(await gw.expect("error", 15_000)).toMatchObject({ code: "too_large" });
     gw.hello("node-big", 0);
@@ -200,13 +176,13 @@ describe("gateway WebSocket flow", () => {
 
   it("dispatches by priority first, then first in", async () => {
     const queue = uniqueId("prio");
-    const low = await submit(queue, [task("low")]);
-    const high = await submit(queue, [task("high", { dispatch_priority: 9 })]);
-    const mid = await submit(queue, [
+    const low = await submitBatch(queue, [task("low")]);
+    const high = await submitBatch(queue, [task("high", { dispatch_priority: 9 })]);
+    const mid = await submitBatch(queue, [
       task("mid-1", { dispatch_priority: 5 }),
       task("mid-2", { dispatch_priority: 5 }),
     ]);
-    const gw = await connect(queue);
+    const gw = await gateways.connect(queue);
     gw.hello("node-p", 10);
     await gw.expect("welcome");
     const order: string[] = [];
@@ -216,10 +192,10 @@ describe("gateway WebSocket flow", () => {
 
   it("chooses the gateway by stage pressure: one reporting every run slot busy gets nothing while another idles (the order: scoring.test.ts)", async () => {
     const queue = uniqueId("pick");
-    const busy = await connect(queue);
+    const busy = await gateways.connect(queue);
     busy.hello("node-a-busy", 4);
     await busy.expect("welcome");
-    const idle = await connect(queue);
+    const idle = await gateways.connect(queue);
     idle.hello("node-b-idle", 0);
     await idle.expect("welcome");
     const zero = ZERO_STAGE_METRICS;
@@ -232,7 +208,7 @@ describe("gateway WebSocket flow", () => {
         POLL,
       )
       .toEqual([true, true]);
-    await submit(queue, [task("t", { num_samples: 3 })]);
+    await submitBatch(queue, [task("t", { num_samples: 3 })]);
     for (let i = 0; i < 3; i++) await idle.expect("assign");
     await shardSettled(env.QUEUE.getByName(queue));
     await busy.expectNothingBeforeReply();
@@ -244,14 +220,14 @@ describe("gateway WebSocket flow", () => {
 
   it("a reconnecting node replaces its old socket (4409) and keeps only its current leases", async () => {
     const queue = uniqueId("reconnect");
-    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
-    const old = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 2 })]);
+    const old = await gateways.connect(queue);
     old.hello("node-r", 2);
     await old.expect("welcome");
     const a = await old.expect("assign");
     const b = await old.expect("assign");
 
-    const fresh = await connect(queue);
+    const fresh = await gateways.connect(queue);
     // Holds lease a and an unknown lease; lost lease b (e.g. restarted mid-run).
     fresh.hello("node-r", 0, [
       { lease_id: a.lease_id, session_id: a.session.session_id },
@@ -286,8 +262,8 @@ describe("gateway WebSocket flow", () => {
 
   it("a result whose artifact ref is another session's upload is refused, naming the field; the session stays open", async () => {
     const queue = uniqueId("refs");
-    const batchId = await submit(queue, [task("t", { num_samples: 2 })]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 2 })]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-ref", 2);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -319,8 +295,8 @@ describe("gateway WebSocket flow", () => {
 
   it("a result the ledger fails to record is answered result_not_recorded; the lease stays, and the same result sent again is accepted", async () => {
     const queue = uniqueId("unrecorded");
-    const batchId = await submit(queue, [task("t")]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t")]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-unrecorded", 1);
     await gw.expect("welcome");
     const a = await gw.expect("assign");
@@ -351,14 +327,16 @@ describe("gateway WebSocket flow", () => {
     });
     gw.send({ v: 1, type: "result", lease_id: a.lease_id, result });
     expect((await gw.expect("ack")).status).toBe("accepted");
-    expect((await results(batchId)).results.map((r) => r.result.session_id)).toEqual([a.session.session_id]);
+    expect((await resultsPage(batchId)).results.map((r) => r.result.session_id)).toEqual([
+      a.session.session_id,
+    ]);
     expect((await env.QUEUE.getByName(queue).stats()).leases).toBe(0);
   });
 
   it("marks a closed gateway disconnected and keeps its leases", async () => {
     const queue = uniqueId("close");
-    await submit(queue, [task("t")]);
-    const gw = await connect(queue);
+    await submitBatch(queue, [task("t")]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-x", 1);
     await gw.expect("welcome");
     await gw.expect("assign");
@@ -373,15 +351,15 @@ describe("gateway WebSocket flow", () => {
 
   it("stores a result larger than a SQLite row in chunks and returns it whole", async () => {
     const queue = uniqueId("large");
-    const batchId = await submit(queue, [task("t")]);
-    const gw = await connect(queue);
+    const batchId = await submitBatch(queue, [task("t")]);
+    const gw = await gateways.connect(queue);
     gw.hello("node-l", 1);
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
     const result = resultFor(assign.session, "node-l", { blob: "é😀".repeat(1_200_000) });
     gw.send({ v: 1, type: "result", lease_id: assign.lease_id, result });
     expect((await gw.expect("ack", 20_000)).status).toBe("accepted");
-    const page = await results(batchId);
+    const page = await resultsPage(batchId);
     expect(page.results[0]!.result.metadata.blob).toBe(result.metadata.blob);
   }, 30_000);
 });

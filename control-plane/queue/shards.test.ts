@@ -5,11 +5,12 @@ import { ResultsPage } from "../../protocol";
 import {
   call,
   Gateway,
+  GatewayPool,
   getAsTrainer,
   POLL,
-  postBatch,
   resultFor,
   shardSettled,
+  submitBatch,
   TOKENS,
   task,
   uniqueId,
@@ -28,10 +29,8 @@ import {
 const SHARDS = 4;
 const CONFIG = env.POLAR_QUEUE_SHARDS;
 
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 /** A node id whose gateway lands on shard `index` of `queue`. */
 function nodeOnShard(queue: string, index: number, tag = "n"): string {
@@ -43,19 +42,6 @@ function nodeOnShard(queue: string, index: number, tag = "n"): string {
 }
 
 /** Connects `nodeId` to `queue` (routed to its shard) and completes the hello. */
-async function join(queue: string, nodeId: string, credit: number): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
-  open.push(gw);
-  gw.hello(nodeId, credit);
-  return gw;
-}
-
-async function submit(queue: string, tasks: ReturnType<typeof task>[]): Promise<string> {
-  const batchId = uniqueId("b");
-  const res = await postBatch({ batch_id: batchId, queue, tasks });
-  expect(res.status).toBe(201);
-  return batchId;
-}
 
 /**
  * A sharded queue holding one session, pending on its home shard (the lender of the loan tests);
@@ -63,7 +49,7 @@ async function submit(queue: string, tasks: ReturnType<typeof task>[]): Promise<
  */
 async function oneSessionOnItsShard() {
   const queue = uniqueId("sharded");
-  const batchId = await submit(queue, [task("t")]);
+  const batchId = await submitBatch(queue, [task("t")]);
   const sessionId = `${batchId}.0.0`;
   const home = sessionShard(queue, sessionId, CONFIG);
   const homeIndex = parseShardName(home).index;
@@ -120,7 +106,7 @@ describe("shard configuration", () => {
 describe("sharded queue", { timeout: 20_000 }, () => {
   it("spreads the sessions of one batch over the shards by session id", async () => {
     const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t", { num_samples: 40 })]);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 40 })]);
     await expect
       .poll(async () => (await shardStats(queue)).reduce((n, s) => n + s.pending, 0), POLL)
       .toBe(40);
@@ -140,8 +126,8 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   it("gateways on one shard get every session: they steal from shards without gateways", async () => {
     const queue = uniqueId("sharded");
     // Sessions first (they wait on shards without gateways), then one gateway on shard 2.
-    const batchId = await submit(queue, [task("t", { num_samples: 24 })]);
-    const gw = await join(queue, nodeOnShard(queue, 2), 24);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 24 })]);
+    const gw = await gateways.join(queue, nodeOnShard(queue, 2), { credit: 24, welcome: false });
     expect((await gw.expect("welcome")).queue).toBe(`${queue}#2`);
     const got = new Set<string>();
     for (let i = 0; i < 24; i++) got.add((await gw.expect("assign")).session.session_id);
@@ -154,7 +140,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect(stats[2]!.leases).toBe(24);
 
     // Gateway first, sessions later: the shards that receive them poke the idle gateway's shard.
-    const later = await submit(queue, [task("u", { num_samples: 12 })]);
+    const later = await submitBatch(queue, [task("u", { num_samples: 12 })]);
     const more = new Set<string>();
     gw.send({ v: 1, type: "credit", grant: 12 });
     for (let i = 0; i < 12; i++) more.add((await gw.expect("assign")).session.session_id);
@@ -163,16 +149,16 @@ describe("sharded queue", { timeout: 20_000 }, () => {
 
   it("a result sent through another shard's gateway socket is accepted once (the ledger fences)", async () => {
     const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t", { num_samples: 8 })]);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 8 })]);
     const nodeA = nodeOnShard(queue, 0, "a");
-    const a = await join(queue, nodeA, 8);
+    const a = await gateways.join(queue, nodeA, { credit: 8, welcome: false });
     await a.expect("welcome");
     const assigns = [];
     for (let i = 0; i < 8; i++) assigns.push(await a.expect("assign"));
     // A session shard 0 took from a sibling by stealing.
     const stolen = assigns.find((m) => sessionShard(queue, m.session.session_id, CONFIG) !== `${queue}#0`)!;
     expect(stolen).toBeDefined();
-    const b = await join(queue, nodeOnShard(queue, 1, "b"), 0);
+    const b = await gateways.join(queue, nodeOnShard(queue, 1, "b"), { credit: 0, welcome: false });
     expect((await b.expect("welcome")).queue).toBe(`${queue}#1`);
 
     const result = resultFor(stolen.session, nodeA);
@@ -197,9 +183,9 @@ describe("sharded queue", { timeout: 20_000 }, () => {
 
   it("an infra failure of a stolen session goes back to its shard and is stolen again, until max_attempts", async () => {
     const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t", { num_samples: 6, max_attempts: 2 })]);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 6, max_attempts: 2 })]);
     const node = nodeOnShard(queue, 3);
-    const gw = await join(queue, node, 6);
+    const gw = await gateways.join(queue, node, { credit: 6, welcome: false });
     await gw.expect("welcome");
     const assigns = [];
     for (let i = 0; i < 6; i++) assigns.push(await gw.expect("assign"));
@@ -239,7 +225,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
 
   it("a session that goes round the shards back to its lender before the loan settles is kept once", async () => {
     const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t")]);
+    const batchId = await submitBatch(queue, [task("t")]);
     const sessionId = `${batchId}.0.0`;
     const home = sessionShard(queue, sessionId, CONFIG);
     const homeIndex = parseShardName(home).index;
@@ -252,7 +238,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     await env.QUEUE.getByName(other).enqueue([JSON.parse(loan.payloads[0]!)]);
     // A gateway on the lender's shard: its own copy is lent out, so it steals the session back.
     const node = nodeOnShard(queue, homeIndex);
-    const gw = await join(queue, node, 1);
+    const gw = await gateways.join(queue, node, { credit: 1, welcome: false });
     await gw.expect("welcome");
     const assign = await gw.expect("assign");
     expect(assign.session.session_id).toBe(sessionId);
@@ -271,7 +257,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
     await env.QUEUE.getByName(shardName(queue, otherIndex, SHARDS)).enqueue([JSON.parse(loan.payloads[0]!)]);
     const borrowerNode = nodeOnShard(queue, otherIndex, "b");
-    const borrower = await join(queue, borrowerNode, 1);
+    const borrower = await gateways.join(queue, borrowerNode, { credit: 1, welcome: false });
     await borrower.expect("welcome");
     const first = await borrower.expect("assign");
     expect(first.session.session_id).toBe(sessionId);
@@ -280,7 +266,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
       state.storage.sql.exec("UPDATE pending SET lent_until = 1");
     });
     const lenderNode = nodeOnShard(queue, homeIndex, "l");
-    const gw = await join(queue, lenderNode, 1);
+    const gw = await gateways.join(queue, lenderNode, { credit: 1, welcome: false });
     await gw.expect("welcome");
     await runDurableObjectAlarm(lender);
     // The ledger says the session is assigned: the lender's copy is gone, not dispatched.
@@ -327,7 +313,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     });
     try {
       const thiefNode = nodeOnShard(queue, otherIndex, "t");
-      const gw = await join(queue, thiefNode, 1);
+      const gw = await gateways.join(queue, thiefNode, { credit: 1, welcome: false });
       await gw.expect("welcome");
       const stolen = await gw.expect("assign");
       expect(stolen.session.session_id).toBe(sessionId);
@@ -341,7 +327,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
         );
       expect(await lentRow()).toEqual([{ session_id: sessionId, lent_to: thiefName }]);
       const lenderNode = nodeOnShard(queue, homeIndex, "l");
-      const home = await join(queue, lenderNode, 1);
+      const home = await gateways.join(queue, lenderNode, { credit: 1, welcome: false });
       await home.expect("welcome");
       await shardSettled(lender);
       await home.expectNothingBeforeReply();
@@ -377,7 +363,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     const loan = await lender.steal(shardName(queue, otherIndex, SHARDS), 1);
     expect(loan.payloads).toHaveLength(1);
     const lenderNode = nodeOnShard(queue, homeIndex, "l");
-    const gw = await join(queue, lenderNode, 1);
+    const gw = await gateways.join(queue, lenderNode, { credit: 1, welcome: false });
     await gw.expect("welcome");
     // Still lent: the lender's gateway waits (its hello's dispatch pass is over, and sent nothing).
     await shardSettled(lender);
@@ -409,14 +395,14 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     // The ledger still has it queued: the lender takes its copy back and dispatches it.
     await runDurableObjectAlarm(lender);
     const lenderNode = nodeOnShard(queue, homeIndex, "l");
-    const gw = await join(queue, lenderNode, 1);
+    const gw = await gateways.join(queue, lenderNode, { credit: 1, welcome: false });
     await gw.expect("welcome");
     const first = await gw.expect("assign");
     expect(first.session.session_id).toBe(sessionId);
     // The borrower's gateway arrives and the borrower dispatches its copy too: the earlier lease
     // is told to stop at once, not when its result is refused.
     const borrowerNode = nodeOnShard(queue, otherIndex, "b");
-    const borrower = await join(queue, borrowerNode, 1);
+    const borrower = await gateways.join(queue, borrowerNode, { credit: 1, welcome: false });
     await borrower.expect("welcome");
     const second = await borrower.expect("assign");
     expect(await gw.expect("cancel")).toMatchObject({
@@ -437,8 +423,8 @@ describe("sharded queue", { timeout: 20_000 }, () => {
 
   it("cancelling a batch withdraws sessions leased through a steal", async () => {
     const queue = uniqueId("sharded");
-    const batchId = await submit(queue, [task("t", { num_samples: 4 })]);
-    const gw = await join(queue, nodeOnShard(queue, 1), 4);
+    const batchId = await submitBatch(queue, [task("t", { num_samples: 4 })]);
+    const gw = await gateways.join(queue, nodeOnShard(queue, 1), { credit: 4, welcome: false });
     await gw.expect("welcome");
     const leases = new Set<string>();
     for (let i = 0; i < 4; i++) leases.add((await gw.expect("assign")).lease_id);
@@ -458,7 +444,7 @@ describe("sharded queue", { timeout: 20_000 }, () => {
   it("admin fan-out, listing and drain reach gateways on every shard", async () => {
     const queue = uniqueId("sharded");
     const nodes = [0, 1, 2, 3].map((i) => nodeOnShard(queue, i, `adm${i}`));
-    const gws = await Promise.all(nodes.map((n) => join(queue, n, 0)));
+    const gws = await Promise.all(nodes.map((n) => gateways.join(queue, n, { credit: 0, welcome: false })));
     for (const [i, gw] of gws.entries()) expect((await gw.expect("welcome")).queue).toBe(`${queue}#${i}`);
     await expect
       .poll(
@@ -534,20 +520,20 @@ describe("sharded queue", { timeout: 20_000 }, () => {
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^node_id:/);
     const gw = await Gateway.connect(queue, TOKENS.gateway, "node-x");
-    open.push(gw);
+    gateways.track(gw);
     gw.hello("node-y", 0);
     expect(await gw.expect("error")).toMatchObject({ code: "node_id_mismatch" });
     await expect.poll(() => gw.closed?.code, POLL).toBe(4403);
     // Without a node id a gateway of a sharded queue lands on shard 0.
     const plain = await Gateway.connect(queue);
-    open.push(plain);
+    gateways.track(plain);
     plain.hello("node-z", 0);
     expect((await plain.expect("welcome")).queue).toBe(`${queue}#0`);
   });
 
   it("an unsharded queue keeps its plain dispatcher name", async () => {
     const queue = uniqueId("plain");
-    const gw = await join(queue, "node-p", 1);
+    const gw = await gateways.join(queue, "node-p", { credit: 1, welcome: false });
     expect((await gw.expect("welcome")).queue).toBe(queue);
     const stats = await env.QUEUE.getByName(queue).stats();
     expect(stats).toMatchObject({ queue, shard: queue });

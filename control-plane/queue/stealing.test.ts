@@ -1,16 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  Gateway,
-  POLL,
-  postBatch,
-  resultFor,
-  shardSettled,
-  TOKENS,
-  task,
-  uniqueId,
-} from "../testing/fixtures";
+import { GatewayPool, POLL, postBatch, resultFor, shardSettled, task, uniqueId } from "../testing/fixtures";
 import { gatewayShard, parseShardName, sessionShard, shardName } from "./shards";
 
 /** The vitest config gives queues named `sharded-…` four shards. */
@@ -20,10 +11,8 @@ const CONFIG = env.POLAR_QUEUE_SHARDS;
 /** The env a QueueDO was constructed with, so a test can wrap one of its bindings. */
 const envOf = (instance: unknown) => instance as { env: Env };
 
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 /** A node id whose gateway lands on shard `index` of `queue`. */
 function nodeOnShard(queue: string, index: number, tag: string): string {
@@ -32,14 +21,6 @@ function nodeOnShard(queue: string, index: number, tag: string): string {
     const node = `${tag}-${i}`;
     if (gatewayShard(queue, node, CONFIG) === target) return node;
   }
-}
-
-async function join(queue: string, nodeId: string, credit: number): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
-  open.push(gw);
-  gw.hello(nodeId, credit);
-  await gw.expect("welcome");
-  return gw;
 }
 
 /** A sharded queue holding one session of a new batch, pending on its home shard (the lender). */
@@ -84,7 +65,7 @@ describe("work stealing: loans between shards", { timeout: 30_000 }, () => {
     expect(loan.payloads).toHaveLength(1);
     await env.QUEUE.getByName(thiefName).enqueue([JSON.parse(loan.payloads[0]!)]);
     const node = nodeOnShard(queue, otherIndex, "thief");
-    const gw = await join(queue, node, 1);
+    const gw = await gateways.join(queue, node, { credit: 1 });
     const first = await gw.expect("assign");
     expect(first.session).toMatchObject({ session_id: sessionId, attempt: 1 });
     // The run fails for infrastructure reasons: the ledger requeues it as attempt 2, to its home shard.
@@ -130,7 +111,7 @@ describe("work stealing: loans between shards", { timeout: 30_000 }, () => {
     // The lender's alarm finds no loan run out, and its own gateway gets nothing.
     await runInDurableObject(lender, (_, state) => state.storage.setAlarm(Date.now()));
     await runDurableObjectAlarm(lender);
-    const gw = await join(queue, nodeOnShard(queue, homeIndex, "home"), 1);
+    const gw = await gateways.join(queue, nodeOnShard(queue, homeIndex, "home"), { credit: 1 });
     await shardSettled(lender);
     await gw.expectNothingBeforeReply();
     expect(await pendingRows(lender)).toEqual([

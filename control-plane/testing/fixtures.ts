@@ -7,7 +7,13 @@
 import { runInDurableObject } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { expect } from "vitest";
-import type { ControlMessage, SessionAssignment, SessionResult, TaskSpecInput } from "../../protocol";
+import {
+  type ControlMessage,
+  ResultsPage,
+  type SessionAssignment,
+  type SessionResult,
+  type TaskSpecInput,
+} from "../../protocol";
 import type { QueueDO } from "../queue/queue-do";
 
 /** Tokens bound by the root vitest config. */
@@ -85,6 +91,21 @@ export function postBatch(body: unknown, token: string = TOKENS.trainer): Promis
 /** `GET` with the trainer token. */
 export function getAsTrainer(path: string): Promise<Response> {
   return call(path, { headers: { Authorization: `Bearer ${TOKENS.trainer}` } });
+}
+
+/**
+ * One page of a batch's results as the trainer reads it (`query` as in the URL: `?cursor=…`),
+ * checked to be a 200 and parsed with the protocol's schema.
+ *
+ * @example
+ * ```ts
+ * const { results, next_cursor } = await resultsPage(batchId, "?limit=10");
+ * ```
+ */
+export async function resultsPage(batchId: string, query = ""): Promise<ResultsPage> {
+  const res = await getAsTrainer(`/v1/batches/${batchId}/results${query}`);
+  expect(res.status).toBe(200);
+  return ResultsPage.parse(await res.json());
 }
 
 /** A valid task: a shell harness with `num_samples` sessions. */
@@ -267,5 +288,78 @@ export class Gateway {
     } catch {
       // already closed
     }
+  }
+}
+
+/**
+ * Posts a batch of `tasks` to `queue` as the trainer, checks it was created (201) and returns its
+ * id. `extra` adds top-level fields of the batch (`sampling`, `callback_url`, …).
+ *
+ * @example
+ * ```ts
+ * const batchId = await submitBatch("q1", [task("t1", { num_samples: 2 })]);
+ * ```
+ */
+export async function submitBatch(
+  queue: string,
+  tasks: TaskSpecInput[],
+  extra: Record<string, unknown> = {},
+  batchId: string = uniqueId("b"),
+): Promise<string> {
+  const res = await postBatch({ batch_id: batchId, queue, tasks, ...extra });
+  expect(res.status, `POST /v1/batches ${batchId}: ${res.status}`).toBe(201);
+  return batchId;
+}
+
+/** Options of {@link GatewayPool.join}. */
+export interface JoinOptions {
+  /** Credit sent with the hello (default 0: the gateway asks for no work yet). */
+  credit?: number;
+  /** Wire version of the hello (default 1). */
+  wire?: 1 | 2 | 3;
+  /** Wait for the `welcome` before returning (default true). */
+  welcome?: boolean;
+}
+
+/**
+ * The test gateways of one file: each one joined here is closed by {@link GatewayPool.closeAll},
+ * which the file calls after each test so no socket outlives it.
+ *
+ * @example
+ * ```ts
+ * const gateways = new GatewayPool();
+ * afterEach(() => gateways.closeAll());
+ * const gw = await gateways.join("q1", "node-a", { credit: 2 });
+ * ```
+ */
+export class GatewayPool {
+  private readonly open: Gateway[] = [];
+
+  /**
+   * Connects as node `nodeId` (its id in the URL, so a sharded queue routes it to its own shard),
+   * sends the hello and, unless told otherwise, waits for the welcome.
+   */
+  async join(queue: string, nodeId: string, options: JoinOptions = {}): Promise<Gateway> {
+    const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
+    this.open.push(gw);
+    gw.hello(nodeId, options.credit ?? 0, [], options.wire ?? 1);
+    if (options.welcome ?? true) await gw.expect("welcome");
+    return gw;
+  }
+
+  /** Opens a socket without a hello (for tests of what comes before it, or of the hello itself). */
+  async connect(queue: string, options: { nodeId?: string; token?: string } = {}): Promise<Gateway> {
+    return this.track(await Gateway.connect(queue, options.token, options.nodeId));
+  }
+
+  /** Adds a gateway opened some other way, so it is closed with the rest. */
+  track(gw: Gateway): Gateway {
+    this.open.push(gw);
+    return gw;
+  }
+
+  /** Closes every gateway joined or tracked since the last call. */
+  closeAll(): void {
+    for (const gw of this.open.splice(0)) gw.close();
   }
 }

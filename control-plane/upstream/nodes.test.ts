@@ -9,14 +9,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { AdminMessage } from "../../protocol";
 import { tokenHash } from "../auth";
-import { call, Gateway, POLL, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
+import { call, Gateway, GatewayPool, POLL, postBatch, TOKENS, task, uniqueId } from "../testing/fixtures";
 import { GatewayNodeInfo, GenerationStatus } from "./nodes";
 
 const ORIGIN = "http://control-plane.test";
-const open: Gateway[] = [];
-afterEach(() => {
-  for (const gw of open.splice(0)) gw.close();
-});
+const gateways = new GatewayPool();
+afterEach(() => gateways.closeAll());
 
 /** A registered path credential scoped to `queue`; returns its base path `/u/<credential>`. */
 async function baseFor(queue: string): Promise<string> {
@@ -29,14 +27,6 @@ async function baseFor(queue: string): Promise<string> {
   });
   expect(res.status).toBe(201);
   return `/u/${token}`;
-}
-
-async function join(queue: string, nodeId: string, credit = 0): Promise<Gateway> {
-  const gw = await Gateway.connect(queue, TOKENS.gateway, nodeId);
-  open.push(gw);
-  gw.hello(nodeId, credit, [], 2);
-  await gw.expect("welcome");
-  return gw;
 }
 
 /** Answers an admin message as a gateway would after its drain (or its timeout). */
@@ -88,9 +78,9 @@ describe("GET /nodes: the fleet in upstream's GatewayNodeInfo, gateway_url a fen
   it("lists the credential's queue only, each row on the credential's base; /rollout/status and /health agree", async () => {
     const queue = uniqueId("nodes");
     const base = await baseFor(queue);
-    await join(queue, "gpu-b");
-    await join(queue, "gpu-a");
-    await join(uniqueId("other"), "gpu-elsewhere");
+    await gateways.join(queue, "gpu-b", { wire: 2 });
+    await gateways.join(queue, "gpu-a", { wire: 2 });
+    await gateways.join(uniqueId("other"), "gpu-elsewhere", { wire: 2 });
     const rows = await nodesOf(`${base}/nodes`);
     expect(rows.map((r) => r.node_id)).toEqual(["gpu-a", "gpu-b"]);
     expect(rows[0]).toMatchObject({
@@ -113,7 +103,7 @@ describe("GET /nodes: the fleet in upstream's GatewayNodeInfo, gateway_url a fen
   it("a gateway gone with no lease drops out; a queue without a listed gateway gets one queue row", async () => {
     const queue = uniqueId("nodes-gone");
     const base = await baseFor(queue);
-    const gw = await join(queue, "gpu-gone");
+    const gw = await gateways.join(queue, "gpu-gone", { wire: 2 });
     expect((await nodesOf(`${base}/nodes`)).map((r) => r.node_id)).toEqual(["gpu-gone"]);
     gw.close();
     await expect
@@ -134,8 +124,8 @@ describe("GET /nodes: the fleet in upstream's GatewayNodeInfo, gateway_url a fen
   it("a role token in a header sees every known queue; URLs are on the root then", async () => {
     const queue = uniqueId("nodes-root");
     const other = uniqueId("nodes-root");
-    await join(queue, "gpu-r");
-    await join(other, "gpu-r2");
+    await gateways.join(queue, "gpu-r", { wire: 2 });
+    await gateways.join(other, "gpu-r2", { wire: 2 });
     const listing = async () =>
       z
         .array(GatewayNodeInfo)
@@ -165,7 +155,10 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
   it("the bridge's parallel pause of every gateway stores one fence change and answers each gateway's drain", async () => {
     const queue = uniqueId("fence-up");
     const base = await baseFor(queue);
-    const [a, b] = [await join(queue, "gpu-a"), await join(queue, "gpu-b")];
+    const [a, b] = [
+      await gateways.join(queue, "gpu-a", { wire: 2 }),
+      await gateways.join(queue, "gpu-b", { wire: 2 }),
+    ];
     const rows = await nodesOf(`${base}/nodes`);
     const urls = rows.map((r) => r.gateway_url.slice(ORIGIN.length));
     // As the bridge: every pause at once, `timeout_seconds` as httpx renders the float.
@@ -201,7 +194,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
   it("a drain that outlasts timeout_seconds answers timed_out with the calls in flight, and the queue stays paused", async () => {
     const queue = uniqueId("fence-slow");
     const base = await baseFor(queue);
-    const gw = await join(queue, "gpu-slow");
+    const gw = await gateways.join(queue, "gpu-slow", { wire: 2 });
     const pending = fencePost(
       `${base}/queues/${queue}/gateways/gpu-slow/admin/inference/pause?timeout_seconds=1`,
     );
@@ -231,7 +224,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
   it("fails closed: a gateway that cannot fence is 502, a gone one holding a lease is listed and its pause 503", async () => {
     const queue = uniqueId("fence-bad");
     const base = await baseFor(queue);
-    const odd = await join(queue, "gpu-odd");
+    const odd = await gateways.join(queue, "gpu-odd", { wire: 2 });
     const pending = fencePost(
       `${base}/queues/${queue}/gateways/gpu-odd/admin/inference/pause?timeout_seconds=1`,
     );
@@ -245,7 +238,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
 
     const batch = uniqueId("b");
     expect((await postBatch({ batch_id: batch, queue, tasks: [task("t")] })).status).toBe(201);
-    const holder = await join(queue, "gpu-holder", 1);
+    const holder = await gateways.join(queue, "gpu-holder", { credit: 1, wire: 2 });
     await holder.expect("assign");
     holder.close();
     await expect
@@ -284,7 +277,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
       inflight: 0,
     });
     const gw = await Gateway.connect(queue, TOKENS.gateway, "gpu-late");
-    open.push(gw);
+    gateways.track(gw);
     gw.hello("gpu-late", 0, [], 2);
     expect((await gw.expect("welcome")).fence).toMatchObject({ queue, paused: true, mode: "drain" });
     const status = call(`${base}/queues/${queue}/gateways/gpu-late/admin/inference/status`);
@@ -295,7 +288,7 @@ describe("POST <gateway_url>/admin/inference/pause|resume: the queue's durable f
   it("a path credential fences only its own queue; unknown gateways and bad timeouts are refused by name", async () => {
     const queue = uniqueId("fence-scope");
     const base = await baseFor(queue);
-    await join(queue, "gpu-s");
+    await gateways.join(queue, "gpu-s", { wire: 2 });
     const other = uniqueId("fence-other");
     const forbidden = await fencePost(`${base}/queues/${other}/admin/inference/pause`);
     expect(forbidden.status).toBe(403);
