@@ -7,11 +7,13 @@
  */
 import { randomBytes } from "node:crypto";
 import type { ToolDefinition } from "../chat-tokenizer";
+import { deepseekV3ToolCallParser } from "./deepseek-v3";
 import { jsonToolCallParser } from "./json-tool-calls";
 import { qwen3CoderToolCallParser } from "./qwen3-coder";
 import { separateThinking } from "./reasoning";
 import type { ToolCallParser } from "./types";
 
+export { DEEPSEEK_V3_TOOL_TOKENS, deepseekV3ToolCallParser } from "./deepseek-v3";
 export { canonicalJson, pythonJsonDumps, tryParseJson } from "./json-text";
 export { jsonToolCallParser } from "./json-tool-calls";
 export { qwen3CoderToolCallParser, typeXmlValue } from "./qwen3-coder";
@@ -60,6 +62,8 @@ const TOOL_PARSERS: ReadonlyMap<string, ToolCallParser> = new Map<string, ToolCa
   ["qwen", jsonToolCallParser("qwen")],
   ["hermes", jsonToolCallParser("hermes")],
   ["qwen3_coder", qwen3CoderToolCallParser],
+  // SGLang's name for DeepSeek V3's format (`--tool-call-parser deepseekv3`).
+  ["deepseekv3", deepseekV3ToolCallParser],
 ]);
 
 /**
@@ -74,7 +78,7 @@ export type ReasoningParserName = (typeof REASONING_PARSERS)[number];
  *
  * @example
  * ```ts
- * toolCallParserNames(); // ["qwen3", "qwen25", "qwen", "hermes", "qwen3_coder"]
+ * toolCallParserNames(); // ["qwen3", "qwen25", "qwen", "hermes", "qwen3_coder", "deepseekv3"]
  * ```
  */
 export function toolCallParserNames(): string[] {
@@ -116,7 +120,7 @@ export function newToolCallId(): string {
 
 /** Options of {@link parseAssistantOutput}. */
 export interface ParseOutputOptions {
-  /** Tool-call format (`qwen3`, `hermes`, `qwen3_coder`, …), or null for none. Default `qwen3`. */
+  /** Tool-call format (`qwen3`, `hermes`, `qwen3_coder`, `deepseekv3`, …), or null for none. Default `qwen3`. */
   toolCallParser?: string | null;
   /** Reasoning format; default `qwen3`. */
   reasoningParser?: string;
