@@ -172,9 +172,22 @@ export function defaultTokenizerDir(): string {
 
 const cache = new Map<string, Promise<ChatTokenizer>>();
 
+/** Options of {@link loadChatTokenizer}. */
+export interface LoadTokenizerOptions {
+  /**
+   * A chat template file to use instead of the folder's (`chat_template.jinja` or the config's
+   * `chat_template`), as SGLang's `--chat-template FILE` does: a model family whose own template
+   * lacks something the engine is given a template for (DeepSeek V3's tool definitions).
+   */
+  chatTemplate?: string;
+  /** A chat template given as its source text instead of a file (takes precedence over both). */
+  chatTemplateSource?: string;
+}
+
 /**
- * Loads (once per folder, then cached) the tokenizer and chat template from `dir`, or the bundled
- * Qwen3 files when `dir` is omitted. Loading the 11 MB Qwen3 `tokenizer.json` takes ~0.5 s.
+ * Loads (once per folder and template, then cached) the tokenizer and chat template from `dir`,
+ * or the bundled Qwen3 files when `dir` is omitted. Loading the 11 MB Qwen3 `tokenizer.json`
+ * takes ~0.5 s.
  *
  * @example
  * ```ts
@@ -184,14 +197,21 @@ const cache = new Map<string, Promise<ChatTokenizer>>();
  * tok.tokenId("<|im_end|>"); // 151645
  * ```
  */
-export function loadChatTokenizer(dir?: string): Promise<ChatTokenizer> {
+export function loadChatTokenizer(dir?: string, options: LoadTokenizerOptions = {}): Promise<ChatTokenizer> {
   const resolved = path.resolve(dir ?? defaultTokenizerDir());
-  let pending = cache.get(resolved);
+  const template: TemplateChoice | undefined =
+    options.chatTemplateSource !== undefined
+      ? { source: options.chatTemplateSource }
+      : options.chatTemplate !== undefined
+        ? { file: path.resolve(options.chatTemplate) }
+        : undefined;
+  const key = template === undefined ? resolved : `${resolved}\0${JSON.stringify(template)}`;
+  let pending = cache.get(key);
   if (!pending) {
-    pending = readTokenizerFolder(resolved);
+    pending = readTokenizerFolder(resolved, template);
     // A failed load is not cached, so a fixed folder can be retried.
-    pending.catch(() => cache.delete(resolved));
-    cache.set(resolved, pending);
+    pending.catch(() => cache.delete(key));
+    cache.set(key, pending);
   }
   return pending;
 }
@@ -226,6 +246,14 @@ async function readOptionalText(file: string): Promise<string | undefined> {
   }
 }
 
+async function readRequiredText(file: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (error) {
+    throw new TokenizerLoadError(`cannot read the chat template ${file}: ${(error as Error).message}`);
+  }
+}
+
 /** `chat_template` may be a string or HF's list of named templates; the "default" one is used. */
 function pickChatTemplate(config: JsonObject): string | undefined {
   const value = config.chat_template;
@@ -247,11 +275,18 @@ function tokenString(value: unknown): string | undefined {
   return undefined;
 }
 
-async function readTokenizerFolder(dir: string): Promise<ChatTokenizer> {
+/** A chat template that replaces the folder's: a file, or its source text. */
+type TemplateChoice = { file: string } | { source: string };
+
+async function readTokenizerFolder(dir: string, replacement?: TemplateChoice): Promise<ChatTokenizer> {
   const settled = await Promise.allSettled([
     readJsonFile(path.join(dir, "tokenizer.json"), true),
     readJsonFile(path.join(dir, "tokenizer_config.json"), true),
-    readOptionalText(path.join(dir, "chat_template.jinja")),
+    replacement === undefined
+      ? readOptionalText(path.join(dir, "chat_template.jinja"))
+      : "source" in replacement
+        ? Promise.resolve(replacement.source)
+        : readRequiredText(replacement.file),
     readJsonFile(path.join(dir, "generation_config.json"), false),
   ]);
   // Report the first missing file in a fixed order (tokenizer.json first), not whichever read

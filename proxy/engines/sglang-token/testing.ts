@@ -41,7 +41,7 @@ export function scriptedTurn(
   bridge: TokenBridge,
   request: BridgeRequest & { toolDefs?: ToolDefinition[] },
   output: number[],
-  options: { toolCallParser?: string; turn?: number } = {},
+  options: { toolCallParser?: string; reasoningParser?: string; turn?: number } = {},
 ): ScriptedTurn {
   const prepared = bridge.prepare(request);
   const body = buildGenerateRequest({
@@ -73,6 +73,7 @@ export function scriptedTurn(
   const { message, outcome } = turnOutcome(tok, result, {
     tools: request.toolDefs,
     toolCallParser: options.toolCallParser ?? "qwen3",
+    ...(options.reasoningParser ? { reasoningParser: options.reasoningParser } : {}),
     makeId: () => `call_${prepared.turnId}_${n++}`,
     provenance: { policy_version: "p3", replica: "sim-0" },
   });
