@@ -9,6 +9,10 @@ import type { Command } from "commander";
 
 /** The token-mode flags as commander parses them (each command's options extend this). */
 export interface TokenModeFlags {
+  /** Token mode: a model family Polar-TS knows (its tokenizer, template and parsers by default). */
+  modelFamily?: string;
+  /** Token mode: a chat template file used instead of the folder's (SGLang's `--chat-template`). */
+  chatTemplate?: string;
   /** Tokenizer + chat template folder (token mode; chat engines use it for `count_tokens`). */
   tokenizerPath?: string;
   /** Token mode (`--engine sglang`): tool-call parser name. */
@@ -34,8 +38,13 @@ export interface TokenModeFlags {
  */
 export function withTokenModeFlags(command: Command, tokenizerHelp: string): Command {
   return command
+    .option(
+      "--model-family <name>",
+      "token mode: qwen3 | deepseek_v3 (tokenizer, template and parsers; default qwen3)",
+    )
     .option("--tokenizer-path <dir>", tokenizerHelp)
-    .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder")
+    .option("--chat-template <file>", "token mode: a chat template used instead of the tokenizer folder's")
+    .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder | deepseekv3")
     .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
     .option("--context-length <n>", "token mode: model context window (default 40960)")
     .option(

@@ -45,7 +45,9 @@ const NodeSpec = z.strictObject({
     // How long a model call is retried while no replica is available (seconds; 0 = none).
     engine_retry_seconds: z.number().min(0).optional(),
     // Token mode (`engine: sglang`) only; the proxy validates parser names at start-up.
+    model_family: z.string().min(1).optional(),
     tokenizer_path: z.string().min(1).optional(),
+    chat_template: z.string().min(1).optional(),
     tool_call_parser: z.string().min(1).optional(),
     reasoning_parser: z.string().min(1).optional(),
     context_length: z.number().int().min(2).optional(),
@@ -158,7 +160,9 @@ export const ENGINE_ALIASES: Readonly<Record<string, string>> = {};
 
 /** `inference.*` keys that only the token mode (`engine: sglang`) reads. */
 export const TOKEN_MODE_KEYS = [
+  ["model_family", "modelFamily"],
   ["tokenizer_path", "tokenizerPath"],
+  ["chat_template", "chatTemplate"],
   ["tool_call_parser", "toolCallParser"],
   ["reasoning_parser", "reasoningParser"],
   ["context_length", "contextLength"],

@@ -91,6 +91,16 @@ export interface ChatTokenizer {
  */
 export class TokenizerLoadError extends Error {
   override readonly name = "TokenizerLoadError";
+  /**
+   * @param source `template` when the failure is in a chat template given in place of the folder's
+   *   (a file that cannot be read, a template that does not parse), else `folder`.
+   */
+  constructor(
+    message: string,
+    readonly source: "folder" | "template" = "folder",
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -250,7 +260,10 @@ async function readRequiredText(file: string): Promise<string> {
   try {
     return await readFile(file, "utf8");
   } catch (error) {
-    throw new TokenizerLoadError(`cannot read the chat template ${file}: ${(error as Error).message}`);
+    throw new TokenizerLoadError(
+      `cannot read the chat template ${file}: ${(error as Error).message}`,
+      "template",
+    );
   }
 }
 
@@ -306,7 +319,10 @@ async function readTokenizerFolder(dir: string, replacement?: TemplateChoice): P
   try {
     template = new Template(source);
   } catch (error) {
-    throw new TokenizerLoadError(`chat template does not parse: ${(error as Error).message}`);
+    throw new TokenizerLoadError(
+      `chat template does not parse: ${(error as Error).message}`,
+      replacement === undefined ? "folder" : "template",
+    );
   }
   let tok: ReturnType<typeof TokenizerLoader.fromPreTrained>;
   try {

@@ -41,6 +41,8 @@ export interface ProxyCommandOptions extends TokenModeFlags {
 }
 
 const TOKEN_FLAGS = [
+  ["modelFamily", "--model-family"],
+  ["chatTemplate", "--chat-template"],
   ["toolCallParser", "--tool-call-parser"],
   ["reasoningParser", "--reasoning-parser"],
   ["contextLength", "--context-length"],
@@ -67,6 +69,8 @@ function tokenModeFlags(opts: ProxyCommandOptions) {
   if (mismatch !== undefined && mismatch !== "bridge" && mismatch !== "new_chain")
     throw new UsageError(`--on-template-mismatch: '${mismatch}' is not one of bridge, new_chain`);
   return {
+    ...(opts.modelFamily ? { modelFamily: opts.modelFamily } : {}),
+    ...(opts.chatTemplate ? { chatTemplate: opts.chatTemplate } : {}),
     ...(opts.toolCallParser ? { toolCallParser: opts.toolCallParser } : {}),
     ...(opts.reasoningParser ? { reasoningParser: opts.reasoningParser } : {}),
     ...(contextLength !== undefined ? { contextLength } : {}),
@@ -181,7 +185,10 @@ export async function runProxy(opts: ProxyCommandOptions): Promise<void> {
     });
   } catch (err) {
     // Start-up failures of token mode name an option or a file: say which flag that is.
-    if (err instanceof TokenizerLoadError) throw new UsageError(`--tokenizer-path: ${err.message}`);
+    if (err instanceof TokenizerLoadError)
+      throw new UsageError(
+        `${err.source === "template" ? "--chat-template" : "--tokenizer-path"}: ${err.message}`,
+      );
     if (err instanceof TokenModeConfigError) throw new UsageError(`--${kebab(err.option)}: ${err.message}`);
     if (err instanceof EnginePriorityError) throw new UsageError(`--engine-priority: ${err.message}`);
     throw err;

@@ -248,6 +248,15 @@ gateway:
       await expect(
         startServeGateway({ ...flags, toolCallParser: "nope" }, { installSignalHandlers: false }),
       ).rejects.toThrow(/^--tool-call-parser: .*nope/);
+      await expect(
+        startServeGateway({ ...flags, modelFamily: "llama" }, { installSignalHandlers: false }),
+      ).rejects.toThrow(/^--model-family: .*"llama" \(known: qwen3, deepseek_v3\)/);
+      await expect(
+        startServeGateway(
+          { ...flags, chatTemplate: path.join(scratch, "no-such.jinja") },
+          { installSignalHandlers: false },
+        ),
+      ).rejects.toThrow(/^--chat-template: cannot read the chat template .*no-such\.jinja/);
     } finally {
       delete process.env.POLAR_GATEWAY_TOKEN;
     }

@@ -79,7 +79,9 @@ function linkFlags(opts: ServeGatewayOptions, base: Partial<GatewayOptions>): Pa
 
 /** Token-mode options: flag and topology key of each (errors name both). */
 const TOKEN_OPTIONS = [
+  ["modelFamily", "--model-family", "model_family"],
   ["tokenizerPath", "--tokenizer-path", "tokenizer_path"],
+  ["chatTemplate", "--chat-template", "chat_template"],
   ["toolCallParser", "--tool-call-parser", "tool_call_parser"],
   ["reasoningParser", "--reasoning-parser", "reasoning_parser"],
   ["contextLength", "--context-length", "context_length"],
@@ -90,7 +92,9 @@ const TOKEN_OPTIONS = [
 /** The token-mode flags given, checked; throws {@link UsageError} naming the flag. */
 function tokenModeFlags(opts: ServeGatewayOptions): Partial<GatewayOptions> {
   const out: Partial<GatewayOptions> = {};
+  if (opts.modelFamily !== undefined) out.modelFamily = opts.modelFamily;
   if (opts.tokenizerPath !== undefined) out.tokenizerPath = opts.tokenizerPath;
+  if (opts.chatTemplate !== undefined) out.chatTemplate = opts.chatTemplate;
   if (opts.toolCallParser !== undefined) out.toolCallParser = opts.toolCallParser;
   if (opts.reasoningParser !== undefined) out.reasoningParser = opts.reasoningParser;
   if (opts.contextLength !== undefined) {
@@ -230,7 +234,10 @@ export async function startServeGateway(
       const [, flag, topoKey] = TOKEN_OPTIONS.find(([k]) => k === key)!;
       return opts.config ? `${flag} (or gateway.nodes[].inference.${topoKey} in ${opts.config})` : flag;
     };
-    if (err instanceof TokenizerLoadError) throw new UsageError(`${where("tokenizerPath")}: ${err.message}`);
+    if (err instanceof TokenizerLoadError)
+      throw new UsageError(
+        `${where(err.source === "template" ? "chatTemplate" : "tokenizerPath")}: ${err.message}`,
+      );
     if (err instanceof EnginePriorityError) {
       const flag = opts.config
         ? "--engine-priority (or gateway.nodes[].inference.engine_priority)"

@@ -80,6 +80,30 @@ describe("parser names for SGLang", () => {
     const mode = await TokenMode.create({ delegateParsing: true }, MODEL);
     expect(mode.delegated?.tool.engine).toBe("qwen25");
   });
+
+  it("a model family sets the tokenizer, its template and both parsers; each can still be given", async () => {
+    const ds = await TokenMode.create(
+      { modelFamily: "deepseek_v3", delegateParsing: true },
+      "deepseek-ai/DeepSeek-V3",
+    );
+    expect([ds.toolCallParser, ds.reasoningParser]).toEqual(["deepseekv3", "none"]);
+    expect(ds.delegated).toEqual({ tool: { engine: "deepseekv3", router: "deepseek" }, reasoning: null });
+    expect(ds.tokenizer.tokenId("<｜end▁of▁sentence｜>")).toBe(1);
+    // The family's tool template, not the folder's (which lists no tools).
+    const tools = [{ type: "function", function: { name: "calc" } }];
+    expect(ds.tokenizer.render([{ role: "user", content: "x" }], { tools })).toContain("## Tools");
+    const hermes = await TokenMode.create({ modelFamily: "deepseek_v3", toolCallParser: "hermes" }, "m");
+    expect([hermes.toolCallParser, hermes.reasoningParser]).toEqual(["hermes", "none"]);
+    const err = await TokenMode.create({ modelFamily: "llama" }, "m").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TokenModeConfigError);
+    expect((err as TokenModeConfigError).option).toBe("modelFamily");
+    const qwen = await TokenMode.create({}, MODEL);
+    expect([qwen.toolCallParser, qwen.reasoningParser, qwen.tokenizer.tokenId("<|im_end|>")]).toEqual([
+      "qwen3",
+      "qwen3",
+      151645,
+    ]);
+  });
 });
 
 describe("--delegate-parsing end to end", () => {

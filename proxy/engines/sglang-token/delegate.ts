@@ -38,6 +38,8 @@ const TOOL_PARSER_NAMES: Readonly<Record<string, Record<ParseTarget, string>>> =
   qwen: { engine: "qwen", router: "qwen" },
   hermes: { engine: "hermes", router: "qwen" },
   qwen3_coder: { engine: "qwen3_coder", router: "qwen_coder" },
+  // DeepSeek V3's calls: SGLang's `DeepSeekV3Detector`, the router's `deepseek` parser.
+  deepseekv3: { engine: "deepseekv3", router: "deepseek" },
 };
 
 /**

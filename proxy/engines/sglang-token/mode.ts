@@ -14,6 +14,7 @@ import {
   VerdictTally,
 } from "../../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
+import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../../../tokenizer/families";
 import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../../../tokenizer/parsers";
 import { ContextLengthError, resolveContextLength } from "./context-length";
 import { type DelegatedParserNames, delegatedParserNames, UnmappedParserError } from "./delegate";
@@ -29,11 +30,18 @@ export const MAX_BRIDGED_SESSIONS = 100_000;
 
 /** Token-mode settings (the `sglang` engine's part of the proxy options). */
 export interface TokenModeOptions {
-  /** Folder with `tokenizer.json` + `tokenizer_config.json` (or `chat_template.jinja`); default bundled Qwen3. */
+  /**
+   * A model family Polar-TS knows (`qwen3`, `deepseek_v3`; `tokenizer/families.ts`): the
+   * defaults of the tokenizer folder, the chat template and both parsers. Default `qwen3`.
+   */
+  modelFamily?: string;
+  /** Folder with `tokenizer.json` + `tokenizer_config.json` (or `chat_template.jinja`); default the family's. */
   tokenizerPath?: string;
-  /** Tool-call parser name (`qwen3`, `qwen25`, `hermes`, `qwen3_coder`, …); default `qwen3`. */
+  /** A chat template file used instead of the folder's and the family's (as SGLang's `--chat-template`). */
+  chatTemplate?: string;
+  /** Tool-call parser name (`qwen3`, `qwen25`, `hermes`, `qwen3_coder`, `deepseekv3`, …); default the family's. */
   toolCallParser?: string;
-  /** Reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default `qwen3`. */
+  /** Reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default the family's. */
   reasoningParser?: string;
   /**
    * Model context window; `max_new_tokens` is clamped to what is left. Read from the engine at
@@ -57,7 +65,9 @@ export interface TokenModeOptions {
  * ```
  */
 export const TOKEN_MODE_OPTION_KEYS = [
+  "modelFamily",
   "tokenizerPath",
+  "chatTemplate",
   "toolCallParser",
   "reasoningParser",
   "contextLength",
@@ -150,8 +160,8 @@ export class TokenMode {
     private readonly options: TokenModeOptions,
     engine: { contextLength: number; logger?: Logger },
   ) {
-    this.toolCallParser = options.toolCallParser ?? "qwen3";
-    this.reasoningParser = options.reasoningParser ?? "qwen3";
+    this.toolCallParser = options.toolCallParser!;
+    this.reasoningParser = options.reasoningParser!;
     this.contextLength = engine.contextLength;
     this.delegateParsing = options.delegateParsing ?? false;
     this.delegated = this.delegateParsing
@@ -165,18 +175,26 @@ export class TokenMode {
    * context length from it. Throws {@link TokenModeConfigError} naming the option, or
    * `TokenizerLoadError` naming the file.
    */
-  static async create(
-    options: TokenModeOptions,
-    model: string,
-    engine?: TokenModeEngine,
-  ): Promise<TokenMode> {
+  static async create(given: TokenModeOptions, model: string, engine?: TokenModeEngine): Promise<TokenMode> {
+    let family: ModelFamily;
     try {
-      toolCallParser(options.toolCallParser ?? "qwen3");
+      family = modelFamily(given.modelFamily ?? "qwen3");
+    } catch (err) {
+      if (err instanceof UnknownModelFamilyError) throw new TokenModeConfigError("modelFamily", err.message);
+      throw err;
+    }
+    const options: TokenModeOptions = {
+      ...given,
+      toolCallParser: given.toolCallParser ?? family.toolCallParser,
+      reasoningParser: given.reasoningParser ?? family.reasoningParser,
+    };
+    try {
+      toolCallParser(options.toolCallParser!);
     } catch (err) {
       if (err instanceof UnknownParserError) throw new TokenModeConfigError("toolCallParser", err.message);
       throw err;
     }
-    const reasoning = options.reasoningParser ?? "qwen3";
+    const reasoning = options.reasoningParser!;
     if (!(REASONING_PARSERS as readonly string[]).includes(reasoning)) {
       throw new TokenModeConfigError(
         "reasoningParser",
@@ -187,7 +205,7 @@ export class TokenMode {
       // SGLang has no parser named like some of Polar's (no `qwen3` tool-call parser): map them
       // now, so a bad name fails the start and not every tool turn.
       try {
-        delegatedParserNames(options.toolCallParser ?? "qwen3", reasoning);
+        delegatedParserNames(options.toolCallParser!, reasoning);
       } catch (err) {
         if (err instanceof UnmappedParserError) throw new TokenModeConfigError(err.option, err.message);
         throw err;
@@ -211,7 +229,16 @@ export class TokenMode {
         throw err;
       }
     }
-    const tok = await loadChatTokenizer(options.tokenizerPath);
+    // The family's template replaces the folder's unless a template file is given: a family gets
+    // one where its own template lacks what serving needs (DeepSeek V3's tool definitions).
+    const tok = await loadChatTokenizer(
+      options.tokenizerPath ?? family.tokenizerDir(),
+      options.chatTemplate !== undefined
+        ? { chatTemplate: options.chatTemplate }
+        : family.chatTemplateSource !== undefined
+          ? { chatTemplateSource: family.chatTemplateSource }
+          : {},
+    );
     const mode = new TokenMode(tok, model, options, {
       contextLength,
       ...(engine?.logger ? { logger: engine.logger } : {}),
