@@ -153,7 +153,11 @@ program
   )
   .option("--port <n>", "port to listen on (0 = any)", port, 30000)
   .option("--host <host>", "address to bind", "127.0.0.1")
-  .option("--model <name>", "model name it claims to serve", "Qwen/Qwen3-0.6B")
+  .option("--model <name>", "model name it claims to serve (default: the family's, Qwen/Qwen3-0.6B)")
+  .option(
+    "--model-family <name>",
+    "qwen3 | deepseek_v3: tokenizer, template and output format (default qwen3)",
+  )
   .option("--seed <n>", "policy seed", (v) => Number.parseInt(v, 10), 0)
   .option("--prefill-tps <n>", "simulated prefill tokens/s (0 = instant)", Number, 0)
   .option("--decode-tps <n>", "simulated decode tokens/s per request (0 = instant)", Number, 0)

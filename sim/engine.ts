@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { contextViolation } from "../protocol/sglang-contract";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
 import { openAssistantTurn, remainingAnswer } from "./continuation";
+import type { PromptDialect } from "./dialects";
 import { expandImagePads, ImageProcessorError, type ImageTokenIds } from "./image-processor";
 import { ImageStats, type SimImage } from "./images";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
@@ -89,6 +90,11 @@ export class EngineInputError extends Error {
 /** Options of {@link SimEngineCore}. */
 export interface EngineOptions {
   tokenizer: ChatTokenizer;
+  /**
+   * How the policies read this model family's prompts and write its answers (`sim/dialects/`);
+   * default none: the prompts are ChatML (Qwen3).
+   */
+  dialect?: PromptDialect | null;
   seed?: number;
   weightVersion?: string;
   /** Simulated prefill speed (tokens/s) of uncached prompt tokens; 0 = instant. */
@@ -125,6 +131,7 @@ export interface GenerateHooks {
  */
 export class SimEngineCore {
   readonly tokenizer: ChatTokenizer;
+  private readonly dialect: PromptDialect | null;
   readonly seed: number;
   weightVersion: string;
   readonly cache = new PrefixCache();
@@ -148,6 +155,7 @@ export class SimEngineCore {
       throw new Error(`contextLength: must be an integer >= 2, got ${ctx}`);
     this.contextLength = ctx;
     this.tokenizer = options.tokenizer;
+    this.dialect = options.dialect ?? null;
     this.seed = options.seed ?? 0;
     this.weightVersion = options.weightVersion ?? "default";
     this.priority = options.priority ?? priorityConfig({}, "sglang");
@@ -290,14 +298,17 @@ export class SimEngineCore {
    * prompt already held.
    */
   private answer(request: EngineRequest): { policy: PolicyAnswer; answerIds: number[]; offset: number } {
-    const decide = (prompt: string) =>
-      decideAnswer({
+    const dialect = this.dialect;
+    const decide = (prompt: string): PolicyAnswer => {
+      const policy = decideAnswer({
         seed: this.seed,
         routingKey: request.routingKey,
-        prompt,
+        prompt: dialect ? dialect.readPrompt(prompt) : prompt,
         ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
         ...(request.images?.length ? { images: request.images } : {}),
       });
+      return dialect ? { ...policy, text: dialect.writeAnswer(policy.text) } : policy;
+    };
     const open = request.images?.length ? null : openAssistantTurn(this.tokenizer, request.promptIds);
     for (const start of open?.starts ?? []) {
       const policy = decide(this.tokenizer.decode(request.promptIds.slice(0, start)));

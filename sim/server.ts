@@ -11,7 +11,9 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadChatTokenizer } from "../tokenizer/chat-tokenizer";
+import { modelFamily } from "../tokenizer/families";
 import { controlRoutes, disconnectSignal, type Handler } from "./control-api";
+import { dialectFor } from "./dialects";
 import { SIM_LIMITS, SIMULATOR_ID, SimEngineCore } from "./engine";
 import { handleGenerate, type OutputIdsMode } from "./generate-api";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http";
@@ -58,7 +60,12 @@ export interface SimEngineOptions extends PriorityOptions {
   host?: string;
   /** Served model name; default "Qwen/Qwen3-0.6B". */
   model?: string;
-  /** Folder with tokenizer.json + tokenizer_config.json; default the bundled Qwen3 files. */
+  /**
+   * The model family served (`qwen3`, `deepseek_v3`): its tokenizer and template, its default
+   * model name, and how the scripted policies read its prompts (`sim/dialects/`). Default `qwen3`.
+   */
+  modelFamily?: string;
+  /** Folder with tokenizer.json + tokenizer_config.json; default the family's files. */
   tokenizerDir?: string;
   /** Seed of the scripted policy; default 0. */
   seed?: number;
@@ -104,10 +111,15 @@ export interface SimEngineHandle {
 export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEngineHandle> {
   const flavor = opts.flavor ?? "sglang";
   const priority = priorityConfig(opts, isVllmFlavor(flavor) ? "vllm" : "sglang");
-  const tokenizer = await loadChatTokenizer(opts.tokenizerDir);
-  const model = opts.model ?? "Qwen/Qwen3-0.6B";
+  const family = modelFamily(opts.modelFamily ?? "qwen3");
+  const tokenizer = await loadChatTokenizer(
+    opts.tokenizerDir ?? family.tokenizerDir(),
+    family.chatTemplateSource === undefined ? {} : { chatTemplateSource: family.chatTemplateSource },
+  );
+  const model = opts.model ?? family.model;
   const engine = new SimEngineCore({
     tokenizer,
+    dialect: dialectFor(family),
     priority,
     ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
     ...(opts.weightVersion !== undefined ? { weightVersion: opts.weightVersion } : {}),

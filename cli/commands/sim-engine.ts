@@ -7,12 +7,16 @@ import type { OutputIdsMode } from "../../sim/generate-api";
 import type { SimFlavor } from "../../sim/openai-chat";
 import { VLLM_SCHEDULING_POLICIES, type VllmSchedulingPolicy } from "../../sim/priority";
 import { SIM_ENGINE_HELP, startSimEngine } from "../../sim/server";
+import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../../tokenizer/families";
 import { UsageError } from "../usage-error";
 
 export interface SimEngineOptions {
   port: number;
   host: string;
-  model: string;
+  /** Served model name; default the family's (`Qwen/Qwen3-0.6B` for qwen3). */
+  model?: string;
+  /** The model family served (`qwen3`, `deepseek_v3`); default qwen3. */
+  modelFamily?: string;
   seed: number;
   prefillTps: number;
   decodeTps: number;
@@ -145,10 +149,19 @@ function priorityOptions(opts: SimEngineOptions) {
 /** Runs until SIGINT/SIGTERM. */
 export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
   validateSimEngineOptions(opts);
+  let family: ModelFamily;
+  try {
+    family = modelFamily(opts.modelFamily ?? "qwen3");
+  } catch (err) {
+    if (err instanceof UnknownModelFamilyError) throw new UsageError(`--model-family: ${err.message}`);
+    throw err;
+  }
+  const model = opts.model ?? family.model;
   const engine = await startSimEngine({
     port: opts.port,
     host: opts.host,
-    model: opts.model,
+    model,
+    modelFamily: family.name,
     seed: opts.seed,
     prefillTokensPerSecond: opts.prefillTps,
     decodeTokensPerSecond: opts.decodeTps,
@@ -166,7 +179,7 @@ export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
     },
   });
   console.log(SIM_ENGINE_HELP);
-  console.log(`polar sim-engine (SIMULATOR, not a model) serving "${opts.model}" at ${engine.url}`);
+  console.log(`polar sim-engine (SIMULATOR, not a model) serving "${model}" at ${engine.url}`);
   const stop = async () => {
     await engine.close();
     process.exit(0);
