@@ -26,17 +26,30 @@ import { sessionTable, summarize, table } from "../cli/report";
 import { loadTaskFile } from "../cli/task-file";
 import { REPO_ROOT } from "../cli/wrangler-dev";
 import type { SessionResult } from "../protocol";
+import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../tokenizer/families";
 
 const TASK_FILE = "examples/calculator/task.yaml";
 /** `--hold`: keep the stack up after the batch until a signal, to look at it in the dashboard. */
 const HOLD = process.argv.includes("--hold");
+/**
+ * `--model-family NAME`: the model family the simulated engine serves and the gateway's token mode
+ * renders and parses (`qwen3`, the default, or `deepseek_v3`; `tokenizer/families.ts`).
+ */
+const FAMILY = familyFlag(process.argv.slice(2));
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 
 console.log(
   "Polar-TS demo: control plane (wrangler dev) + SIMULATED SGLang engine + 1 gateway, all on loopback.",
 );
-const stack = await startLocalStack({ gateways: 1, engine: "sglang" });
+const familyArgs = ["--model-family", FAMILY.name];
+const stack = await startLocalStack({
+  gateways: 1,
+  engine: "sglang",
+  model: FAMILY.model,
+  engineArgs: familyArgs,
+  gatewayArgs: familyArgs,
+});
 /** Exit status on a signal: 130 (interrupted), or the batch's verdict once `--hold` holds. */
 let exitCode = 130;
 // The children run under reapers in sessions of their own, so Ctrl-C reaches only this process:
@@ -51,7 +64,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
 let ok = false;
 try {
   console.log(
-    `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl}, gateway node-0`,
+    `[${elapsed()}] control plane ${stack.controlPlane.url}, sim engine ${stack.engineUrl} (${FAMILY.model}, family ${FAMILY.name}), gateway node-0`,
   );
   // Signed in read-only: watching needs no more than the viewer role.
   const dashboard = dashboardLink(stack.controlPlane.url, {
@@ -101,7 +114,9 @@ try {
   );
   if (first) {
     const file = relative(process.cwd(), join(outDir, `${first.session_id}.json`));
-    console.log(`Open one decoded:   npx polar inspect ${file}`);
+    const tokenizer =
+      FAMILY.name === "qwen3" ? "" : ` --tokenizer-path ${relative(process.cwd(), FAMILY.tokenizerDir())}`;
+    console.log(`Open one decoded:   npx polar inspect ${file}${tokenizer}`);
     console.log(
       `Raw token ids:      node -p 'require("./${file}").trajectory.traces[0].response_ids.slice(0, 20)'`,
     );
@@ -154,4 +169,18 @@ function verdicts(result: SessionResult): string {
 function mean(values: Array<number | null>): number {
   const xs = values.filter((v): v is number => v !== null);
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
+
+/** The family named by `--model-family NAME` (or `--model-family=NAME`), qwen3 without it. */
+function familyFlag(args: readonly string[]): ModelFamily {
+  const at = args.findIndex((a) => a === "--model-family" || a.startsWith("--model-family="));
+  if (at < 0) return modelFamily("qwen3");
+  const value = args[at]!.includes("=") ? args[at]!.split("=")[1]! : args[at + 1];
+  try {
+    return modelFamily(value ?? "");
+  } catch (err) {
+    if (!(err instanceof UnknownModelFamilyError)) throw err;
+    console.error(`--model-family: ${err.message}`);
+    process.exit(2);
+  }
 }
