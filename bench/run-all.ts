@@ -55,11 +55,12 @@ export const BENCHES: BenchSpec[] = [
   {
     name: "tokens",
     measures:
-      "token mode against re-tokenisation on a drift-provoking corpus, and the bridge's time per turn",
+      "token mode against re-tokenisation on a drift-provoking corpus, and the bridge's time per turn, for each model family",
     goal: "every session one token-exact chain in token mode; the bridge cheaper per turn than re-encoding",
     args: ["bench/tokens.ts"],
     quickArgs: ["bench/tokens.ts"],
     quickEnv: { BENCH_SESSIONS: "10" },
+    json: jsonFlag,
   },
   {
     name: "long-history",

@@ -10,10 +10,21 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { relativePaths } from "../../bench/run-all";
 import { REPO_ROOT } from "../../cli/wrangler-dev";
+import { MODEL_FAMILIES } from "../../tokenizer/families";
 import { describeWith } from "../support/optional-tools";
 
 const out = mkdtempSync(join(tmpdir(), "polar-bench-report-"));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+/** `bench/tokens.ts --json`: one entry per family. */
+type TokenFigures = Array<{
+  family: string;
+  sessions: number;
+  turns: number;
+  rows: Array<{ name: string; n: number; convExact: number | null }>;
+  endOfTurnId: number;
+  calls: { sampled: number; parsed: number };
+}>;
 
 const runAll = (...args: string[]) =>
   execa(process.execPath, ["--import", "tsx", "bench/run-all.ts", ...args], {
@@ -42,6 +53,22 @@ describe("npm run bench", () => {
     expect(json.quick).toBe(true);
     expect(json.machine.cores).toBeGreaterThan(0);
     expect(json.runs.map((r) => r.name)).toEqual(["tokens", "long-history"]);
+    // bench:tokens measures every model family: a section and a figures entry each, and in each
+    // family every session without compaction is one token-exact chain in token mode.
+    for (const family of MODEL_FAMILIES)
+      expect(md).toMatch(new RegExp(`^### ${family}: 10 sessions, \\d+ turns`, "m"));
+    const tokenFigures = json.runs[0]!.figures as TokenFigures;
+    expect(tokenFigures.map((f) => f.family)).toEqual([...MODEL_FAMILIES]);
+    for (const f of tokenFigures) {
+      expect(f.turns, f.family).toBeGreaterThan(10);
+      const whole = f.rows.find((r) => r.name === "no compaction")!;
+      expect(whole.n, f.family).toBeGreaterThan(0);
+      expect(whole.convExact, f.family).toBe(1);
+      // Each family's own vocabulary and call format: every sampled call is read back by its parser.
+      expect(f.calls.sampled, f.family).toBeGreaterThan(0);
+      expect(f.calls.parsed, f.family).toBe(f.calls.sampled);
+    }
+    expect(tokenFigures.map((f) => f.endOfTurnId)).toEqual([151645, 1]);
     const figures = json.runs[1]!.figures as Array<{
       targetTokens: number;
       promptTokens: number;
@@ -79,6 +106,31 @@ describe("npm run bench", () => {
     const trace = `Error: late\n    at measure (${REPO_ROOT}/bench/scale.ts:96:20)\n    at f (${REPO_ROOT}/node_modules/x/index.js:1:1)`;
     expect(relativePaths(trace)).toBe(
       "Error: late\n    at measure (./bench/scale.ts:96:20)\n    at f (./node_modules/x/index.js:1:1)",
+    );
+  });
+
+  it("bench:tokens measures one family when --model-family names it, and refuses a family it does not know", async () => {
+    const file = join(out, "tokens-one-family.json");
+    const one = await execa(
+      process.execPath,
+      ["--import", "tsx", "bench/tokens.ts", "--model-family", "deepseek_v3", "--json", file],
+      { cwd: REPO_ROOT, reject: false, env: { BENCH_SESSIONS: "2" } },
+    );
+    expect(one.exitCode, one.stderr).toBe(0);
+    expect(one.stdout).toMatch(/^\| deepseek_v3 \| real DeepSeek V3 tokenizer/m);
+    expect(one.stdout).not.toContain("| qwen3 |");
+    // DeepSeek V3 has no reasoning block: no `<think>` row.
+    expect(one.stdout).not.toContain("| <think> blocks |");
+    const figures = JSON.parse(readFileSync(file, "utf8")) as TokenFigures;
+    expect(figures.map((f) => [f.family, f.sessions])).toEqual([["deepseek_v3", 2]]);
+    const unknown = await execa(
+      process.execPath,
+      ["--import", "tsx", "bench/tokens.ts", "--model-family", "llama"],
+      { cwd: REPO_ROOT, reject: false },
+    );
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toContain(
+      '--model-family: unknown family "llama" (known: qwen3, deepseek_v3, or all)',
     );
   });
 
