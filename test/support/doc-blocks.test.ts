@@ -214,6 +214,15 @@ describe("covered", () => {
     );
   });
 
+  it("a benchmark's npm script is covered by a test that runs its file under bench/", () => {
+    expect(
+      covered("npm run bench:tokens -- --model-family deepseek_v3", "test/e2e/bench-report.test.ts"),
+    ).toBe("not run here: test/e2e/bench-report.test.ts (CI) runs bench/tokens");
+    expect(() => covered("npm run bench:tokens", "test/e2e/demo.test.ts")).toThrow(
+      /does not use bench\/tokens\.ts/,
+    );
+  });
+
   it("refuses a test that does not use that script, and a script package.json does not have", () => {
     expect(() => covered("npm run demo", "test/e2e/calculator.test.ts")).toThrow(
       /does not use scripts\/demo\.ts/,

@@ -285,14 +285,17 @@ const PROJECT_ROOTS = [
 
 /**
  * What a covered command runs, and what its covering test must then contain: a script under
- * scripts/ or examples/ (its path without the extension; `npm run NAME` runs the one of
+ * scripts/, examples/ or bench/ (its path without the extension; `npm run NAME` runs the one of
  * package.json's script NAME), a deployment file under deploy/ (its
  * path, also as the installed package's copy), or the gateway package by its npm name (`packGateway`, which builds and packs
  * packages/polar-gateway: the test installs that tarball, the registry's copy of which the
  * command names).
  */
 const COVERED_ARTEFACTS: Array<{ word: RegExp; uses: (w: string) => string }> = [
-  { word: /^(scripts|examples)\/[\w./-]+\.(sh|ts|mjs|py)$/, uses: (w) => w.replace(/\.(sh|ts|mjs|py)$/, "") },
+  {
+    word: /^(scripts|examples|bench)\/[\w./-]+\.(sh|ts|mjs|py)$/,
+    uses: (w) => w.replace(/\.(sh|ts|mjs|py)$/, ""),
+  },
   { word: /^deploy\/[\w./-]+$/, uses: (w) => w },
   // The copy the installed package ships (`$(npm root -g)/@polar-ts/gateway/deploy/FILE`), which
   // test/e2e/package-install.test.ts checks is the repository's deploy/gateway/FILE.
@@ -342,7 +345,7 @@ export function checkCovered(command: DocCommand): string {
   })[0];
   if (!found)
     throw new Error(
-      "`covered` needs a command that runs a script under scripts/ or examples/, a file under deploy/, or @polar-ts/gateway",
+      "`covered` needs a command that runs a script under scripts/, examples/ or bench/, a file under deploy/, or @polar-ts/gateway",
     );
   if (!text.includes(found.stem)) throw new Error(`${file} does not use ${found.w}`);
   return `not run here: ${file} (CI) runs ${found.stem}`;
