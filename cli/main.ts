@@ -380,6 +380,10 @@ program
   .option("--temperature <t>", "expected temperature (passed as POLAR_TEMPERATURE, checked)")
   .option("--top-p <p>", "expected top_p (passed as POLAR_TOP_P, checked)")
   .option("--sampling-temperature <t>", "the task's agent.sampling.temperature, applied by the proxy")
+  .option(
+    "--model-family <name>",
+    "token mode's model family, served by the simulated engine (qwen3 | deepseek_v3)",
+  )
   .option("--json", "print JSON", false)
   .action(async (opts) => {
     await (await import("./commands/conformance")).runConformance(opts);

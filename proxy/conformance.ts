@@ -40,6 +40,8 @@ export interface ConformanceTurn {
 /** The whole report. */
 export interface ConformanceReport {
   harness: string;
+  /** The model family whose template and parsers the proxy used (token mode's `--model-family`). */
+  model_family: string;
   turns: ConformanceTurn[];
   verdicts: Record<string, number>;
   /** Turns per bridge flag (`reasoning_dropped`), zero counts included. */
@@ -88,6 +90,7 @@ export function conformanceReport(
   harness: string,
   records: readonly CompletionRecord[],
   expected: ExpectedSampling = {},
+  modelFamily = "qwen3",
 ): ConformanceReport {
   const turns = records.map(conformanceTurn);
   const verdicts: Record<string, number> = {};
@@ -110,6 +113,7 @@ export function conformanceReport(
   const compacts = (verdicts.compacted ?? 0) > 0;
   return {
     harness,
+    model_family: modelFamily,
     turns,
     verdicts,
     flags,
@@ -204,6 +208,7 @@ export function formatConformance(r: ConformanceReport): string {
     "",
     "| check | result |",
     "|---|---|",
+    `| model family | ${r.model_family} |`,
     `| turns | ${r.turns.length} (${Object.entries(r.verdicts)
       .map(([v, n]) => `${v} ${n}`)
       .join(", ")}) |`,

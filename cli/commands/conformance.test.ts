@@ -23,6 +23,7 @@ const silenced = async <T>(fn: () => Promise<T>): Promise<{ value: T; out: strin
 describe("polar conformance with the shell harness and the scripted client", () => {
   it("reports an append-only client as one chain that honours sampling: safe to train on", async () => {
     const { value: r, out } = await silenced(() => runConformance({ harness: "shell", temperature: 0.6 }));
+    expect(r.model_family).toBe("qwen3");
     expect(r.turns.length).toBe(4);
     expect(r.turns[0]!.verdict).toBe("new_chain");
     expect(r.turns.slice(1).map((t) => t.verdict)).toEqual(["extended", "template_mismatch", "extended"]);
@@ -100,7 +101,22 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(policed.out).toMatch(/\| 1 \| openai_chat \|.*\| - \(applied temperature=0\.6\) \|/);
   }, 240_000);
 
+  it("runs the client against the second model family: DeepSeek V3 prompts, every follow-up extended", async () => {
+    const { value: r, out } = await silenced(() =>
+      runConformance({ harness: "shell", temperature: 0.6, modelFamily: "deepseek_v3" }),
+    );
+    expect(r.model_family).toBe("deepseek_v3");
+    expect(out).toContain("| model family | deepseek_v3 |");
+    expect(r.turns.length).toBe(4);
+    // V3 has no reasoning block, so no turn loses one to the template, as Qwen3's third turn does.
+    expect(r.turns.map((t) => t.verdict)).toEqual(["new_chain", "extended", "extended", "extended"]);
+    expect(r.safe_to_train).toBe(true);
+  }, 240_000);
+
   it("names the flag for a missing or unknown harness", async () => {
+    await expect(runConformance({ harness: "shell", modelFamily: "llama" })).rejects.toThrow(
+      /^--model-family: .*"llama" \(known: qwen3, deepseek_v3\)/,
+    );
     await expect(runConformance({})).rejects.toThrow(UsageError);
     await expect(runConformance({})).rejects.toThrow(/^--harness:/);
     await expect(runConformance({ harness: "nope" })).rejects.toThrow(/^--harness: .*not supported/);

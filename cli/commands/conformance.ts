@@ -44,6 +44,7 @@ import {
 } from "../../proxy/conformance";
 import { startProxy } from "../../proxy/server";
 import { startSimEngine } from "../../sim/server";
+import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../../tokenizer/families";
 import { loadTaskFile } from "../task-file";
 import { UsageError } from "../usage-error";
 import { REPO_ROOT } from "../wrangler-dev";
@@ -56,8 +57,15 @@ export const DEFAULT_INSTRUCTION = "What is 17 * 23? Then: what is 6 * 7? Use th
 export const CONFORMANCE_TIMEOUT_MS = 300_000;
 /** The repository a preset works on: the calculator example's (copied; the original is untouched). */
 export const PRESET_REPO = path.join(REPO_ROOT, "examples", "calculator", "repo");
-/** Model name the check's proxy serves and the harnesses are given. */
-const MODEL = "Qwen/Qwen3-0.6B";
+/** The family a check runs (`--model-family`, default `qwen3`): its model name is what the harnesses are given. */
+function familyOf(opts: ConformanceOptions): ModelFamily {
+  try {
+    return modelFamily(opts.modelFamily ?? "qwen3");
+  } catch (err) {
+    if (err instanceof UnknownModelFamilyError) throw new UsageError(`--model-family: ${err.message}`);
+    throw err;
+  }
+}
 
 /** The calculator example's instruction: the task a preset is checked on unless told otherwise. */
 function presetInstruction(): string {
@@ -81,6 +89,8 @@ export interface ConformanceOptions {
   json?: boolean;
   /** Extra environment for the harness (tests). */
   env?: Record<string, string>;
+  /** Token mode's model family (`qwen3` default): the simulated engine serves it, the proxy renders it. */
+  modelFamily?: string;
   /** Folder of pre-installed CLIs (`<dir>/bin`); default `POLAR_HARNESS_DIR`, else `.polar/harnesses`. */
   harnessDir?: string;
 }
@@ -222,7 +232,7 @@ export async function conformancePlan(
   const cwd = preset ? path.join(at.sessionPath, "workspace") : process.cwd();
   const ctx: PlanContext = {
     session,
-    model: MODEL,
+    model: familyOf(opts).model,
     proxyUrl: at.proxyUrl,
     sessionKey: at.sessionKey,
     sessionPath: at.sessionPath,
@@ -315,10 +325,17 @@ async function runPlan({ plan, ctx, env, cwd }: ConformancePlan): Promise<void> 
  */
 export async function runConformance(opts: ConformanceOptions): Promise<ConformanceReport> {
   const task = await taskFrom(opts);
+  const family = familyOf(opts);
   const quiet = { info() {}, warn() {}, error() {} };
   const dir = await mkdtemp(path.join(tmpdir(), "polar-conformance-"));
-  const sim = await startSimEngine({});
-  const proxy = await startProxy({ engine: "sglang", engineUrl: sim.url, modelServed: MODEL, logger: quiet });
+  const sim = await startSimEngine({ modelFamily: family.name });
+  const proxy = await startProxy({
+    engine: "sglang",
+    engineUrl: sim.url,
+    modelServed: family.model,
+    modelFamily: family.name,
+    logger: quiet,
+  });
   try {
     const sessionId = "conformance-1";
     const { key } = proxy.openSession(sessionId, {
@@ -336,7 +353,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
     const missing = missingCli(task.harness, prepared.env);
     if (missing) throw new UsageError(missing);
     await runPlan(prepared);
-    const report = conformanceReport(task.harness, proxy.completions(sessionId), task.sampling);
+    const report = conformanceReport(task.harness, proxy.completions(sessionId), task.sampling, family.name);
     console.log(opts.json ? JSON.stringify(report, null, 2) : formatConformance(report));
     return report;
   } finally {

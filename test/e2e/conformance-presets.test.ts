@@ -1,6 +1,6 @@
 /**
  * `polar conformance` for the harness presets that `scripts/install-harnesses.sh` installs (a
- * selection by default, see NAMES), with the real CLIs: each one, installed on demand under `.polar/harnesses` (`ensureHarnesses`, as in
+ * selection of presets and model families by default, see DEFAULT_RUNS), with the real CLIs: each one, installed on demand under `.polar/harnesses` (`ensureHarnesses`, as in
  * test/e2e/harnesses.test.ts), runs the calculator example's bug fix against the simulated engine
  * through a token-mode proxy, and the report must show a multi-turn tool session in the CLI's own
  * API family with a verdict on every turn, and whether it drops reasoning. A run on another API
@@ -16,6 +16,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { runConformance } from "../../cli/commands/conformance";
 import { ensureHarnesses } from "../../scripts/ensure-harnesses";
 import { DEFAULT_HARNESS_DIR, HARNESS_NAMES, type HarnessName, presetsOf } from "../../scripts/run-harnesses";
+import { MODEL_FAMILIES, type ModelFamilyName } from "../../tokenizer/families";
 import { describeEachWith, harnessClis } from "../support/optional-tools";
 
 /** The API family each CLI speaks, as the pinned versions were seen, and the preset settings of a run. */
@@ -61,36 +62,50 @@ afterAll(async () => {
 });
 
 /** A run with preset settings goes through a `--task` file, as a user would give them. */
-async function conformanceOf(name: HarnessName) {
+async function conformanceOf(name: HarnessName, modelFamily: ModelFamilyName) {
   const { settings } = RUNS[name];
-  if (!settings) return runConformance({ harness: name, harnessDir: DEFAULT_HARNESS_DIR });
+  if (!settings) return runConformance({ harness: name, harnessDir: DEFAULT_HARNESS_DIR, modelFamily });
   const task = path.join(scratch, `${name}.json`);
   await writeFile(task, JSON.stringify({ harness: presetsOf([name])[0], settings }));
-  return runConformance({ task, harnessDir: DEFAULT_HARNESS_DIR });
+  return runConformance({ task, harnessDir: DEFAULT_HARNESS_DIR, modelFamily });
 }
 
 /**
- * The presets run here: one per API family, one that drops reasoning and the one whose settings
- * come from a `--task` file. Every preset's CLI also runs end to end through the whole stack in
- * test/e2e/harnesses.test.ts, so the rest would repeat those runs for this command's report only;
- * `POLAR_E2E_CONFORMANCE=all` runs every preset (a comma list picks some).
+ * The runs here, as `preset@family`: the five CLIs of CI's first harness set (one per API family
+ * and Qwen Code) on the second model family, DeepSeek V3, and on Qwen3 the one that drops
+ * reasoning and the one whose settings come from a `--task` file. Every preset's CLI also runs on
+ * Qwen3 end to end through the whole stack in test/e2e/harnesses.test.ts, so the rest would repeat
+ * those runs for this command's report only. `POLAR_E2E_CONFORMANCE=all` runs every preset on both
+ * families (a comma list of `preset` or `preset@family` picks some; a bare preset runs on Qwen3).
  */
-const DEFAULT_RUNS: HarnessName[] = [
-  "claude_code",
-  "codex",
-  "gemini_cli",
-  "pi",
-  "nanocoder",
-  "continue_anthropic",
+const DEFAULT_RUNS = [
+  "claude_code@deepseek_v3",
+  "codex@deepseek_v3",
+  "qwen_code@deepseek_v3",
+  "gemini_cli@deepseek_v3",
+  "pi@deepseek_v3",
+  "nanocoder@qwen3",
+  "continue_anthropic@qwen3",
 ];
 const PICKED = process.env.POLAR_E2E_CONFORMANCE;
-const NAMES: HarnessName[] =
-  PICKED === "all" ? [...HARNESS_NAMES] : PICKED ? (PICKED.split(",") as HarnessName[]) : DEFAULT_RUNS;
+const PICKS: string[] =
+  PICKED === "all"
+    ? MODEL_FAMILIES.flatMap((family) => HARNESS_NAMES.map((name) => `${name}@${family}`))
+    : PICKED
+      ? PICKED.split(",")
+      : DEFAULT_RUNS;
+/** `preset@family` as the check's flags. */
+const flagsOf = (pick: string) => {
+  const [name, family = "qwen3"] = pick.split("@") as [HarnessName, ModelFamilyName?];
+  return `${name} --model-family ${family}`;
+};
 
-describeEachWith(NEEDS, NAMES)("polar conformance --harness %s", (name) => {
+describeEachWith(NEEDS, PICKS.map(flagsOf))("polar conformance --harness %s", (flags) => {
+  const [name, , family] = flags.split(" ") as [HarnessName, string, ModelFamilyName];
   it("runs the real CLI: a multi-turn tool session in its API family, a verdict on every turn", async () => {
-    const report = await quietly(() => conformanceOf(name));
+    const report = await quietly(() => conformanceOf(name, family));
     expect(report.harness).toBe(presetsOf([name])[0]);
+    expect(report.model_family).toBe(family);
     expect(report.turns.length).toBeGreaterThanOrEqual(3);
     expect(new Set(report.turns.map((t) => t.api))).toEqual(new Set([RUNS[name].api]));
     expect(report.turns[0]!.verdict).toBe("new_chain");
@@ -99,8 +114,9 @@ describeEachWith(NEEDS, NAMES)("polar conformance --harness %s", (name) => {
     expect(report.compacts_history).toBe(false);
     expect(report.chains).toBe(name === "opencode" ? 2 : 1);
     expect(report.safe_to_train).toBe(name !== "opencode");
-    // Continue, Grok CLI and Nanocoder send replies back without the reasoning the proxy returned.
-    expect(report.drops_reasoning).toBe(DROPS_REASONING.has(name));
+    // Continue, Grok CLI and Nanocoder send replies back without the reasoning the proxy returned;
+    // DeepSeek V3 returns none, so there is none to drop.
+    expect(report.drops_reasoning).toBe(family === "qwen3" && DROPS_REASONING.has(name));
     for (const t of report.turns) expect(["new_chain", "extended"]).toContain(t.verdict);
   }, 200_000);
 });
