@@ -15,7 +15,7 @@ export interface TokenModeFlags {
   chatTemplate?: string;
   /** Tokenizer + chat template folder (token mode; chat engines use it for `count_tokens`). */
   tokenizerPath?: string;
-  /** Token mode (`--engine sglang`): tool-call parser name. */
+  /** Token mode (`--engine sglang`): tool-call parser name (the engine's own for a format Polar-TS does not parse). */
   toolCallParser?: string;
   /** Token mode: reasoning parser name. */
   reasoningParser?: string;
@@ -40,11 +40,14 @@ export function withTokenModeFlags(command: Command, tokenizerHelp: string): Com
   return command
     .option(
       "--model-family <name>",
-      "token mode: qwen3 | deepseek_v3 (tokenizer, template and parsers; default qwen3)",
+      "token mode: qwen3 | deepseek_v3 (tokenizer, template and parsers; default: recognised from the template of --tokenizer-path, else qwen3)",
     )
     .option("--tokenizer-path <dir>", tokenizerHelp)
     .option("--chat-template <file>", "token mode: a chat template used instead of the tokenizer folder's")
-    .option("--tool-call-parser <name>", "token mode: qwen3 | qwen25 | hermes | qwen3_coder | deepseekv3")
+    .option(
+      "--tool-call-parser <name>",
+      "token mode: qwen3 | qwen25 | hermes | qwen3_coder | deepseekv3, or the engine's name for a format Polar-TS does not parse",
+    )
     .option("--reasoning-parser <name>", "token mode: qwen3 | qwen3-thinking | deepseek-r1 | none")
     .option("--context-length <n>", "token mode: model context window (default 40960)")
     .option(

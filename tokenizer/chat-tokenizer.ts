@@ -12,13 +12,19 @@
  *
  * @module
  */
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { constants, existsSync } from "node:fs";
+import { access, readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Template } from "@huggingface/jinja";
+import type { Template } from "@huggingface/jinja";
 import { TokenizerLoader } from "@lenml/tokenizers";
+import { probeChatTemplate } from "./template-probe";
+import { checkChatTemplate, type TemplateOrigin, templateRaises } from "./template-support";
+import { TokenizerLoadError } from "./tokenizer-load-error";
+
+export { type TemplateOrigin, UnsupportedTemplateFeatureError } from "./template-support";
+export { TokenizerLoadError } from "./tokenizer-load-error";
 
 /** A content part of an OpenAI chat message (`{type: "text", text}`, `{type: "image_url", ...}`). */
 export interface ChatContentPart {
@@ -82,28 +88,6 @@ export interface ChatTokenizer {
 }
 
 /**
- * The tokenizer files are missing or unreadable.
- *
- * @example
- * ```ts
- * await loadChatTokenizer("/no/such/dir").catch((e) => e instanceof TokenizerLoadError); // true
- * ```
- */
-export class TokenizerLoadError extends Error {
-  override readonly name = "TokenizerLoadError";
-  /**
-   * @param source `template` when the failure is in a chat template given in place of the folder's
-   *   (a file that cannot be read, a template that does not parse), else `folder`.
-   */
-  constructor(
-    message: string,
-    readonly source: "folder" | "template" = "folder",
-  ) {
-    super(message);
-  }
-}
-
-/**
  * The messages cannot be rendered (bad tool-call arguments, template `raise_exception`, ...).
  *
  * @example
@@ -115,8 +99,9 @@ export class ChatTemplateError extends Error {
   override readonly name = "ChatTemplateError";
   /** Dotted path of the offending input field, when one is to blame. */
   readonly field: string | undefined;
-  constructor(message: string, field?: string) {
-    super(field ? `${field}: ${message}` : message);
+  /** @param cause the renderer's own error, when the template failed while rendering. */
+  constructor(message: string, field?: string, cause?: unknown) {
+    super(field ? `${field}: ${message}` : message, cause === undefined ? undefined : { cause });
     this.field = field;
   }
 }
@@ -192,6 +177,14 @@ export interface LoadTokenizerOptions {
   chatTemplate?: string;
   /** A chat template given as its source text instead of a file (takes precedence over both). */
   chatTemplateSource?: string;
+  /** What errors call a `chatTemplateSource` template (default "the chat template given as text"). */
+  chatTemplateName?: string;
+}
+
+/** The chat template a folder (or the template given in its place) renders with, and its origin. */
+export interface ChatTemplateText {
+  source: string;
+  origin: TemplateOrigin;
 }
 
 /**
@@ -209,12 +202,7 @@ export interface LoadTokenizerOptions {
  */
 export function loadChatTokenizer(dir?: string, options: LoadTokenizerOptions = {}): Promise<ChatTokenizer> {
   const resolved = path.resolve(dir ?? defaultTokenizerDir());
-  const template: TemplateChoice | undefined =
-    options.chatTemplateSource !== undefined
-      ? { source: options.chatTemplateSource }
-      : options.chatTemplate !== undefined
-        ? { file: path.resolve(options.chatTemplate) }
-        : undefined;
+  const template = templateChoice(options);
   const key = template === undefined ? resolved : `${resolved}\0${JSON.stringify(template)}`;
   let pending = cache.get(key);
   if (!pending) {
@@ -226,7 +214,87 @@ export function loadChatTokenizer(dir?: string, options: LoadTokenizerOptions = 
   return pending;
 }
 
+/**
+ * Reads only the chat template that {@link loadChatTokenizer} would render with (the replacement
+ * given in `options`, else the folder's `chat_template.jinja`, else its `tokenizer_config.json`
+ * `chat_template`), without loading the tokenizer: what is needed to recognise a model's format
+ * before choosing how to load it.
+ *
+ * @example
+ * ```ts
+ * const { source, origin } = await readChatTemplate("models/Qwen3-8B");
+ * origin.file; // ".../models/Qwen3-8B/tokenizer_config.json (chat_template)"
+ * ```
+ */
+export async function readChatTemplate(
+  dir: string,
+  options: LoadTokenizerOptions = {},
+): Promise<ChatTemplateText> {
+  const resolved = path.resolve(dir);
+  const choice = templateChoice(options);
+  const settled = await Promise.allSettled([
+    // Not read here, but a folder without it fails as a load would: naming it first.
+    access(path.join(resolved, "tokenizer.json"), constants.R_OK).catch((error: Error) => {
+      throw new TokenizerLoadError(`cannot read tokenizer.json: ${error.message}`);
+    }),
+    readJsonFile(path.join(resolved, "tokenizer_config.json"), true),
+    readTemplateText(resolved, choice),
+  ]);
+  for (const r of settled) if (r.status === "rejected") throw r.reason;
+  const [, config, text] = settled.map((r) => (r.status === "fulfilled" ? r.value : undefined)) as [
+    unknown,
+    JsonObject,
+    string | undefined,
+  ];
+  return pickTemplate(resolved, choice, config, text);
+}
+
 type JsonObject = Record<string, unknown>;
+
+function templateChoice(options: LoadTokenizerOptions): TemplateChoice | undefined {
+  if (options.chatTemplateSource !== undefined)
+    return {
+      source: options.chatTemplateSource,
+      name: options.chatTemplateName ?? "the chat template given as text",
+    };
+  if (options.chatTemplate !== undefined) return { file: path.resolve(options.chatTemplate) };
+  return undefined;
+}
+
+/** The replacement's text, or the folder's `chat_template.jinja` if it has one. */
+function readTemplateText(dir: string, choice: TemplateChoice | undefined): Promise<string | undefined> {
+  if (choice === undefined) return readOptionalText(path.join(dir, "chat_template.jinja"));
+  if ("source" in choice) return Promise.resolve(choice.source);
+  return readRequiredText(choice.file);
+}
+
+/** The template to render with and its origin: the replacement, `chat_template.jinja`, or the config's. */
+function pickTemplate(
+  dir: string,
+  choice: TemplateChoice | undefined,
+  config: JsonObject,
+  text: string | undefined,
+): ChatTemplateText {
+  if (choice !== undefined) {
+    return {
+      source: text!,
+      origin: { file: "source" in choice ? choice.name : choice.file, source: "template" },
+    };
+  }
+  // Newer checkpoints ship the template as its own file; it takes precedence, as in transformers.
+  if (text !== undefined)
+    return { source: text, origin: { file: path.join(dir, "chat_template.jinja"), source: "folder" } };
+  const fromConfig = pickChatTemplate(config);
+  if (!fromConfig) {
+    throw new TokenizerLoadError(
+      `no chat template in ${dir} (tokenizer_config.json chat_template or chat_template.jinja)`,
+    );
+  }
+  return {
+    source: fromConfig,
+    origin: { file: `${path.join(dir, "tokenizer_config.json")} (chat_template)`, source: "folder" },
+  };
+}
 
 async function readJsonFile(file: string, required: boolean): Promise<JsonObject | undefined> {
   let text: string;
@@ -288,18 +356,14 @@ function tokenString(value: unknown): string | undefined {
   return undefined;
 }
 
-/** A chat template that replaces the folder's: a file, or its source text. */
-type TemplateChoice = { file: string } | { source: string };
+/** A chat template that replaces the folder's: a file, or its source text (with a name for errors). */
+type TemplateChoice = { file: string } | { source: string; name: string };
 
 async function readTokenizerFolder(dir: string, replacement?: TemplateChoice): Promise<ChatTokenizer> {
   const settled = await Promise.allSettled([
     readJsonFile(path.join(dir, "tokenizer.json"), true),
     readJsonFile(path.join(dir, "tokenizer_config.json"), true),
-    replacement === undefined
-      ? readOptionalText(path.join(dir, "chat_template.jinja"))
-      : "source" in replacement
-        ? Promise.resolve(replacement.source)
-        : readRequiredText(replacement.file),
+    readTemplateText(dir, replacement),
     readJsonFile(path.join(dir, "generation_config.json"), false),
   ]);
   // Report the first missing file in a fixed order (tokenizer.json first), not whichever read
@@ -308,22 +372,9 @@ async function readTokenizerFolder(dir: string, replacement?: TemplateChoice): P
   const [tokenizerJson, config, jinjaFile, generationConfig] = settled.map((r) =>
     r.status === "fulfilled" ? r.value : undefined,
   ) as [JsonObject | undefined, JsonObject | undefined, string | undefined, JsonObject | undefined];
-  // Newer checkpoints ship the template as its own file; it takes precedence, as in transformers.
-  const source = jinjaFile ?? pickChatTemplate(config!);
-  if (!source) {
-    throw new TokenizerLoadError(
-      `no chat template in ${dir} (tokenizer_config.json chat_template or chat_template.jinja)`,
-    );
-  }
-  let template: Template;
-  try {
-    template = new Template(source);
-  } catch (error) {
-    throw new TokenizerLoadError(
-      `chat template does not parse: ${(error as Error).message}`,
-      replacement === undefined ? "folder" : "template",
-    );
-  }
+  const { source, origin } = pickTemplate(dir, replacement, config!, jinjaFile);
+  // A feature the renderer lacks fails here, at start, naming it and the file.
+  const template = checkChatTemplate(source, origin);
   let tok: ReturnType<typeof TokenizerLoader.fromPreTrained>;
   try {
     tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: tokenizerJson!, tokenizerConfig: config! });
@@ -334,7 +385,9 @@ async function readTokenizerFolder(dir: string, replacement?: TemplateChoice): P
     typeof config!.name_or_path === "string" && config!.name_or_path
       ? config!.name_or_path
       : path.basename(dir);
-  return buildChatTokenizer({ dir, name, tok, template, config: config!, generationConfig, source });
+  const chat = buildChatTokenizer({ dir, name, tok, template, config: config!, generationConfig, source });
+  probeChatTemplate((messages, options) => chat.render(messages, options), origin, templateRaises(template));
+  return chat;
 }
 
 interface Parts {
@@ -402,7 +455,7 @@ function buildChatTokenizer({
           ...options.templateKwargs,
         });
       } catch (error) {
-        throw new ChatTemplateError(`chat template failed: ${(error as Error).message}`);
+        throw new ChatTemplateError(`chat template failed: ${(error as Error).message}`, undefined, error);
       }
     },
     encode(text) {

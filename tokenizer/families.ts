@@ -99,6 +99,11 @@ export function modelFamily(name: string): ModelFamily {
 export function loadFamilyTokenizer(family: ModelFamily): Promise<ChatTokenizer> {
   return loadChatTokenizer(
     family.tokenizerDir(),
-    family.chatTemplateSource === undefined ? {} : { chatTemplateSource: family.chatTemplateSource },
+    family.chatTemplateSource === undefined
+      ? {}
+      : {
+          chatTemplateSource: family.chatTemplateSource,
+          chatTemplateName: `the ${family.name} family's template`,
+        },
   );
 }

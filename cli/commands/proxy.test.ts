@@ -1,11 +1,13 @@
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startGenerateDouble } from "../../proxy/testing/generate-double";
 import { type SimEngineHandle, startSimEngine } from "../../sim/server";
 import { descendants, waitGone } from "../../test/support/process-tree";
+import { MISTRAL_LIKE_TEMPLATE, modelFolderWith } from "../../tokenizer/test-folder";
 import { UsageError } from "../usage-error";
 import { REPO_ROOT } from "../wrangler-dev";
-import { proxyOptionsFrom } from "./proxy";
+import { proxyOptionsFrom, runProxy } from "./proxy";
 
 /**
  * `polar proxy FLAGS` as one process (node with the CLI's own entry point): SIGTERM reaches the
@@ -173,6 +175,81 @@ describe("polar proxy token-mode flags", () => {
     } finally {
       await stop(child);
       await sim.close();
+    }
+  }, 60_000);
+});
+
+describe("polar proxy with any model folder (--tokenizer-path DIR)", () => {
+  const sglang = { ...base, engine: "sglang", model: "m" };
+
+  it("a template feature the renderer lacks fails at start, naming the flag, the feature and the file", async () => {
+    process.env.POLAR_ADMIN_TOKEN = "tok";
+    try {
+      const folder = modelFolderWith(
+        MISTRAL_LIKE_TEMPLATE.replace("{{- eos_token -}}", "{%- do x -%}{{- eos_token -}}"),
+      );
+      await expect(runProxy({ ...sglang, tokenizerPath: folder })).rejects.toThrow(
+        `--tokenizer-path: the chat template ${path.join(folder, "chat_template.jinja")} uses tag {% do %}, which the proxy's template renderer (@huggingface/jinja) does not support`,
+      );
+      const template = path.join(
+        modelFolderWith(
+          MISTRAL_LIKE_TEMPLATE.replace("message.content -}}", "message.content | wordcount -}}"),
+        ),
+        "chat_template.jinja",
+      );
+      await expect(runProxy({ ...sglang, chatTemplate: template, toolCallParser: "hermes" })).rejects.toThrow(
+        `--chat-template: the chat template ${template} uses filter "wordcount", which`,
+      );
+      // A folder in no known format, no parser named and no engine to ask: the flag to give.
+      await expect(
+        runProxy({ ...sglang, tokenizerPath: modelFolderWith(MISTRAL_LIKE_TEMPLATE) }),
+      ).rejects.toThrow(
+        /^--tool-call-parser: toolCallParser: .*chat_template\.jinja is not a format Polar-TS parses .*give --tool-call-parser NAME/,
+      );
+    } finally {
+      delete process.env.POLAR_ADMIN_TOKEN;
+    }
+  });
+
+  it("a folder in no format Polar-TS parses starts with parsing delegated, and says so", async () => {
+    const engine = await startGenerateDouble();
+    engine.parsers.functionCall = (body) => ({ normal_text: String(body.text), calls: [] });
+    const folder = modelFolderWith(MISTRAL_LIKE_TEMPLATE);
+    const child = polarProxy([
+      "--engine",
+      "sglang",
+      "--engine-url",
+      engine.url,
+      ...FLAGS,
+      "--tokenizer-path",
+      folder,
+      "--tool-call-parser",
+      "mistral",
+    ]);
+    let err = "";
+    child.stderr!.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = "";
+        child.stdout!.on("data", (d: Buffer) => {
+          out += d.toString();
+          if (/listening at http/.test(out)) resolve();
+        });
+        child.once("exit", () => reject(new Error(`proxy exited: ${out}${err}`)));
+      });
+      const said = err.split("\n").filter((l) => l.includes("is not a format Polar-TS parses"));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toContain(
+        `[proxy] token mode: ${path.join(folder, "chat_template.jinja")} is not a format Polar-TS parses (`,
+      );
+      expect(said[0]).toContain(
+        "parsing is delegated to the engine (as --delegate-parsing): tool-call parser mistral (given)",
+      );
+    } finally {
+      await stop(child);
+      await engine.close();
     }
   }, 60_000);
 });

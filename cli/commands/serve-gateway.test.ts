@@ -8,6 +8,7 @@ import { ASK, isResultOf, makeAssign } from "../../gateway-agent/testing/session
 import { loadTopology, parseTopology } from "../../gateway-agent/topology";
 import { WIRE_VERSION } from "../../protocol";
 import { type SimEngineHandle, startSimEngine } from "../../sim/server";
+import { MISTRAL_LIKE_TEMPLATE, modelFolderWith } from "../../tokenizer/test-folder";
 import { UsageError } from "../usage-error";
 import { REPO_ROOT } from "../wrangler-dev";
 import { resolveServeGatewayOptions, startServeGateway } from "./serve-gateway";
@@ -257,6 +258,20 @@ gateway:
           { installSignalHandlers: false },
         ),
       ).rejects.toThrow(/^--chat-template: cannot read the chat template .*no-such\.jinja/);
+      // Any model folder: a template feature the renderer lacks, and a format Polar-TS does not
+      // parse with no parser named (the engine cannot be asked here), each name their flag.
+      const unsupported = modelFolderWith(
+        MISTRAL_LIKE_TEMPLATE.replace("{{- eos_token -}}", "{%- do x -%}{{- eos_token -}}"),
+      );
+      await expect(
+        startServeGateway({ ...flags, tokenizerPath: unsupported }, { installSignalHandlers: false }),
+      ).rejects.toThrow(/^--tokenizer-path: the chat template .*chat_template\.jinja uses tag \{% do %\}/);
+      await expect(
+        startServeGateway(
+          { ...flags, tokenizerPath: modelFolderWith(MISTRAL_LIKE_TEMPLATE) },
+          { installSignalHandlers: false },
+        ),
+      ).rejects.toThrow(/^--tool-call-parser: .*is not a format Polar-TS parses/);
     } finally {
       delete process.env.POLAR_GATEWAY_TOKEN;
     }

@@ -50,6 +50,8 @@ export interface GenerateDouble {
   fallback: (body: JsonObject) => DoubleReply;
   /** Answers of `/separate_reasoning` and `/parse_function_call` (status 404 when unset). */
   parsers: { separate?: (body: JsonObject) => JsonObject; functionCall?: (body: JsonObject) => JsonObject };
+  /** More server arguments for `/server_info` (e.g. `tool_call_parser`, as SGLang reports its launch flags). */
+  serverArgs: JsonObject;
   close(): Promise<void>;
 }
 
@@ -129,6 +131,7 @@ function route(
     return answer(res, 200, {
       enable_priority_scheduling: false,
       schedule_low_priority_values_first: false,
+      ...state.serverArgs,
     });
   let body: JsonObject;
   try {
@@ -171,6 +174,7 @@ export async function startGenerateDouble(): Promise<GenerateDouble> {
     queue: [],
     fallback: () => ({ output: [17453, 13, IM_END] }),
     parsers: {},
+    serverArgs: {},
     close: async () => {},
   };
   const server = http.createServer((req, res) => {

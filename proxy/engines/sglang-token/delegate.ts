@@ -91,6 +91,24 @@ export function delegatedParserNames(toolParser: string, reasoningParser: string
   return { tool, reasoning: REASONING_PARSER_NAMES[reasoningParser] ?? null };
 }
 
+/**
+ * The names to send for a format Polar-TS does not parse: the engine's own names, as given (a
+ * reasoning name Polar knows is still mapped; `none` asks no one). Through the router the same
+ * name is sent, so it must be one the router's parser factory has too.
+ *
+ * @example
+ * ```ts
+ * engineParserNames("mistral", "none"); // { tool: { engine: "mistral", router: "mistral" }, reasoning: null }
+ * ```
+ */
+export function engineParserNames(toolParser: string, reasoningParser: string): DelegatedParserNames {
+  const reasoning =
+    reasoningParser === "none"
+      ? null
+      : (REASONING_PARSER_NAMES[reasoningParser] ?? { engine: reasoningParser, router: reasoningParser });
+  return { tool: { engine: toolParser, router: toolParser }, reasoning };
+}
+
 /** The view one parse API gives; the caller assigns tool-call ids. */
 async function postParse(deps: ParseDeps, base: string, path: string, body: JsonObject): Promise<JsonObject> {
   const r = await postJson(

@@ -14,10 +14,20 @@ import {
   VerdictTally,
 } from "../../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../../tokenizer/chat-tokenizer";
-import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../../../tokenizer/families";
+import { type ModelFamilyName, UnknownModelFamilyError } from "../../../tokenizer/families";
 import { REASONING_PARSERS, toolCallParser, UnknownParserError } from "../../../tokenizer/parsers";
+import { TokenModeConfigError } from "./config-error";
 import { ContextLengthError, resolveContextLength } from "./context-length";
-import { type DelegatedParserNames, delegatedParserNames, UnmappedParserError } from "./delegate";
+import {
+  type DelegatedParserNames,
+  delegatedParserNames,
+  engineParserNames,
+  UnmappedParserError,
+} from "./delegate";
+import { checkEngineParsers, EngineParserError } from "./engine-parsers";
+import { chooseFormat, type FormatChoice } from "./format-choice";
+
+export { TokenModeConfigError } from "./config-error";
 
 /**
  * Context window (prompt + completion tokens) assumed when none is configured: Qwen3's 40 960
@@ -32,14 +42,21 @@ export const MAX_BRIDGED_SESSIONS = 100_000;
 export interface TokenModeOptions {
   /**
    * A model family Polar-TS knows (`qwen3`, `deepseek_v3`; `tokenizer/families.ts`): the
-   * defaults of the tokenizer folder, the chat template and both parsers. Default `qwen3`.
+   * defaults of the tokenizer folder, the chat template and both parsers. Without it, a
+   * `tokenizerPath` or `chatTemplate` is recognised by its template (`format-choice.ts`), else `qwen3`.
    */
   modelFamily?: string;
-  /** Folder with `tokenizer.json` + `tokenizer_config.json` (or `chat_template.jinja`); default the family's. */
+  /**
+   * Folder with `tokenizer.json` + `tokenizer_config.json` (and `chat_template.jinja` if it has
+   * one); default the family's. A folder in no format Polar-TS knows has its parsing delegated.
+   */
   tokenizerPath?: string;
   /** A chat template file used instead of the folder's and the family's (as SGLang's `--chat-template`). */
   chatTemplate?: string;
-  /** Tool-call parser name (`qwen3`, `qwen25`, `hermes`, `qwen3_coder`, `deepseekv3`, …); default the family's. */
+  /**
+   * Tool-call parser name (`qwen3`, `qwen25`, `hermes`, `qwen3_coder`, `deepseekv3`, …); default the
+   * family's. For a template in no format Polar-TS knows, the engine's name for its parser.
+   */
   toolCallParser?: string;
   /** Reasoning parser (`qwen3`, `qwen3-thinking`, `deepseek-r1`, `none`); default the family's. */
   reasoningParser?: string;
@@ -89,24 +106,6 @@ export function pickTokenModeOptions(opts: TokenModeOptions): TokenModeOptions {
   return picked as TokenModeOptions;
 }
 
-/**
- * A token-mode option is unusable (unknown parser, bad context length); the message names it.
- *
- * @example
- * ```ts
- * try { await TokenMode.create({ toolCallParser: "nope" }); } catch (e) { (e as TokenModeConfigError).option; } // "toolCallParser"
- * ```
- */
-export class TokenModeConfigError extends Error {
-  override readonly name = "TokenModeConfigError";
-  constructor(
-    readonly option: string,
-    message: string,
-  ) {
-    super(`${option}: ${message}`);
-  }
-}
-
 /** The engine a token mode serves, asked at start (context length) and named in its logs. */
 export interface TokenModeEngine {
   urls: readonly string[];
@@ -116,6 +115,60 @@ export interface TokenModeEngine {
 interface SessionBridge {
   bridge: TokenBridge;
   turns: number;
+}
+
+/** Polar's parser names: each one Polar parses with, and, when delegating, one it maps to SGLang's. */
+function checkPolarNames(format: FormatChoice): void {
+  try {
+    toolCallParser(format.toolCallParser);
+  } catch (err) {
+    if (err instanceof UnknownParserError) throw new TokenModeConfigError("toolCallParser", err.message);
+    throw err;
+  }
+  const reasoning = format.reasoningParser;
+  if (!(REASONING_PARSERS as readonly string[]).includes(reasoning)) {
+    throw new TokenModeConfigError(
+      "reasoningParser",
+      `unknown reasoning parser '${reasoning}' (known: ${REASONING_PARSERS.join(", ")})`,
+    );
+  }
+  if (format.delegateParsing) {
+    // SGLang has no parser named like some of Polar's (no `qwen3` tool-call parser): map them
+    // now, so a bad name fails the start and not every tool turn.
+    try {
+      delegatedParserNames(format.toolCallParser, reasoning);
+    } catch (err) {
+      if (err instanceof UnmappedParserError) throw new TokenModeConfigError(err.option, err.message);
+      throw err;
+    }
+  }
+}
+
+/**
+ * The engine's own parser names (a format Polar-TS does not parse): the first engine replica is
+ * asked to build them, so a name it lacks fails the start; one it cannot be asked (unreachable, or
+ * only a router) is said in the log.
+ */
+async function checkEngineNames(format: FormatChoice, engine: TokenModeEngine | undefined): Promise<void> {
+  const names = engineParserNames(format.toolCallParser, format.reasoningParser);
+  const url = engine?.urls[0];
+  let checked = false;
+  if (url !== undefined) {
+    try {
+      checked = await checkEngineParsers(url, {
+        tool: names.tool.engine,
+        reasoning: names.reasoning?.engine ?? null,
+      });
+    } catch (err) {
+      if (err instanceof EngineParserError) throw new TokenModeConfigError(err.option, err.message);
+      throw err;
+    }
+  }
+  if (!checked)
+    engine?.logger?.warn(
+      `token mode: the parser names ${format.toolCallParser} / ${format.reasoningParser} could not be checked with the engine (${url === undefined ? "no engine replica given" : `${url} did not answer`}); a name it lacks fails each tool turn`,
+      { tool_call_parser: format.toolCallParser, reasoning_parser: format.reasoningParser },
+    );
 }
 
 /** The harness name a session is tallied under: `meta.harness`, else `meta.agent` (string or `{name}`). */
@@ -151,6 +204,8 @@ export class TokenMode {
   readonly delegateParsing: boolean;
   /** The engine's names for the parsers, when parsing is delegated (checked at start). */
   readonly delegated: DelegatedParserNames | null;
+  /** The family whose format is read; null when the template is in no format Polar-TS knows (parsing delegated). */
+  readonly family: ModelFamilyName | null;
   private readonly logger: Logger | undefined;
   private readonly promptTailReplicas = new Set<string>();
 
@@ -158,63 +213,44 @@ export class TokenMode {
     readonly tokenizer: ChatTokenizer,
     readonly model: string,
     private readonly options: TokenModeOptions,
+    format: FormatChoice,
     engine: { contextLength: number; logger?: Logger },
   ) {
-    this.toolCallParser = options.toolCallParser!;
-    this.reasoningParser = options.reasoningParser!;
+    this.toolCallParser = format.toolCallParser;
+    this.reasoningParser = format.reasoningParser;
+    this.family = format.family;
     this.contextLength = engine.contextLength;
-    this.delegateParsing = options.delegateParsing ?? false;
-    this.delegated = this.delegateParsing
-      ? delegatedParserNames(this.toolCallParser, this.reasoningParser)
-      : null;
+    this.delegateParsing = format.delegateParsing;
+    this.delegated = !this.delegateParsing
+      ? null
+      : format.engineNames
+        ? engineParserNames(this.toolCallParser, this.reasoningParser)
+        : delegatedParserNames(this.toolCallParser, this.reasoningParser);
     this.logger = engine.logger;
   }
 
   /**
-   * Checks the options and loads the tokenizer (cached per folder); with `engine`, reads the
-   * context length from it. Throws {@link TokenModeConfigError} naming the option, or
-   * `TokenizerLoadError` naming the file.
+   * Chooses the format (`format-choice.ts`), checks the options and loads the tokenizer (cached
+   * per folder; its template is checked against the renderer); with `engine`, reads the context
+   * length from it. Throws {@link TokenModeConfigError} naming the option, or `TokenizerLoadError`
+   * (`UnsupportedTemplateFeatureError` among them) naming the file.
    */
   static async create(given: TokenModeOptions, model: string, engine?: TokenModeEngine): Promise<TokenMode> {
-    let family: ModelFamily;
+    const ctx = given.contextLength;
+    if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {
+      throw new TokenModeConfigError("contextLength", `must be an integer >= 2, got ${ctx}`);
+    }
+    let format: FormatChoice;
     try {
-      family = modelFamily(given.modelFamily ?? "qwen3");
+      format = await chooseFormat(given, engine);
     } catch (err) {
       if (err instanceof UnknownModelFamilyError) throw new TokenModeConfigError("modelFamily", err.message);
       throw err;
     }
-    const options: TokenModeOptions = {
-      ...given,
-      toolCallParser: given.toolCallParser ?? family.toolCallParser,
-      reasoningParser: given.reasoningParser ?? family.reasoningParser,
-    };
-    try {
-      toolCallParser(options.toolCallParser!);
-    } catch (err) {
-      if (err instanceof UnknownParserError) throw new TokenModeConfigError("toolCallParser", err.message);
-      throw err;
-    }
-    const reasoning = options.reasoningParser!;
-    if (!(REASONING_PARSERS as readonly string[]).includes(reasoning)) {
-      throw new TokenModeConfigError(
-        "reasoningParser",
-        `unknown reasoning parser '${reasoning}' (known: ${REASONING_PARSERS.join(", ")})`,
-      );
-    }
-    if (options.delegateParsing) {
-      // SGLang has no parser named like some of Polar's (no `qwen3` tool-call parser): map them
-      // now, so a bad name fails the start and not every tool turn.
-      try {
-        delegatedParserNames(options.toolCallParser!, reasoning);
-      } catch (err) {
-        if (err instanceof UnmappedParserError) throw new TokenModeConfigError(err.option, err.message);
-        throw err;
-      }
-    }
-    const ctx = options.contextLength;
-    if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {
-      throw new TokenModeConfigError("contextLength", `must be an integer >= 2, got ${ctx}`);
-    }
+    // How the format was chosen, said before the checks that may stop the start.
+    if (format.note) engine?.logger?.[format.note.level](format.note.message, format.note.fields);
+    if (format.engineNames) await checkEngineNames(format, engine);
+    else checkPolarNames(format);
     let contextLength = ctx ?? DEFAULT_CONTEXT_LENGTH;
     if (engine) {
       try {
@@ -231,15 +267,8 @@ export class TokenMode {
     }
     // The family's template replaces the folder's unless a template file is given: a family gets
     // one where its own template lacks what serving needs (DeepSeek V3's tool definitions).
-    const tok = await loadChatTokenizer(
-      options.tokenizerPath ?? family.tokenizerDir(),
-      options.chatTemplate !== undefined
-        ? { chatTemplate: options.chatTemplate }
-        : family.chatTemplateSource !== undefined
-          ? { chatTemplateSource: family.chatTemplateSource }
-          : {},
-    );
-    const mode = new TokenMode(tok, model, options, {
+    const tok = await loadChatTokenizer(format.tokenizerDir, format.template);
+    const mode = new TokenMode(tok, model, given, format, {
       contextLength,
       ...(engine?.logger ? { logger: engine.logger } : {}),
     });
