@@ -19,48 +19,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Template } from "@huggingface/jinja";
 import { TokenizerLoader } from "@lenml/tokenizers";
+import type { ChatContentPart, ChatMessage, ChatToolCall, RenderOptions } from "./chat-messages";
 import { probeChatTemplate } from "./template-probe";
 import { checkChatTemplate, type TemplateOrigin, templateRaises } from "./template-support";
 import { TokenizerLoadError } from "./tokenizer-load-error";
 
+export type { ChatContentPart, ChatMessage, ChatToolCall, RenderOptions } from "./chat-messages";
 export { type TemplateOrigin, UnsupportedTemplateFeatureError } from "./template-support";
 export { TokenizerLoadError } from "./tokenizer-load-error";
-
-/** A content part of an OpenAI chat message (`{type: "text", text}`, `{type: "image_url", ...}`). */
-export interface ChatContentPart {
-  type: string;
-  text?: string;
-  [key: string]: unknown;
-}
-
-/** An OpenAI tool call as echoed back by clients: `arguments` is usually a JSON string. */
-export interface ChatToolCall {
-  id?: string;
-  type?: string;
-  function: { name: string; arguments?: string | Record<string, unknown> | null };
-  [key: string]: unknown;
-}
-
-/** An OpenAI chat message (the subset chat templates read). Extra keys are passed to the template. */
-export interface ChatMessage {
-  role: string;
-  content?: string | ChatContentPart[] | null;
-  reasoning_content?: string | null;
-  tool_calls?: ChatToolCall[] | null;
-  tool_call_id?: string | null;
-  name?: string | null;
-  [key: string]: unknown;
-}
-
-/** Options of {@link ChatTokenizer.render}. */
-export interface RenderOptions {
-  /** Tool definitions, passed to the template as `tools` (OpenAI `{type, function}` objects). */
-  tools?: unknown[];
-  /** Append the assistant header (`<|im_start|>assistant\n` for Qwen3). Default true. */
-  addGenerationPrompt?: boolean;
-  /** Extra template variables, e.g. `{enable_thinking: false}` (SGLang `chat_template_kwargs`). */
-  templateKwargs?: Record<string, unknown>;
-}
 
 /** A loaded tokenizer with its chat template. */
 export interface ChatTokenizer {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { ChatMessage, RenderOptions } from "./chat-tokenizer";
+import type { ChatMessage, RenderOptions } from "./chat-messages";
 import {
   featureOfRenderError,
   type TemplateOrigin,

@@ -23,9 +23,13 @@ import {
   readChatTemplate,
 } from "../../../tokenizer/chat-tokenizer";
 import { type ModelFamily, type ModelFamilyName, modelFamily } from "../../../tokenizer/families";
-import { recogniseTemplate } from "../../../tokenizer/families/recognise";
+import {
+  type RecognisedFormat,
+  recogniseTemplate,
+  type UnrecognisedFormat,
+} from "../../../tokenizer/families/recognise";
 import { toolCallParserNames } from "../../../tokenizer/parsers";
-import { checkChatTemplate } from "../../../tokenizer/template-support";
+import { checkChatTemplate, type TemplateOrigin } from "../../../tokenizer/template-support";
 import { TokenModeConfigError } from "./config-error";
 import { engineParserArgs } from "./engine-parsers";
 
@@ -117,20 +121,41 @@ export async function chooseFormat(
   // A feature the renderer lacks is the first thing to say: no parser choice makes it usable.
   checkChatTemplate(source, origin);
   const found = recogniseTemplate(source);
-  if (found.family !== null) {
-    const family = modelFamily(found.family);
-    // A template given alone (no folder) of a known family: that family's tokenizer folder.
-    const choice = ofFamily(family, given, given.tokenizerPath ?? family.tokenizerDir());
-    choice.toolCallParser = given.toolCallParser ?? found.toolCallParser;
-    choice.reasoningParser = given.reasoningParser ?? found.reasoningParser;
-    const replaced = given.chatTemplate === undefined && family.chatTemplateSource !== undefined;
-    choice.note = {
-      level: "info",
-      message: `token mode: ${origin.file} is the ${family.name} family's format (${found.evidence}); parsers ${choice.toolCallParser} / ${choice.reasoningParser}${replaced ? `, prompts rendered with the ${family.name} family's template` : ""}`,
-      fields: { model_family: family.name, template: origin.file },
-    };
-    return choice;
-  }
+  if (found.family !== null) return recognisedChoice(found, given, origin);
+  return unrecognisedChoice(found, given, tokenizerDir, origin, engine?.urls ?? []);
+}
+
+/** A template of a known family: that family's defaults with the recognised parsers, said at start. */
+function recognisedChoice(
+  found: RecognisedFormat,
+  given: FormatOptions,
+  origin: TemplateOrigin,
+): FormatChoice {
+  const family = modelFamily(found.family);
+  // A template given alone (no folder) of a known family: that family's tokenizer folder.
+  const choice = ofFamily(family, given, given.tokenizerPath ?? family.tokenizerDir());
+  choice.toolCallParser = given.toolCallParser ?? found.toolCallParser;
+  choice.reasoningParser = given.reasoningParser ?? found.reasoningParser;
+  const replaced = given.chatTemplate === undefined && family.chatTemplateSource !== undefined;
+  choice.note = {
+    level: "info",
+    message: `token mode: ${origin.file} is the ${family.name} family's format (${found.evidence}); parsers ${choice.toolCallParser} / ${choice.reasoningParser}${replaced ? `, prompts rendered with the ${family.name} family's template` : ""}`,
+    fields: { model_family: family.name, template: origin.file },
+  };
+  return choice;
+}
+
+/**
+ * A template in no format Polar-TS parses: parsed here with a given parser Polar knows, else
+ * delegated to the engine under its own parser names (given, else those it was launched with).
+ */
+async function unrecognisedChoice(
+  found: UnrecognisedFormat,
+  given: FormatOptions,
+  tokenizerDir: string,
+  origin: TemplateOrigin,
+  engineUrls: readonly string[],
+): Promise<FormatChoice> {
   const unknownFormat = `${origin.file} is not a format Polar-TS parses (${found.reason})`;
   const template: LoadTokenizerOptions =
     given.chatTemplate === undefined ? {} : { chatTemplate: given.chatTemplate };
@@ -153,7 +178,7 @@ export async function chooseFormat(
   }
   const launched =
     given.toolCallParser === undefined || given.reasoningParser === undefined
-      ? await engineParserArgs(engine?.urls ?? [])
+      ? await engineParserArgs(engineUrls)
       : null;
   const tool = given.toolCallParser ?? launched?.toolCallParser ?? undefined;
   if (tool === undefined)
