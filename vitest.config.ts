@@ -95,6 +95,14 @@ export default defineConfig({
           ],
           // Real tokenizers, sockets and child processes on a shared machine: 5 s is too tight.
           testTimeout: 30_000,
+          // The files of a worker share one process and its loaded modules (the tokenizer, the
+          // proxy, the gateway's sources) instead of each starting a fresh one: on a two-core
+          // machine this layer took 323 s of CPU isolated and 196 to 209 s without (2026-12-06,
+          // 146 to 150 files; summed import time 214 s → 31 to 65 s). Files that swap a module
+          // for a test double re-import what they test (`vi.resetModules()`, journal.test.ts) or
+          // patch the builtin's exports for every importer (report-channel.test.ts); the mutation
+          // runs (vitest.mutation.config.ts) have run this layer without isolation since they began.
+          isolate: false,
         },
       },
       {
