@@ -16,14 +16,47 @@ export interface OpenTurn {
   starts: number[];
 }
 
+/** The markup that opens and ends an assistant turn in one model family's prompts. */
+export interface TurnMarkers {
+  /** Texts right after which the model writes a turn (the generation prompts of the template). */
+  opens: readonly string[];
+  /** The special token that ends a turn. */
+  end: string;
+  /** An empty reasoning block a template's non-thinking generation prompt appends, if any. */
+  emptyThink?: string;
+}
+
+/** Qwen3's turns: `<|im_start|>assistant\n` … `<|im_end|>`, an empty think block when not thinking. */
+export const QWEN3_TURN: TurnMarkers = {
+  opens: ["<|im_start|>assistant\n"],
+  end: "<|im_end|>",
+  emptyThink: "<think>\n\n</think>\n\n",
+};
+
 const startsWith = (ids: readonly number[], prefix: readonly number[], at = 0): boolean =>
   prefix.every((id, i) => ids[at + i] === id);
 
+/** The index right after the last occurrence of any of `markers` in `ids`, or -1. */
+function afterLastMarker(ids: readonly number[], markers: readonly number[][]): number {
+  let best = -1;
+  for (const marker of markers) {
+    if (marker.length === 0) continue;
+    for (let i = ids.length - marker.length; i >= 0; i--) {
+      if (startsWith(ids, marker, i)) {
+        best = Math.max(best, i + marker.length);
+        break;
+      }
+    }
+  }
+  return best;
+}
+
 /**
  * The open assistant turn at the end of `promptIds`, or null when the prompt ends where a turn
- * begins (the usual generation prompt) or in no assistant turn. The turn opens after the last
- * `<|im_start|>assistant\n`; the candidates are right after it and, when an empty think block
- * follows (a template's non-thinking generation prompt), after that block too.
+ * begins (the usual generation prompt) or in no assistant turn. The turn opens after the last of
+ * the family's turn openers (`turn.opens`); the candidates are right after it and, when an empty
+ * think block follows (a template's non-thinking generation prompt), after that block too. A
+ * turn-ending token after it means the turn was closed.
  *
  * @example
  * ```ts
@@ -31,21 +64,21 @@ const startsWith = (ids: readonly number[], prefix: readonly number[], at = 0): 
  * // { starts: [14] } (the index right after "assistant\n")
  * ```
  */
-export function openAssistantTurn(tok: ChatTokenizer, promptIds: readonly number[]): OpenTurn | null {
-  const end = tok.tokenId("<|im_end|>");
-  const marker = tok.encode("<|im_start|>assistant\n");
-  if (end === undefined || marker.length === 0) return null;
-  let at = -1;
-  for (let i = promptIds.length - marker.length; i >= 0; i--) {
-    if (startsWith(promptIds, marker, i)) {
-      at = i + marker.length;
-      break;
-    }
-  }
+export function openAssistantTurn(
+  tok: ChatTokenizer,
+  promptIds: readonly number[],
+  turn: TurnMarkers = QWEN3_TURN,
+): OpenTurn | null {
+  const end = tok.tokenId(turn.end);
+  if (end === undefined) return null;
+  const at = afterLastMarker(
+    promptIds,
+    turn.opens.map((text) => tok.encode(text)),
+  );
   if (at < 0 || at >= promptIds.length) return null;
   for (let i = at; i < promptIds.length; i++) if (promptIds[i] === end) return null;
   const starts = [at];
-  const emptyThink = tok.encode("<think>\n\n</think>\n\n");
+  const emptyThink = turn.emptyThink === undefined ? [] : tok.encode(turn.emptyThink);
   if (
     emptyThink.length > 0 &&
     startsWith(promptIds, emptyThink, at) &&

@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { contextViolation } from "../protocol/sglang-contract";
 import type { ChatTokenizer } from "../tokenizer/chat-tokenizer";
-import { openAssistantTurn, remainingAnswer } from "./continuation";
+import { openAssistantTurn, QWEN3_TURN, remainingAnswer } from "./continuation";
 import type { PromptDialect } from "./dialects";
 import { expandImagePads, ImageProcessorError, type ImageTokenIds } from "./image-processor";
 import { ImageStats, type SimImage } from "./images";
@@ -131,7 +131,8 @@ export interface GenerateHooks {
  */
 export class SimEngineCore {
   readonly tokenizer: ChatTokenizer;
-  private readonly dialect: PromptDialect | null;
+  /** How the policies read the served family's prompts; null for Qwen3, whose prompts they read as they are. */
+  readonly dialect: PromptDialect | null;
   readonly seed: number;
   weightVersion: string;
   readonly cache = new PrefixCache();
@@ -309,7 +310,9 @@ export class SimEngineCore {
       });
       return dialect ? { ...policy, text: dialect.writeAnswer(policy.text) } : policy;
     };
-    const open = request.images?.length ? null : openAssistantTurn(this.tokenizer, request.promptIds);
+    const open = request.images?.length
+      ? null
+      : openAssistantTurn(this.tokenizer, request.promptIds, dialect?.turn ?? QWEN3_TURN);
     for (const start of open?.starts ?? []) {
       const policy = decide(this.tokenizer.decode(request.promptIds.slice(0, start)));
       const rest = remainingAnswer(this.tokenizer.encode(policy.text), request.promptIds, start);

@@ -1,7 +1,8 @@
 /**
  * `POST /v1/chat/completions` in SGLang's ≥ 0.5.13 shape: the messages are rendered with the real
  * chat template (as SGLang's `_apply_jinja_template` prepares them), the output is split by the
- * `qwen3` reasoning parser and the `qwen25` tool-call parser, and the TITO extensions
+ * `qwen3` reasoning parser and the `qwen25` tool-call parser (the served family's, `deepseekv3`
+ * for DeepSeek V3: `sim/dialects/`), and the TITO extensions
  * (`return_prompt_token_ids`, `return_meta_info`, `input_ids`) are honoured, non-streaming only.
  *
  * @module
@@ -173,10 +174,11 @@ export async function handleChatCompletion(
   let matchedStop: number | string | null =
     result.finishReason.type === "stop" ? result.finishReason.matched : null;
   if (toolsActive) {
-    const parsed = parseToolCalls(
-      separated.text,
-      body.tools!.map((t) => t.function.name),
-    );
+    // The served family's parser, as a server started with its --tool-call-parser (qwen25 for Qwen3).
+    const names = body.tools!.map((t) => t.function.name);
+    const parsed = engine.dialect
+      ? engine.dialect.chatToolCalls(separated.text, names)
+      : parseToolCalls(separated.text, names);
     if (parsed.calls.length > 0) {
       content = parsed.normal;
       toolCalls = parsed.calls.map((call, index) => ({

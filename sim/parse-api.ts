@@ -20,6 +20,7 @@
  */
 import type { ToolDefinition } from "../tokenizer/chat-tokenizer";
 import {
+  deepseekV3ToolCallParser,
   jsonToolCallParser,
   qwen3CoderToolCallParser,
   separateThinking,
@@ -43,6 +44,7 @@ export const SIM_TOOL_PARSERS: Readonly<Record<string, ToolCallParser>> = {
   qwen25: jsonToolCallParser("qwen25"),
   hermes: jsonToolCallParser("hermes"),
   qwen3_coder: qwen3CoderToolCallParser,
+  deepseekv3: deepseekV3ToolCallParser,
 };
 
 /**

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { DEEPSEEK_V3_TOOL_TOKENS as T } from "../../tokenizer/parsers";
+import { deepseekV3ToolCallParser, DEEPSEEK_V3_TOOL_TOKENS as T } from "../../tokenizer/parsers";
 import { pythonJsonDumps, tryParseJson } from "../../tokenizer/parsers/json-text";
 
 const BOS = "<｜begin▁of▁sentence｜>";
@@ -136,4 +136,33 @@ export function chatmlAnswerAsDeepseek(answer: string): string {
     return "";
   });
   return calls.length ? `${prose.trimEnd()}${T.callsBegin}${calls.join("\n")}${T.callsEnd}` : prose;
+}
+
+/**
+ * Where DeepSeek V3's assistant turns open: after `<｜Assistant｜>`, and after the outputs of a
+ * round of tool calls (the template writes no new `<｜Assistant｜>` there); `<｜end▁of▁sentence｜>`
+ * closes a turn.
+ */
+export const DEEPSEEK_V3_TURN = {
+  opens: [ASSISTANT, OUTPUTS_END],
+  end: EOS,
+} as const;
+
+/**
+ * The tool calls of a chat completion's text, as SGLang's `deepseekv3` detector reads them: the
+ * text before the call section, stripped, is the content; each call to a listed tool is a call.
+ *
+ * @example
+ * ```ts
+ * deepseekChatToolCalls("Let me add.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calc\n```json\n{\"x\": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", ["calc"]);
+ * // { normal: "Let me add.", calls: [{ name: "calc", arguments: '{"x": 1}' }] }
+ * ```
+ */
+export function deepseekChatToolCalls(
+  text: string,
+  toolNames: readonly string[],
+): { normal: string; calls: { name: string; arguments: string }[] } {
+  const tools = toolNames.map((name) => ({ type: "function", function: { name } }));
+  const split = deepseekV3ToolCallParser.parse(text, { tools });
+  return { normal: split.text.trim(), calls: split.calls };
 }

@@ -6,9 +6,20 @@
  * @module
  */
 import type { ModelFamily } from "../../tokenizer/families";
-import { chatmlAnswerAsDeepseek, deepseekPromptAsChatml } from "./deepseek-v3";
+import type { TurnMarkers } from "../continuation";
+import {
+  chatmlAnswerAsDeepseek,
+  DEEPSEEK_V3_TURN,
+  deepseekChatToolCalls,
+  deepseekPromptAsChatml,
+} from "./deepseek-v3";
 
-export { chatmlAnswerAsDeepseek, deepseekPromptAsChatml } from "./deepseek-v3";
+export {
+  chatmlAnswerAsDeepseek,
+  DEEPSEEK_V3_TURN,
+  deepseekChatToolCalls,
+  deepseekPromptAsChatml,
+} from "./deepseek-v3";
 
 /** How the sim's policies read one family's prompts and write its answers. */
 export interface PromptDialect {
@@ -16,6 +27,16 @@ export interface PromptDialect {
   readPrompt(prompt: string): string;
   /** A Qwen3-format answer as the family samples it (without its end-of-turn token). */
   writeAnswer(answer: string): string;
+  /** Where the family's assistant turns open and end (a prompt that ends inside one is continued). */
+  turn: TurnMarkers;
+  /** The chat endpoint's tool-call parser for the family (the server's `--tool-call-parser`). */
+  chatToolCalls(text: string, toolNames: readonly string[]): { normal: string; calls: ChatToolCall[] };
+}
+
+/** One tool call the chat endpoint returns: `arguments` is a JSON string. */
+export interface ChatToolCall {
+  name: string;
+  arguments: string;
 }
 
 /**
@@ -33,6 +54,11 @@ export function dialectFor(family: ModelFamily): PromptDialect | null {
     case "qwen3":
       return null;
     case "deepseek_v3":
-      return { readPrompt: deepseekPromptAsChatml, writeAnswer: chatmlAnswerAsDeepseek };
+      return {
+        readPrompt: deepseekPromptAsChatml,
+        writeAnswer: chatmlAnswerAsDeepseek,
+        turn: { opens: [...DEEPSEEK_V3_TURN.opens], end: DEEPSEEK_V3_TURN.end },
+        chatToolCalls: deepseekChatToolCalls,
+      };
   }
 }

@@ -88,3 +88,40 @@ describe("DeepSeek V3 in token mode against the simulated engine", () => {
     expect(tok.decode(b!.prompt_ids)).toContain("<｜tool▁output▁begin｜>391<｜tool▁output▁end｜>");
   });
 });
+
+describe("DeepSeek V3 with parsing delegated to the simulated engine", () => {
+  // The simulator's /parse_function_call knows `deepseekv3` (sim/parse-api.ts): without it the
+  // delegated parse is SGLang's 500 for an unknown parser and the turn fails.
+  it("the engine's deepseekv3 parser reads the call; the follow-up still extends the chain", async () => {
+    const delegated = await startProxy({
+      engine: "sglang",
+      engineUrl: sim.url,
+      modelServed: family.model,
+      modelFamily: family.name,
+      delegateParsing: true,
+      logger: quiet,
+    });
+    try {
+      const { key } = delegated.openSession("ds-delegated", { harness: "scripted" });
+      const openai = new OpenAI({ apiKey: key, baseURL: `${delegated.url}/v1`, maxRetries: 0 });
+      const m1: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "What is 17 * 23?" }];
+      const r1 = await openai.chat.completions.create({ model: "m", messages: m1, tools, temperature: 0 });
+      const call = r1.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect([call.function.name, JSON.parse(call.function.arguments)]).toEqual([
+        "calculator",
+        { expression: "17 * 23" },
+      ]);
+      const r2 = await openai.chat.completions.create({
+        model: "m",
+        messages: [...m1, r1.choices[0]!.message, { role: "tool", tool_call_id: call.id, content: "391" }],
+        tools,
+        temperature: 0,
+      });
+      expect(r2.choices[0]!.message.content).toContain("391");
+      const records = delegated.completions("ds-delegated").map((r) => CompletionRecord.parse(r));
+      expect((records[1]!.metadata.bridge as JsonObject).verdict).toBe("extended");
+    } finally {
+      await delegated.close();
+    }
+  });
+});
