@@ -23,7 +23,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { cp, mkdtemp, rm, stat } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { execa } from "execa";
 import { quote } from "shell-quote";
@@ -37,7 +37,7 @@ import {
   waitForForwarder,
 } from "./container-bridge";
 import { SESSION_MAX_PIDS } from "./limits";
-import { createSessionDir } from "./local";
+import { createSessionDir, PRIVATE_DIR } from "./local-setup";
 import { hostPathOf } from "./prepare";
 import { runProcess } from "./process";
 import { DEFAULT_SESSION_UIDS, handOver, switchesUsers, type UidRange } from "./session-user";
@@ -223,6 +223,13 @@ export class DockerRuntime implements Runtime {
 
   private constructor(
     readonly hostDir: string,
+    /**
+     * The working folder of every container CLI call, the gateway's alone (under the work root's
+     * `private/`, removed at teardown). The `conmon` that podman starts to watch a container
+     * inherits it, and writes an empty file named `oom` into it whenever the container's cgroup
+     * OOM-kills a process: run from the gateway's own folder, that file landed (and stayed) there.
+     */
+    private readonly cliDir: string,
     private readonly spec: RuntimeSpec,
     private readonly ctx: RuntimeContext,
   ) {
@@ -238,7 +245,11 @@ export class DockerRuntime implements Runtime {
     shellOf(spec); // validate early
     if (!spec.image)
       throw new SessionFailure("configuration", "runtime.image: required for the docker backend");
-    return new DockerRuntime(await createSessionDir(ctx.workRoot, ctx.name), spec, ctx);
+    const hostDir = await createSessionDir(ctx.workRoot, ctx.name);
+    const privateRoot = path.resolve(ctx.workRoot, PRIVATE_DIR);
+    await mkdir(privateRoot, { recursive: true });
+    const cliDir = await mkdtemp(path.join(privateRoot, `${path.basename(hostDir)}-cli-`));
+    return new DockerRuntime(hostDir, cliDir, spec, ctx);
   }
 
   get workdir(): string {
@@ -253,6 +264,7 @@ export class DockerRuntime implements Runtime {
   private cli(args: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}) {
     const { cli, globalArgs } = this.ctx.settings.docker;
     return execa(cli, [...globalArgs, ...args], {
+      cwd: this.cliDir,
       reject: false,
       timeout: opts.timeoutMs,
       cancelSignal: opts.signal,
@@ -329,8 +341,11 @@ export class DockerRuntime implements Runtime {
       ...globalArgs,
       ...dockerExecArgs(this.container, shellOf(this.spec), command, opts.cwd ?? this.workdir, opts.env),
     ];
-    return runProcess(argv, {
+    const oomMarker = path.join(this.cliDir, "oom");
+    await rm(oomMarker, { force: true });
+    const result = await runProcess(argv, {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      cwd: this.cliDir,
       signal: opts.signal,
       timeoutMs: opts.timeoutMs,
       logsDir: this.logsDir,
@@ -342,6 +357,14 @@ export class DockerRuntime implements Runtime {
         await this.cli(["exec", this.container, ...shellOf(this.spec), "kill -9 -1"], { timeoutMs: 30_000 });
       },
     });
+    // podman's conmon marked an OOM kill in the container while the command ran (docker writes
+    // no such file): the command ends naming the limit, as on the local runtime.
+    if (this.spec.memory_mb && (await stat(oomMarker).catch(() => null)))
+      return {
+        ...result,
+        limitHit: `memory limit of ${this.spec.memory_mb} MiB (runtime.memory_mb) hit: killed by the kernel OOM killer`,
+      };
+    return result;
   }
 
   async uploadFile(source: string, target: string): Promise<void> {
@@ -414,6 +437,7 @@ export class DockerRuntime implements Runtime {
     this.started = false;
     await this.bridge?.close();
     this.bridge = null;
+    await rm(this.cliDir, { recursive: true, force: true });
     if (!opts.keep) await rm(this.hostDir, { recursive: true, force: true });
     else if (this.user) await handOver(this.hostDir, process.getuid?.() ?? 0, process.getgid?.() ?? 0);
   }

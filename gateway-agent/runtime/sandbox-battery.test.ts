@@ -580,12 +580,18 @@ describeWith([ROOT, "podman"], "sandbox battery: podman containers", { timeout: 
     );
     try {
       await hog.start();
+      const strayMarker = path.join(process.cwd(), "oom");
+      const markerBefore = existsSync(strayMarker);
       // Doubles a string up to 128 MiB (twice that while copying): far past 64 MiB.
       const r = await run(hog, `awk 'BEGIN{s="x"; for(i=0;i<27;i++) s=s s; print "survived", length(s)}'`, {
         timeoutMs: 60_000,
       });
       expect(r.out).not.toContain("survived");
       expect(r.exitCode).not.toBe(0);
+      // podman's conmon marks the OOM kill with a file in its working folder: the runtime's own
+      // folder, where the gateway reads it to name the limit, never the gateway process's folder.
+      expect(r.limitHit).toMatch(/^memory limit of 64 MiB \(runtime\.memory_mb\) hit/);
+      expect(existsSync(strayMarker)).toBe(markerBefore);
       expect((await run(b, "echo alive")).out).toBe("alive\n");
     } finally {
       await hog.teardown({ keep: false });
