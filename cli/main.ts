@@ -203,6 +203,13 @@ program
     "--scheduling-policy <policy>",
     "vLLM (--flavor vllm): fcfs (default; a priority other than 0 is refused, 400) | priority (lower values first)",
   )
+  .option(
+    "--enable-return-routed-experts",
+    "SGLang: play an MoE model and return simulated expert routes to requests that set return_routed_experts",
+  )
+  .option("--moe-layers <n>", "with --enable-return-routed-experts: num_hidden_layers (default 4)", Number)
+  .option("--moe-top-k <k>", "with --enable-return-routed-experts: num_experts_per_tok (default 2)", Number)
+  .option("--moe-experts <e>", "with --enable-return-routed-experts: num_experts (default 8)", Number)
   .action(async (opts) => (await import("./commands/sim-engine")).runSimEngine(opts));
 
 /** Parses a number of seconds >= 0 (a fraction allowed), naming the flag in the error. */

@@ -62,6 +62,10 @@ export const ChatRequest = z.looseObject({
   ignore_eos: z.boolean().nullish(),
   /** SGLang `Optional[int]`, vLLM `int` (default 0): read by `readPriority` (`priority.ts`). */
   priority: z.unknown().optional(),
+  /** SGLang: the MoE routes of the sequence, in the response's `sglext` (`routed-experts.ts`). */
+  return_routed_experts: z.boolean().nullish(),
+  /** SGLang `int = 0`: read by `readRoutedExpertsStartLen` (`routed-experts.ts`). */
+  routed_experts_start_len: z.unknown().optional(),
 });
 export type ChatRequest = z.infer<typeof ChatRequest>;
 

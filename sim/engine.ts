@@ -16,6 +16,11 @@ import { ImageStats, type SimImage } from "./images";
 import { decideAnswer, type PolicyAnswer, syntheticLogprob } from "./policy";
 import { PrefixCache } from "./prefix-cache";
 import { type PriorityConfig, priorityConfig, schedulerPriority } from "./priority";
+import {
+  type RoutedExpertsShape,
+  routedExpertsShapeViolation,
+  simRoutedExpertsBase64,
+} from "./routed-experts";
 import { type FaultOptions, GpuScheduler } from "./scheduler";
 
 /** Limits of the simulated engine. */
@@ -109,6 +114,12 @@ export interface EngineOptions {
   faults?: FaultOptions;
   /** Context length reported and enforced (SGLang `--context-length`); default {@link SIM_LIMITS}'s. */
   contextLength?: number;
+  /**
+   * SGLang `--enable-return-routed-experts` with the simulated model's MoE shape: requests that set
+   * `return_routed_experts` get the simulated routes (`routed-experts.ts`). Default none: they get
+   * nothing, as from a server started without the flag.
+   */
+  routedExperts?: RoutedExpertsShape | null;
 }
 
 /** Per-call hooks of {@link SimEngineCore.generate}. */
@@ -149,12 +160,20 @@ export class SimEngineCore {
   readonly imageTokens: ImageTokenIds | null;
   /** Does the served chat template render image placeholders (a vision-language model)? */
   readonly rendersImages: boolean;
+  /** The MoE shape routes are returned with (`--enable-return-routed-experts`), or null: none are. */
+  readonly routedExperts: RoutedExpertsShape | null;
 
   constructor(options: EngineOptions) {
     const ctx = options.contextLength ?? SIM_LIMITS.contextLength;
     if (!Number.isInteger(ctx) || ctx < 2)
       throw new Error(`contextLength: must be an integer >= 2, got ${ctx}`);
     this.contextLength = ctx;
+    const moe = options.routedExperts ?? null;
+    const badShape = moe && routedExpertsShapeViolation(moe);
+    if (badShape) throw new Error(`routedExperts.${badShape.field}: ${badShape.message}`);
+    this.routedExperts = moe
+      ? { ...moe, ...(moe.denseLayers ? { denseLayers: [...moe.denseLayers] } : {}) }
+      : null;
     this.tokenizer = options.tokenizer;
     this.dialect = options.dialect ?? null;
     this.seed = options.seed ?? 0;
@@ -201,6 +220,20 @@ export class SimEngineCore {
       if (err instanceof ImageProcessorError) throw new EngineInputError(err.message, err.field);
       throw err;
     }
+  }
+
+  /**
+   * `meta_info.routed_experts` of a finished (or aborted) request: the routes of positions
+   * `[start, prompt + output - 1)` as base64, or undefined when the server returns none (started
+   * without `routedExperts`: SGLang then has no capturer and silently adds nothing).
+   */
+  routedExpertsOf(
+    promptIds: readonly number[],
+    outputIds: readonly number[],
+    start: number,
+  ): string | undefined {
+    if (!this.routedExperts) return undefined;
+    return simRoutedExpertsBase64([...promptIds, ...outputIds], this.routedExperts, this.seed, start);
   }
 
   /** Checks ids a client sent (`input_ids`) against the vocabulary. */

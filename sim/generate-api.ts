@@ -12,6 +12,7 @@ import { type EngineResult, SIM_LIMITS, SIMULATOR_ID, type SimEngineCore } from 
 import { HttpError, parseBody } from "./http";
 import { ImageInputError, imagesFromImageData } from "./images";
 import { PriorityDisabledError, readPriority, requestPriority } from "./priority";
+import { readRoutedExpertsStartLen, routedExpertsStartViolation } from "./routed-experts";
 
 /** Header the SGLang Model Gateway uses for sticky routing; the sim keys its draws by it. */
 export const ROUTING_KEY_HEADER = "x-smg-routing-key";
@@ -49,6 +50,10 @@ export const GenerateRequest = z.looseObject({
   image_data: z.unknown().optional(),
   /** `GenerateReqInput.priority` (`Optional[int]`), read by {@link readPriority}. */
   priority: z.unknown().optional(),
+  /** MoE routing replay: `meta_info.routed_experts` on the final answer (`routed-experts.ts`). */
+  return_routed_experts: z.boolean().nullish(),
+  /** `GenerateReqInput.routed_experts_start_len` (`int = 0`), read by `readRoutedExpertsStartLen`. */
+  routed_experts_start_len: z.unknown().optional(),
 });
 
 /**
@@ -162,6 +167,8 @@ export async function handleGenerate(
   }
   const body = parseBody(GenerateRequest, raw);
   const requestedPriority = readPriority(body.priority);
+  const routedStart = readRoutedExpertsStartLen(body.routed_experts_start_len);
+  if ("error" in routedStart) throw new HttpError(400, routedStart.error);
   if ((body.text === undefined) === (body.input_ids === undefined)) {
     throw new HttpError(400, "text / input_ids: give exactly one of text or input_ids");
   }
@@ -192,60 +199,96 @@ export async function handleGenerate(
   const withText = body.return_text_in_logprobs ?? false;
   const rid = body.rid ?? randomUUID().replaceAll("-", "");
   const routingKey = routingKeyOf(req, body.routing_key, body.rid);
-  /** One response object (final, or a streamed snapshot/delta with `finish_reason: null`). */
-  const shape = (r: PartialResult, from: number, finished: boolean) => ({
-    text: finished
-      ? engine.outputText({ ...(r as EngineResult), outputIds: r.outputIds.slice(from) }, textOptions)
-      : tok.decode(r.outputIds.slice(from), { skipSpecialTokens: textOptions.skipSpecialTokens }),
-    output_ids:
-      finished && ctx.outputIds === "sglang-0.5.4-decode-ids"
-        ? [...promptIds.slice(-SGLANG_CONTRACT.outputIds.maxPromptTail), ...r.outputIds.slice(from)]
-        : r.outputIds.slice(from),
-    meta_info: {
-      id: r.rid,
-      finish_reason: finished ? r.finishReason : null,
-      prompt_tokens: r.promptTokens,
-      completion_tokens: r.outputIds.length,
-      ...(r.cachedTokens !== null ? { cached_tokens: r.cachedTokens } : {}),
-      weight_version: r.weightVersion,
-      ...(body.return_logprob
-        ? {
-            output_token_logprobs: r.outputIds
-              .slice(from)
-              .map((id, i) => [r.logprobs[from + i]!, id, withText ? tok.decode([id]) : null]),
-          }
-        : {}),
-      ...(finished ? { e2e_latency: r.e2eLatency } : {}),
-      simulator: SIMULATOR_ID,
-    },
-    ...(body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
-  });
+  /**
+   * One response object (final, or a streamed snapshot/delta with `finish_reason: null`). The
+   * routes come with the final object only (SGLang collects them once the request has finished),
+   * and not for a request that never ran (`routed: false`).
+   */
+  const shape = (r: PartialResult, from: number, finished: boolean, routed = finished) => {
+    const routes =
+      routed && body.return_routed_experts
+        ? engine.routedExpertsOf(promptIds, r.outputIds, routedStart.value)
+        : undefined;
+    return {
+      text: finished
+        ? engine.outputText({ ...(r as EngineResult), outputIds: r.outputIds.slice(from) }, textOptions)
+        : tok.decode(r.outputIds.slice(from), { skipSpecialTokens: textOptions.skipSpecialTokens }),
+      output_ids:
+        finished && ctx.outputIds === "sglang-0.5.4-decode-ids"
+          ? [...promptIds.slice(-SGLANG_CONTRACT.outputIds.maxPromptTail), ...r.outputIds.slice(from)]
+          : r.outputIds.slice(from),
+      meta_info: {
+        id: r.rid,
+        finish_reason: finished ? r.finishReason : null,
+        prompt_tokens: r.promptTokens,
+        completion_tokens: r.outputIds.length,
+        ...(r.cachedTokens !== null ? { cached_tokens: r.cachedTokens } : {}),
+        weight_version: r.weightVersion,
+        ...(body.return_logprob
+          ? {
+              output_token_logprobs: r.outputIds
+                .slice(from)
+                .map((id, i) => [r.logprobs[from + i]!, id, withText ? tok.decode([id]) : null]),
+            }
+          : {}),
+        ...(finished ? { e2e_latency: r.e2eLatency } : {}),
+        ...(routes !== undefined ? { routed_experts: routes } : {}),
+        simulator: SIMULATOR_ID,
+      },
+      ...(body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
+    };
+  };
   let streamed = 0;
   const sse = (chunk: unknown) => ctx.res!.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  /**
+   * Streaming, a request SGLang's scheduler aborts before it runs arrives as the stream's one
+   * chunk: its finish reason (with the status code, and `err_type` when the scheduler set one),
+   * no tokens, no routes.
+   */
+  const streamAbort = (message: string, status: number, errType?: string) => {
+    ctx.res!.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const aborted: PartialResult = {
+      rid,
+      outputIds: [],
+      logprobs: [],
+      finishReason: { type: "abort", message },
+      promptTokens: promptIds.length,
+      cachedTokens: null,
+      weightVersion: engine.weightVersion,
+      e2eLatency: 0,
+    };
+    const chunk = shape(aborted, 0, true, false);
+    sse({
+      ...chunk,
+      meta_info: {
+        ...chunk.meta_info,
+        finish_reason: {
+          ...aborted.finishReason,
+          status_code: status,
+          ...(errType !== undefined ? { err_type: errType } : {}),
+        },
+      },
+    });
+    ctx.res!.end("data: [DONE]\n\n");
+  };
+  // SGLang's scheduler (`handle_generate_request`, main as of 2026-12) checks the start of the
+  // returned routes whenever the request asks for them, whether or not the server captures any,
+  // and aborts it with a 400 (`set_finish_with_abort`): a ValueError, or the stream's one chunk.
+  const badStart = body.return_routed_experts
+    ? routedExpertsStartViolation(routedStart.value, promptIds.length)
+    : null;
+  if (badStart !== null) {
+    if (!body.stream) throw new HttpError(400, badStart);
+    streamAbort(badStart, 400, "BadRequestError");
+    return undefined;
+  }
   // Where SGLang's scheduler takes the request in (`_set_or_validate_priority`), after the checks above.
   let priority: number | undefined;
   try {
     priority = requestPriority(engine.priority, requestedPriority);
   } catch (err) {
     if (!(err instanceof PriorityDisabledError) || !body.stream) throw err;
-    // Streaming, SGLang's abort arrives as the stream's one chunk: its finish reason, no tokens.
-    ctx.res!.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const aborted: PartialResult = {
-      rid,
-      outputIds: [],
-      logprobs: [],
-      finishReason: { type: "abort", message: err.message },
-      promptTokens: promptIds.length,
-      cachedTokens: null,
-      weightVersion: engine.weightVersion,
-      e2eLatency: 0,
-    };
-    const chunk = shape(aborted, 0, true);
-    sse({
-      ...chunk,
-      meta_info: { ...chunk.meta_info, finish_reason: { ...aborted.finishReason, status_code: err.status } },
-    });
-    ctx.res!.end("data: [DONE]\n\n");
+    streamAbort(err.message, err.status);
     return undefined;
   }
   if (body.stream) {

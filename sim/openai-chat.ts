@@ -3,7 +3,8 @@
  * chat template (as SGLang's `_apply_jinja_template` prepares them), the output is split by the
  * `qwen3` reasoning parser and the `qwen25` tool-call parser (the served family's, `deepseekv3`
  * for DeepSeek V3: `sim/dialects/`), and the TITO extensions
- * (`return_prompt_token_ids`, `return_meta_info`, `input_ids`) are honoured, non-streaming only.
+ * (`return_prompt_token_ids`, `return_meta_info`, `input_ids`) are honoured, non-streaming only;
+ * `return_routed_experts` (MoE routing replay) answers in `sglext`, streaming or not.
  *
  * @module
  */
@@ -17,6 +18,7 @@ import { HttpError, parseBody, sendJson } from "./http";
 import { imagesFromMessages } from "./images";
 import { parseToolCalls, separateReasoning } from "./output-parsers";
 import { PriorityDisabledError, readPriority, requestPriority } from "./priority";
+import { readRoutedExpertsStartLen, routedExpertsStartViolation } from "./routed-experts";
 import { checkVllmSampling, vllmOutputBudget } from "./vllm-contract";
 import { type SimFlavor, sendVllm } from "./vllm-shape";
 
@@ -68,6 +70,10 @@ export async function handleChatCompletion(
   // vLLM validates the sampling values before anything else, in its own words.
   if (vllm) checkVllmSampling(raw);
   const body = parseBody(ChatRequest, raw);
+  // SGLang's request model types `routed_experts_start_len` as an int; vLLM has no such field.
+  const routedStart = vllm ? { value: 0 } : readRoutedExpertsStartLen(body.routed_experts_start_len);
+  if ("error" in routedStart) throw new HttpError(400, routedStart.error);
+  const wantsRoutes = !vllm && (body.return_routed_experts ?? false);
   if (!vllm) {
     // SGLang's chat endpoint builds the same SamplingParams and verify() refuses the same values
     // (SGLang 0.5 / main as of 2026-11); vLLM has bounds of its own.
@@ -131,6 +137,13 @@ export async function handleChatCompletion(
   const maxNewTokens = vllm
     ? vllmOutputBudget(promptIds.length, requestedMax)
     : (requestedMax ?? engine.contextLength);
+  // SGLang's scheduler checks where the returned routes start, as for /generate (generate-api.ts).
+  const badStart = wantsRoutes ? routedExpertsStartViolation(routedStart.value, promptIds.length) : null;
+  if (badStart !== null) {
+    if (!body.stream) throw new HttpError(400, badStart);
+    writeStreamError(res, badStart, 400, "BAD_REQUEST");
+    return;
+  }
   // Where the engine takes the request in: vLLM refuses a priority its fcfs policy cannot honour
   // (400), SGLang with --abort-on-priority-when-disabled aborts it (503).
   let priority: number | undefined;
@@ -138,7 +151,7 @@ export async function handleChatCompletion(
     priority = requestPriority(engine.priority, requestedPriority);
   } catch (err) {
     if (!(err instanceof PriorityDisabledError) || !body.stream) throw err;
-    writeStreamError(res, err);
+    writeStreamError(res, err.message, err.status, "SERVICE_UNAVAILABLE");
     return;
   }
   const result = await engine.generate(
@@ -207,6 +220,11 @@ export async function handleChatCompletion(
     total_tokens: result.promptTokens + result.completionTokens,
     prompt_tokens_details: { cached_tokens: result.cachedTokens },
   };
+  // SGLang (main as of 2026-12, `serving_chat.py`): the routes go in the response-level `sglext`
+  // (and in the choice's `meta_info`, which is the engine's whole meta_info, when asked for).
+  const routes = wantsRoutes
+    ? engine.routedExpertsOf(promptIds, result.outputIds, routedStart.value)
+    : undefined;
 
   if (vllm) {
     sendVllm(
@@ -220,7 +238,11 @@ export async function handleChatCompletion(
     return;
   }
   if (body.stream) {
-    writeStream(res, { id: result.rid, created, model, message, finishReason, matchedStop, usage }, body);
+    writeStream(
+      res,
+      { id: result.rid, created, model, message, finishReason, matchedStop, usage, routes },
+      body,
+    );
     return;
   }
   const choice: Record<string, unknown> = {
@@ -231,7 +253,7 @@ export async function handleChatCompletion(
     matched_stop: matchedStop,
     ...(flavor === "sglang" && body.return_prompt_token_ids ? { prompt_token_ids: promptIds } : {}),
     ...(flavor === "sglang" && body.return_meta_info
-      ? { meta_info: metaInfo(engine, result, body.logprobs ?? false) }
+      ? { meta_info: metaInfo(engine, result, body.logprobs ?? false, routes) }
       : {}),
   };
   if (flavor === "sglang-0.5.10-patched" && body.logprobs) {
@@ -248,6 +270,7 @@ export async function handleChatCompletion(
     model,
     choices: [choice],
     usage,
+    ...(routes !== undefined ? { sglext: { routed_experts: routes } } : {}),
     ...(flavor === "sglang" ? { metadata: { weight_version: result.weightVersion } } : {}),
     system_fingerprint: SIMULATOR_ID,
   });
@@ -273,7 +296,7 @@ function vllmRequestId(req: IncomingMessage, raw: unknown): string {
  * logprobs (the output ids) are only there when `logprobs: true`; the chat endpoint asks the engine
  * for token text, so the third element is the token's text.
  */
-function metaInfo(engine: SimEngineCore, result: EngineResult, withLogprobs: boolean) {
+function metaInfo(engine: SimEngineCore, result: EngineResult, withLogprobs: boolean, routes?: string) {
   return {
     id: result.rid,
     finish_reason: result.finishReason,
@@ -291,6 +314,7 @@ function metaInfo(engine: SimEngineCore, result: EngineResult, withLogprobs: boo
         }
       : {}),
     e2e_latency: result.e2eLatency,
+    ...(routes !== undefined ? { routed_experts: routes } : {}),
     simulator: SIMULATOR_ID,
   };
 }
@@ -303,6 +327,8 @@ interface StreamParts {
   finishReason: string;
   matchedStop: number | string | null;
   usage: unknown;
+  /** `sglext.routed_experts`, sent in a chunk of its own after the finish chunk. */
+  routes: string | undefined;
 }
 
 /** Word-sized pieces, so clients see several deltas as from a real stream. */
@@ -313,21 +339,15 @@ function pieces(text: string): string[] {
 /**
  * SGLang's stream for a request its scheduler aborted with a status code (main as of 2026-11,
  * `serving_chat.py`: `create_streaming_error_response(message, code.name, code.value)`): one error
- * event, then `data: [DONE]`.
+ * event, then `data: [DONE]`. `type` is the status's name (`SERVICE_UNAVAILABLE`, `BAD_REQUEST`).
  */
-function writeStreamError(res: ServerResponse, err: PriorityDisabledError): void {
+function writeStreamError(res: ServerResponse, message: string, status: number, type: string): void {
   res.writeHead(200, {
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
     connection: "keep-alive",
   });
-  const error = {
-    object: "error",
-    message: err.message,
-    type: "SERVICE_UNAVAILABLE",
-    param: null,
-    code: err.status,
-  };
+  const error = { object: "error", message, type, param: null, code: status };
   res.write(`data: ${JSON.stringify({ error })}\n\n`);
   res.end("data: [DONE]\n\n");
 }
@@ -357,6 +377,12 @@ function writeStream(res: ServerResponse, parts: StreamParts, body: ChatRequest)
   for (const piece of pieces(parts.message.content ?? "")) res.write(chunk({ content: piece }));
   if (parts.message.tool_calls) res.write(chunk({ tool_calls: parts.message.tool_calls }));
   res.write(chunk({}, parts.finishReason, { matched_stop: parts.matchedStop }));
+  // SGLang sends the routes in a chunk of their own, with no choice (`sglext` is response-level).
+  if (parts.routes !== undefined) {
+    res.write(
+      `data: ${JSON.stringify({ id: parts.id, object: "chat.completion.chunk", created: parts.created, model: parts.model, choices: [], sglext: { routed_experts: parts.routes } })}\n\n`,
+    );
+  }
   if (body.stream_options?.include_usage) {
     res.write(
       `data: ${JSON.stringify({ id: parts.id, object: "chat.completion.chunk", created: parts.created, model: parts.model, choices: [], usage: parts.usage })}\n\n`,

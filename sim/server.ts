@@ -20,6 +20,7 @@ import { HttpError, readJsonBody, sendError, sendJson } from "./http";
 import { handleChatCompletion, isVllmFlavor, type SimFlavor } from "./openai-chat";
 import { parseRoutes } from "./parse-api";
 import { type PriorityOptions, priorityConfig, priorityServerArgs } from "./priority";
+import { type RoutedExpertsShape, routedExpertsShapeViolation } from "./routed-experts";
 import type { FaultOptions } from "./scheduler";
 
 /** One paragraph for `polar sim-engine --help`. */
@@ -36,7 +37,8 @@ export const SIM_ENGINE_HELP =
   "from the simulator. With --max-running-requests it queues the rest: first come first served, or by request priority as SGLang " +
   "(--enable-priority-scheduling: higher values first unless --schedule-low-priority-values-first, preempting a running request " +
   "for one better by more than --priority-scheduling-preemption-threshold) or vLLM (--flavor vllm --scheduling-policy priority: " +
-  "lower values first) schedule.";
+  "lower values first) schedule. With --enable-return-routed-experts it plays an MoE model (--moe-layers, --moe-top-k, " +
+  "--moe-experts) and returns simulated, deterministic expert routes to requests that set return_routed_experts.";
 
 /**
  * SGLang's `SGLANG_HEALTH_CHECK_TIMEOUT` (20 s): how long `/health` waits for its one-token
@@ -89,6 +91,13 @@ export interface SimEngineOptions extends PriorityOptions {
   contextLength?: number;
   /** How `/generate` fills `output_ids` (`sglang-0.5.4-decode-ids`: with the prompt's tail); default `plain`. */
   outputIds?: OutputIdsMode;
+  /**
+   * SGLang `--enable-return-routed-experts`, with the simulated MoE's shape: requests that set
+   * `return_routed_experts` get `meta_info.routed_experts` (`/generate`) or `sglext.routed_experts`
+   * (chat), deterministic per (seed, layer, position, token) (`routed-experts.ts`). SGLang flavors
+   * only. Default none: such requests get no routes, as from a server without the flag.
+   */
+  routedExperts?: RoutedExpertsShape;
 }
 
 /** A running simulated engine. */
@@ -111,6 +120,12 @@ export interface SimEngineHandle {
 export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEngineHandle> {
   const flavor = opts.flavor ?? "sglang";
   const priority = priorityConfig(opts, isVllmFlavor(flavor) ? "vllm" : "sglang");
+  if (opts.routedExperts) {
+    if (isVllmFlavor(flavor))
+      throw new Error(`routedExperts: SGLang's routing replay; the ${flavor} flavor does not return routes`);
+    const bad = routedExpertsShapeViolation(opts.routedExperts);
+    if (bad) throw new Error(`routedExperts.${bad.field}: ${bad.message}`);
+  }
   const family = modelFamily(opts.modelFamily ?? "qwen3");
   const tokenizer = await loadChatTokenizer(
     opts.tokenizerDir ?? family.tokenizerDir(),
@@ -132,7 +147,9 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     ...(opts.maxRunningRequests !== undefined ? { maxRunningRequests: opts.maxRunningRequests } : {}),
     ...(opts.faults ? { faults: opts.faults } : {}),
     ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
+    ...(opts.routedExperts ? { routedExperts: opts.routedExperts } : {}),
   });
+  const moe = engine.routedExperts;
   const config = {
     model,
     seed: engine.seed,
@@ -144,6 +161,16 @@ export async function startSimEngine(opts: SimEngineOptions = {}): Promise<SimEn
     ...priorityServerArgs(priority),
     incremental_streaming_output: opts.incrementalStreaming ?? false,
     output_ids: opts.outputIds ?? "plain",
+    // SGLang's server argument, by its name.
+    enable_return_routed_experts: moe !== null,
+    // The simulator's own: the MoE shape under the model config's names (SGLang's /server_info
+    // and /model_info carry none of them; a real client reads the model's config.json).
+    sim_moe_config: moe && {
+      num_hidden_layers: moe.layers,
+      num_experts_per_tok: moe.topK,
+      num_experts: moe.experts,
+      dense_layers: moe.denseLayers ?? [],
+    },
     faults: opts.faults ?? {},
   };
   // SGLang 0.5.13 / main as of 2026-11 (`http_server.py` `health_generate`): `/health` and

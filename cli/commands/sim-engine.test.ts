@@ -57,9 +57,49 @@ describe("sim-engine flags", () => {
     [{ schedulingPolicy: "priority" }, "--scheduling-policy: a vLLM flag (with --flavor vllm)"],
     [{ flavor: "vllm", enablePriorityScheduling: true }, "--enable-priority-scheduling: an SGLang flag"],
     [{ flavor: "vllm", defaultPriorityValue: 3 }, "--default-priority-value: an SGLang flag"],
+    [{ moeLayers: 8 }, "--moe-layers: needs --enable-return-routed-experts"],
+    [{ moeExperts: 64 }, "--moe-experts: needs --enable-return-routed-experts"],
+    [
+      { enableReturnRoutedExperts: true, moeLayers: 0 },
+      "--moe-layers: must be an integer between 1 and 1024, got 0",
+    ],
+    [
+      { enableReturnRoutedExperts: true, moeLayers: 2.5 },
+      "--moe-layers: must be an integer between 1 and 1024, got 2.5",
+    ],
+    [
+      { enableReturnRoutedExperts: true, moeTopK: 9 },
+      "--moe-top-k: must be an integer between 1 and the number of experts (8), got 9",
+    ],
+    [
+      { enableReturnRoutedExperts: true, moeExperts: 128, moeTopK: Number.NaN },
+      "--moe-top-k: must be an integer between 1 and the number of experts (128), got NaN",
+    ],
+    [
+      { enableReturnRoutedExperts: true, moeExperts: 0 },
+      "--moe-experts: must be an integer between 1 and 65536, got 0",
+    ],
+    [
+      { flavor: "vllm", enableReturnRoutedExperts: true },
+      "--enable-return-routed-experts: an SGLang flag here",
+    ],
   ])("names the bad flag: %o", (patch, message) => {
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(UsageError);
     expect(() => validateSimEngineOptions({ ...base, ...patch })).toThrow(message);
+  });
+
+  it("accepts routed experts with the default shape or a real MoE's", () => {
+    expect(() => validateSimEngineOptions({ ...base, enableReturnRoutedExperts: true })).not.toThrow();
+    expect(() =>
+      validateSimEngineOptions({
+        ...base,
+        flavor: "sglang-0.5.10-patched",
+        enableReturnRoutedExperts: true,
+        moeLayers: 48,
+        moeTopK: 8,
+        moeExperts: 128,
+      }),
+    ).not.toThrow();
   });
 
   it("accepts each server's priority flags on its flavor", () => {

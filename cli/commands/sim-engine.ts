@@ -6,6 +6,11 @@
 import type { OutputIdsMode } from "../../sim/generate-api";
 import type { SimFlavor } from "../../sim/openai-chat";
 import { VLLM_SCHEDULING_POLICIES, type VllmSchedulingPolicy } from "../../sim/priority";
+import {
+  type RoutedExpertsShape,
+  routedExpertsShapeViolation,
+  SIM_ROUTED_EXPERTS_DEFAULT,
+} from "../../sim/routed-experts";
 import { SIM_ENGINE_HELP, startSimEngine } from "../../sim/server";
 import { type ModelFamily, modelFamily, UnknownModelFamilyError } from "../../tokenizer/families";
 import { UsageError } from "../usage-error";
@@ -45,6 +50,14 @@ export interface SimEngineOptions {
   abortOnPriorityWhenDisabled?: boolean;
   /** vLLM `--scheduling-policy` (the vllm flavor): `fcfs` (default) or `priority`. */
   schedulingPolicy?: string;
+  /** SGLang `--enable-return-routed-experts`: play an MoE model and return its simulated routes. */
+  enableReturnRoutedExperts?: boolean;
+  /** The simulated MoE's `num_hidden_layers`; default 4. */
+  moeLayers?: number;
+  /** The simulated MoE's `num_experts_per_tok`; default 2. */
+  moeTopK?: number;
+  /** The simulated MoE's `num_experts`; default 8. */
+  moeExperts?: number;
 }
 
 /** SGLang's priority flags, by option name (`--flavor vllm` refuses them). */
@@ -95,6 +108,43 @@ export function validateSimEngineOptions(opts: SimEngineOptions): void {
     throw new UsageError(`--output-ids: '${opts.outputIds}' is not one of ${OUTPUT_IDS.join(", ")}`);
   }
   validatePriorityFlags(opts);
+  routedExpertsShapeOf(opts);
+}
+
+/** The `--moe-*` flag of each shape field, for messages that name the flag. */
+const MOE_FLAGS = { layers: "--moe-layers", topK: "--moe-top-k", experts: "--moe-experts" } as const;
+
+/** The option holding each shape field. */
+const FIELD_OPTION = { layers: "moeLayers", topK: "moeTopK", experts: "moeExperts" } as const;
+
+/**
+ * The MoE shape the flags ask for (defaults for the flags not given), or undefined without
+ * `--enable-return-routed-experts`; throws a {@link UsageError} naming the bad flag.
+ */
+function routedExpertsShapeOf(opts: SimEngineOptions): RoutedExpertsShape | undefined {
+  const given = (Object.keys(MOE_FLAGS) as Array<keyof typeof MOE_FLAGS>).filter(
+    (field) => opts[FIELD_OPTION[field]] !== undefined,
+  );
+  if (!opts.enableReturnRoutedExperts) {
+    if (given.length > 0)
+      throw new UsageError(`${MOE_FLAGS[given[0]!]}: needs --enable-return-routed-experts`);
+    return undefined;
+  }
+  if (opts.flavor === "vllm")
+    throw new UsageError(
+      "--enable-return-routed-experts: an SGLang flag here; the simulator's vllm flavor returns no routes",
+    );
+  const shape: RoutedExpertsShape = {
+    layers: opts.moeLayers ?? SIM_ROUTED_EXPERTS_DEFAULT.layers,
+    topK: opts.moeTopK ?? SIM_ROUTED_EXPERTS_DEFAULT.topK,
+    experts: opts.moeExperts ?? SIM_ROUTED_EXPERTS_DEFAULT.experts,
+  };
+  const bad = routedExpertsShapeViolation(shape);
+  if (bad) {
+    const flag = MOE_FLAGS[bad.field as keyof typeof MOE_FLAGS];
+    throw new UsageError(`${flag}: ${bad.message}`);
+  }
+  return shape;
 }
 
 /** The priority flags: integers where SGLang takes `int`, and each server's flags on its flavor only. */
@@ -157,6 +207,7 @@ export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
     throw err;
   }
   const model = opts.model ?? family.model;
+  const routedExperts = routedExpertsShapeOf(opts);
   const engine = await startSimEngine({
     port: opts.port,
     host: opts.host,
@@ -171,6 +222,7 @@ export async function runSimEngine(opts: SimEngineOptions): Promise<void> {
     ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
     ...(opts.outputIds !== undefined ? { outputIds: opts.outputIds as OutputIdsMode } : {}),
     ...priorityOptions(opts),
+    ...(routedExperts ? { routedExperts } : {}),
     faults: {
       errorRate: opts.errorRate,
       stallRate: opts.stallRate,
