@@ -25,6 +25,31 @@ export interface TokenModeFlags {
   delegateParsing?: boolean;
   /** Token mode: `bridge` or `new_chain` when the template rewrites history. */
   onTemplateMismatch?: string;
+  /** Token mode: record routed experts, `LAYERS:TOP_K` of the MoE model (MoE routing replay). */
+  routedExperts?: string;
+}
+
+/**
+ * `--routed-experts LAYERS:TOP_K` as token mode's `routedExperts`; throws an Error whose message
+ * starts with the flag when the value is not two integers >= 1.
+ *
+ * @example
+ * ```ts
+ * parseRoutedExperts("48:8"); // { layers: 48, topK: 8 }
+ * ```
+ */
+export function parseRoutedExperts(
+  value: string,
+  flag = "--routed-experts",
+): { layers: number; topK: number } {
+  const m = /^(\d+):(\d+)$/.exec(value.trim());
+  const layers = Number(m?.[1]);
+  const topK = Number(m?.[2]);
+  if (!m || layers < 1 || topK < 1)
+    throw new Error(
+      `${flag}: '${value}' is not LAYERS:TOP_K (the model's num_hidden_layers and num_experts_per_tok, e.g. 48:8)`,
+    );
+  return { layers, topK };
 }
 
 /**
@@ -54,5 +79,9 @@ export function withTokenModeFlags(command: Command, tokenizerHelp: string): Com
       "--delegate-parsing",
       "token mode: parse with SGLang's /separate_reasoning and /parse_function_call",
     )
-    .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain");
+    .option("--on-template-mismatch <mode>", "token mode: bridge | new_chain")
+    .option(
+      "--routed-experts <layers:top_k>",
+      "token mode: record the experts the engine's MoE router picked per token (the model's num_hidden_layers:num_experts_per_tok; the engine runs with --enable-return-routed-experts)",
+    );
 }

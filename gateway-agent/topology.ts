@@ -53,6 +53,11 @@ const NodeSpec = z.strictObject({
     context_length: z.number().int().min(2).optional(),
     on_template_mismatch: z.enum(["bridge", "new_chain"]).optional(),
     delegate_parsing: z.boolean().optional(),
+    // Record the experts the MoE router picked per token: the model's num_hidden_layers and num_experts_per_tok.
+    routed_experts: z
+      .strictObject({ layers: z.number().int().min(1), top_k: z.number().int().min(1) })
+      .transform((r) => ({ layers: r.layers, topK: r.top_k }))
+      .optional(),
   }),
   max_init_workers: Workers.default(4),
   max_run_workers: Workers.default(2),
@@ -168,6 +173,7 @@ export const TOKEN_MODE_KEYS = [
   ["context_length", "contextLength"],
   ["on_template_mismatch", "onTemplateMismatch"],
   ["delegate_parsing", "delegateParsing"],
+  ["routed_experts", "routedExperts"],
 ] as const;
 
 /**

@@ -7,6 +7,7 @@
  * @module
  */
 import { z } from "zod";
+import { RoutedExperts } from "./routed-experts";
 import { JsonObject } from "./task";
 
 /** Terminal status of a trajectory (upstream: COMPLETED, TIMEOUT, ERROR). */
@@ -29,10 +30,23 @@ export const Trace = z
     finish_reason: z.string().nullable(),
     reward: z.number().nullable(),
     metadata: JsonObject,
+    /**
+     * The experts the engine routed each position `[0, prompt + response − 1)` to (MoE routing
+     * replay; `protocol/routed-experts.ts`), when the proxy recorded them for every call of the chain.
+     */
+    routed_experts: RoutedExperts.optional(),
   })
   .superRefine((t, ctx) => {
     if (t.loss_mask.length !== t.response_ids.length) {
       ctx.addIssue({ code: "custom", path: ["loss_mask"], message: "length must equal response_ids length" });
+    }
+    const positions = t.prompt_ids.length + t.response_ids.length - 1;
+    if (t.routed_experts && (t.routed_experts.start !== 0 || t.routed_experts.rows !== positions)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["routed_experts"],
+        message: `must cover positions [0, ${positions}) (prompt + response − 1)`,
+      });
     }
     if (t.response_logprobs && t.response_logprobs.length !== t.response_ids.length) {
       ctx.addIssue({
@@ -88,5 +102,7 @@ export const CompletionRecord = z.strictObject({
   latency_ms: z.number().min(0),
   replica: z.string(),
   metadata: JsonObject,
+  /** The call's routed experts as the engine returned them, when the proxy asked (MoE routing replay). */
+  routed_experts: RoutedExperts.optional(),
 });
 export type CompletionRecord = z.infer<typeof CompletionRecord>;

@@ -136,6 +136,16 @@ describe("polar proxy token-mode flags", () => {
       /^--on-template-mismatch:/,
     );
     expect(() => proxyOptionsFrom({ ...base, toolCallParser: "qwen3" }, "t")).toThrow(/^--tool-call-parser:/);
+    expect(proxyOptionsFrom({ ...sglang, routedExperts: "48:8" }, "t")).toMatchObject({
+      routedExperts: { layers: 48, topK: 8 },
+    });
+    expect(() => proxyOptionsFrom({ ...sglang, routedExperts: "48" }, "t")).toThrow(
+      /^--routed-experts: '48' is not LAYERS:TOP_K/,
+    );
+    expect(() => proxyOptionsFrom({ ...sglang, routedExperts: "0:8" }, "t")).toThrow(/^--routed-experts:/);
+    expect(() => proxyOptionsFrom({ ...base, routedExperts: "48:8" }, "t")).toThrow(
+      /^--routed-experts: only applies to --engine sglang/,
+    );
   });
 
   it("runs --engine sglang as a process and names a bad --tokenizer-path", async () => {

@@ -17,7 +17,7 @@ import { PromProxyMetrics, registerProcessMetrics } from "../../proxy/metrics-pr
 import { ROUTER_POLICIES, type RouterPolicy } from "../../proxy/router";
 import { startProxy } from "../../proxy/server";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
-import type { TokenModeFlags } from "../token-mode-flags";
+import { parseRoutedExperts, type TokenModeFlags } from "../token-mode-flags";
 import { UsageError } from "../usage-error";
 
 /** Options of {@link runProxy}, as commander parses them. */
@@ -48,6 +48,7 @@ const TOKEN_FLAGS = [
   ["contextLength", "--context-length"],
   ["delegateParsing", "--delegate-parsing"],
   ["onTemplateMismatch", "--on-template-mismatch"],
+  ["routedExperts", "--routed-experts"],
 ] as const;
 
 /** The token-mode flags, checked; throws {@link UsageError} naming the flag. */
@@ -76,7 +77,16 @@ function tokenModeFlags(opts: ProxyCommandOptions) {
     ...(contextLength !== undefined ? { contextLength } : {}),
     ...(opts.delegateParsing ? { delegateParsing: true } : {}),
     ...(mismatch ? { onTemplateMismatch: mismatch as "bridge" | "new_chain" } : {}),
+    ...(opts.routedExperts !== undefined ? { routedExperts: routedExpertsFlag(opts.routedExperts) } : {}),
   };
+}
+
+function routedExpertsFlag(value: string) {
+  try {
+    return parseRoutedExperts(value);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }
 
 /**

@@ -227,6 +227,19 @@ gateway:
     expect(() =>
       resolveServeGatewayOptions({ ...flags, engine: "sglang", onTemplateMismatch: "drop" }, TOKEN),
     ).toThrow(/--on-template-mismatch: 'drop' is not one of bridge, new_chain/);
+    expect(
+      resolveServeGatewayOptions({ ...flags, engine: "sglang", routedExperts: "4:2" }, TOKEN),
+    ).toMatchObject({ routedExperts: { layers: 4, topK: 2 } });
+    expect(() =>
+      resolveServeGatewayOptions({ ...flags, engine: "sglang", routedExperts: "4x2" }, TOKEN),
+    ).toThrow(/^--routed-experts: '4x2' is not LAYERS:TOP_K/);
+    await writeFile(
+      chat,
+      minimal().replace("engine: sglang,", "engine: sglang, routed_experts: {layers: 48, top_k: 8},"),
+    );
+    expect(resolveServeGatewayOptions({ config: chat }, TOKEN)).toMatchObject({
+      routedExperts: { layers: 48, topK: 8 },
+    });
   });
 
   it("token-mode start-up failures name the flag", async () => {

@@ -17,7 +17,7 @@ import { EnginePriorityError } from "../../proxy/engine-priority";
 import { ENGINE_NAMES } from "../../proxy/engines";
 import { TokenModeConfigError } from "../../proxy/engines/sglang-token/mode";
 import { TokenizerLoadError } from "../../tokenizer/chat-tokenizer";
-import type { TokenModeFlags } from "../token-mode-flags";
+import { parseRoutedExperts, type TokenModeFlags } from "../token-mode-flags";
 import { UsageError } from "../usage-error";
 import { enginePriorityFlag } from "./proxy";
 
@@ -87,6 +87,7 @@ const TOKEN_OPTIONS = [
   ["contextLength", "--context-length", "context_length"],
   ["delegateParsing", "--delegate-parsing", "delegate_parsing"],
   ["onTemplateMismatch", "--on-template-mismatch", "on_template_mismatch"],
+  ["routedExperts", "--routed-experts", "routed_experts"],
 ] as const;
 
 /** The token-mode flags given, checked; throws {@link UsageError} naming the flag. */
@@ -109,6 +110,13 @@ function tokenModeFlags(opts: ServeGatewayOptions): Partial<GatewayOptions> {
     if (mismatch !== "bridge" && mismatch !== "new_chain")
       throw new UsageError(`--on-template-mismatch: '${mismatch}' is not one of bridge, new_chain`);
     out.onTemplateMismatch = mismatch;
+  }
+  if (opts.routedExperts !== undefined) {
+    try {
+      out.routedExperts = parseRoutedExperts(opts.routedExperts);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
   }
   return out;
 }

@@ -11,7 +11,14 @@
  *
  * @module
  */
-import type { CompletionRecord, JsonObject, Trace, Trajectory } from "../../protocol";
+import {
+  type CompletionRecord,
+  type JsonObject,
+  type RoutedExperts,
+  stitchRoutedExperts,
+  type Trace,
+  type Trajectory,
+} from "../../protocol";
 import { BRIDGE_FLAGS, type BridgedTurn, type BridgeFlag, emptyFlagCounts } from "../../tokenizer/bridge";
 import type { ChatMessage } from "../../tokenizer/chat-tokenizer";
 import { recordVersionSegments } from "./per-request";
@@ -32,7 +39,10 @@ export type ConversationTurn = Pick<
   | "tools"
   | "assistant_message"
   | "provenance"
->;
+> & {
+  /** The call's routed experts (MoE routing replay), when the proxy recorded them. */
+  routed_experts?: RoutedExperts;
+};
 
 /**
  * The turns cannot form chains: an unknown parent, a parent listed after its child, a prompt that
@@ -140,6 +150,11 @@ function chainTrace(path: ConversationTurn[], chainIndex: number, trained: Set<s
     ...(leaf.messages.slice(root.messages.length) as unknown as JsonObject[]),
     leaf.assistant_message as unknown as JsonObject,
   ];
+  // Routes only when every call of the chain has its block and they cover every position.
+  const blocks = path.map((t) => t.routed_experts);
+  const routes = blocks.every((b): b is RoutedExperts => b !== undefined)
+    ? stitchRoutedExperts(blocks, root.prompt_ids.length + build.response.length - 1)
+    : null;
   return {
     prompt_ids: [...root.prompt_ids],
     response_ids: build.response,
@@ -156,6 +171,7 @@ function chainTrace(path: ConversationTurn[], chainIndex: number, trained: Set<s
       token_exact: build.exact,
       turns: build.meta,
     },
+    ...(routes ? { routed_experts: routes } : {}),
   };
 }
 
@@ -261,6 +277,7 @@ export function conversationTurnFromRecord(record: CompletionRecord): Conversati
       cached_tokens: record.cached_tokens,
       ...(segments ? { version_segments: segments } : {}),
     },
+    ...(record.routed_experts ? { routed_experts: record.routed_experts } : {}),
   };
 }
 

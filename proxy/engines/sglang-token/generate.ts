@@ -181,6 +181,11 @@ export interface GenerateRequestInput {
   defaults?: SamplingDefaults;
   /** Images in prompt order (see {@link collectImageData}); omitted when empty. */
   imageData?: string[];
+  /**
+   * Ask for the routed experts of positions from here on (`return_routed_experts`,
+   * `routed_experts_start_len`; MoE routing replay); omitted: not asked.
+   */
+  routedExpertsStart?: number;
 }
 
 /**
@@ -236,6 +241,10 @@ export function buildGenerateRequest(input: GenerateRequestInput): Body {
     stream: false,
   };
   if (input.imageData && input.imageData.length > 0) body.image_data = [...input.imageData];
+  if (input.routedExpertsStart !== undefined) {
+    body.return_routed_experts = true;
+    body.routed_experts_start_len = input.routedExpertsStart;
+  }
   return body;
 }
 

@@ -70,6 +70,14 @@ export interface TokenModeOptions {
   onTemplateMismatch?: "bridge" | "new_chain";
   /** Ask SGLang (`/separate_reasoning`, `/parse_function_call`) instead of parsing in TS. */
   delegateParsing?: boolean;
+  /**
+   * Record the experts the engine's MoE router picked for every token (MoE routing replay, R3;
+   * `protocol/routed-experts.ts`): the model's MoE layer count (`num_hidden_layers` in its
+   * config) and experts per token (`num_experts_per_tok`). Each call asks SGLang for the rows its
+   * chain does not hold yet (`return_routed_experts`, `routed_experts_start_len`); the engine must
+   * run with `--enable-return-routed-experts`.
+   */
+  routedExperts?: { layers: number; topK: number };
 }
 
 /**
@@ -90,6 +98,7 @@ export const TOKEN_MODE_OPTION_KEYS = [
   "contextLength",
   "onTemplateMismatch",
   "delegateParsing",
+  "routedExperts",
 ] as const satisfies readonly (keyof TokenModeOptions)[];
 
 /**
@@ -202,6 +211,8 @@ export class TokenMode {
   readonly reasoningParser: string;
   readonly contextLength: number;
   readonly delegateParsing: boolean;
+  /** The routed-experts shape to record (MoE routing replay), null when they are not recorded. */
+  readonly routedExperts: { layers: number; topK: number } | null;
   /** The engine's names for the parsers, when parsing is delegated (checked at start). */
   readonly delegated: DelegatedParserNames | null;
   /** The family whose format is read; null when the template is in no format Polar-TS knows (parsing delegated). */
@@ -221,6 +232,7 @@ export class TokenMode {
     this.family = format.family;
     this.contextLength = engine.contextLength;
     this.delegateParsing = format.delegateParsing;
+    this.routedExperts = options.routedExperts ?? null;
     this.delegated = !this.delegateParsing
       ? null
       : format.engineNames
@@ -239,6 +251,12 @@ export class TokenMode {
     const ctx = given.contextLength;
     if (ctx !== undefined && (!Number.isInteger(ctx) || ctx < 2)) {
       throw new TokenModeConfigError("contextLength", `must be an integer >= 2, got ${ctx}`);
+    }
+    const routes = given.routedExperts;
+    if (routes !== undefined) {
+      for (const [key, value] of Object.entries(routes))
+        if (!Number.isInteger(value) || value < 1)
+          throw new TokenModeConfigError("routedExperts", `${key} must be an integer >= 1, got ${value}`);
     }
     let format: FormatChoice;
     try {

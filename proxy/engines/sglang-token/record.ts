@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { CompletionRecord, JsonObject } from "../../../protocol";
+import { base64Bytes, type CompletionRecord, type JsonObject, type RoutedExperts } from "../../../protocol";
 import type { BridgedTurn } from "../../../tokenizer/bridge";
 import type { ChatMessage, ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import type { InferenceCall } from "../../call";
@@ -143,6 +143,7 @@ export function tokenRecord(
   served: ServedTurn,
   completion: JsonObject,
   choice: JsonObject,
+  routeShape: { layers: number; topK: number } | null = null,
 ): CompletionRecord {
   const { result, committed } = served;
   const { input_ids: _ids, ...generateRest } = served.first;
@@ -151,8 +152,12 @@ export function tokenRecord(
     output_token_logprobs: _o,
     output_token_logprobs_val: _v,
     output_token_logprobs_idx: _x,
+    routed_experts: rawRoutes,
     ...metaRest
   } = meta;
+  const routes = routeShape ? recordRoutes(served, rawRoutes, routeShape) : null;
+  const metadata = recordMetadata(call, served);
+  if (routes && "error" in routes) metadata.routed_experts_error = routes.error;
   return {
     completion_id: served.completionId,
     session_id: call.session.sessionId,
@@ -176,8 +181,36 @@ export function tokenRecord(
     cached_tokens: result.cachedTokens,
     latency_ms: served.latencyMs,
     replica: served.replica,
-    metadata: recordMetadata(call, served),
+    metadata,
+    ...(routes && !("error" in routes) ? { routed_experts: routes } : {}),
   };
+}
+
+/**
+ * The call's routed experts as a typed block, checked against what the call ran: one row per
+ * position from the start asked to the last but one (prompt + sampled − 1). A block that does not
+ * fit is not kept (a wrong route would train the wrong experts); the record says why.
+ */
+function recordRoutes(
+  served: ServedTurn,
+  raw: unknown,
+  shape: { layers: number; topK: number },
+): RoutedExperts | { error: string } | null {
+  const start = served.first.routed_experts_start_len;
+  if (typeof start !== "number") return null; // not asked (an image turn)
+  if (typeof raw !== "string")
+    return {
+      error:
+        "the engine returned no meta_info.routed_experts (is it running with --enable-return-routed-experts?)",
+    };
+  const rowBytes = shape.layers * shape.topK * 4;
+  const bytes = base64Bytes(raw);
+  const want = served.committed.prompt_ids.length + served.result.outputIds.length - 1 - start;
+  if (bytes < 0 || bytes % rowBytes !== 0 || bytes / rowBytes !== want)
+    return {
+      error: `meta_info.routed_experts holds ${bytes} bytes; positions ${start}..${start + want} × ${shape.layers} layers × top-${shape.topK} need ${want * rowBytes}`,
+    };
+  return { start, rows: want, layers: shape.layers, top_k: shape.topK, data: raw };
 }
 
 /** The record's `metadata`: the bridge's verdict, partial-rollout segments and odd prompt ids. */

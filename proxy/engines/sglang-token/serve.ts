@@ -138,6 +138,16 @@ export function serveTokenTurn(
   };
 }
 
+/**
+ * Where a call's routed experts start: a turn that continues its chain (its prompt is the parent's
+ * prompt + sampled ids + the bridged ids) needs the rows from its parent's last sampled token on
+ * (that token's route is computed only now); a turn that starts a chain needs every row.
+ */
+function routedExpertsStart(prepared: PreparedTurn): number {
+  if (prepared.parentTurnId === null) return 0;
+  return Math.max(0, prepared.promptIds.length - prepared.bridgedCount - 1);
+}
+
 /** Renders and bridges the call's prompt and builds its first `/generate` body (400 on a field it cannot serve). */
 function prepareTokenTurn(
   deps: InferenceDeps,
@@ -164,6 +174,10 @@ function prepareTokenTurn(
       contextLength: mode.contextLength,
       rid: newRid(call.session.sessionId, turn),
       ...(imageData.length > 0 ? { imageData } : {}),
+      // Image turns run expanded placeholders: their positions are not the prompt's, so no routes.
+      ...(mode.routedExperts && imageData.length === 0
+        ? { routedExpertsStart: routedExpertsStart(prepared) }
+        : {}),
     });
     // SGLang expands each image placeholder to the image's patch count: keep the ids it ran.
     if (imageData.length > 0) request.return_prompt_token_ids = true;
@@ -204,7 +218,7 @@ async function sendTokenTurn(
   });
   const choice = tokenChoice(mode.tokenizer, served);
   const completion = tokenCompletion(deps.modelServed, served, choice);
-  const record = tokenRecord(call, deps.modelServed, served, completion, choice);
+  const record = tokenRecord(call, deps.modelServed, served, completion, choice, mode.routedExperts);
   // Families show logprobs only when the harness asked for them.
   replyWhole(call, completion);
   return record;
