@@ -18,7 +18,9 @@
  * end-of-turn token among the favoured ones; an unknown name exits 2), `--check learn|loop`:
  * `learn` (default) exits 1 unless the reward rose (mean of the last 5 steps ≥ 2 × the first 5 and
  * > 0.5); `loop` (the CI variant) only checks the loop: versions, fence, mismatch (mean |Δ| < 1e-4,
- * max ≤ 1e-3), groups accounted for.
+ * max ≤ 1e-3), groups accounted for. `--correction none|tis` (none) and `--tis-cap X` (2): the
+ * trainer always reports the TIS weights `min(π_now / π_rollout, X)` of its trained tokens
+ * (polar_trainer.offpolicy); `tis` also weights its loss by them.
  *
  * @module
  */
@@ -43,6 +45,8 @@ const { values: flags } = parseArgs({
     out: { type: "string", default: join(".polar", "demo-rl") },
     check: { type: "string", default: "learn" },
     "model-family": { type: "string", default: "qwen3" },
+    correction: { type: "string", default: "none" },
+    "tis-cap": { type: "string", default: "2" },
   },
 });
 
@@ -66,6 +70,15 @@ if (!(lr > 0)) {
 }
 if (flags.check !== "learn" && flags.check !== "loop") {
   console.error(`demo:rl: --check must be learn or loop, got '${flags.check}'`);
+  process.exit(2);
+}
+if (flags.correction !== "none" && flags.correction !== "tis") {
+  console.error(`demo:rl: --correction must be none or tis, got '${flags.correction}'`);
+  process.exit(2);
+}
+const tisCap = Number(flags["tis-cap"]);
+if (!(tisCap > 0 && Number.isFinite(tisCap))) {
+  console.error(`demo:rl: --tis-cap must be a finite number > 0, got '${flags["tis-cap"]}'`);
   process.exit(2);
 }
 
@@ -150,7 +163,8 @@ try {
     `control plane ${stack.controlPlane.url}, reference engine ${stack.engineUrl}, gateway node-0 (token mode, family ${family.name})`,
   );
   say(
-    `training: ${steps} steps × ${groupsPerStep} groups × ${groupSize} sessions of ${TASK_FILE}, async level 2, lr ${lr}`,
+    `training: ${steps} steps × ${groupsPerStep} groups × ${groupSize} sessions of ${TASK_FILE}, async level 2, lr ${lr}, ` +
+      `TIS weights (cap ${tisCap}) ${flags.correction === "tis" ? "applied" : "reported only"}`,
   );
   const trainer = startSupervised(
     "trainer",
@@ -177,6 +191,10 @@ try {
       String(lr),
       "--seed",
       String(seed),
+      "--correction",
+      flags.correction!,
+      "--tis-cap",
+      String(tisCap),
       "--run-id",
       `rl-${Date.now().toString(36)}`,
     ],
@@ -207,7 +225,7 @@ try {
     Number(s.steps) === steps;
   const learned = last >= 2 * first && last > 0.5;
   say(
-    `mean reward: first 5 steps ${first.toFixed(3)}, last 5 steps ${last.toFixed(3)}; logprob mismatch mean |Δ| ${diff.toExponential(1)}, max ${diffMax.toExponential(1)} over ${s.tokens_checked} tokens; ` +
+    `mean reward: first 5 steps ${first.toFixed(3)}, last 5 steps ${last.toFixed(3)}; logprob mismatch mean |Δ| ${diff.toExponential(1)}, max ${diffMax.toExponential(1)}, k3 KL ${Number((s.logprob_gap as { kl_k3: number | null }).kl_k3).toExponential(1)} over ${s.tokens_checked} tokens; ` +
       `versions seen ${(s.policy_versions_seen as number[]).join(",")}; fence held every step: ${s.fence_held_every_step}; every group accounted for: ${s.groups_accounted}`,
   );
   say(

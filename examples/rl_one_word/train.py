@@ -12,9 +12,15 @@ Per step:
    forward pass under the weights of the version it was sampled with (the trainer keeps the last
    few versions) and compared with the logprob the engine recorded (temperature 1, no top-p/top-k:
    the engine's sampling distribution is ``softmax(logits)``, so the two must agree to float
-   rounding when the tokens are exact).
+   rounding when the tokens are exact). The comparison is the package's metric,
+   ``polar_trainer.offpolicy.batch_logprob_gap`` (mean and max |Δ|, share over 1e-3, k3 KL).
 3. The loss: the clipped importance-ratio surrogate (PPO/GRPO) with the recorded logprobs as the
-   behaviour policy, per-sequence token mean, then the mean over sequences; one Adam step.
+   behaviour policy, per-sequence token mean, then the mean over sequences; one Adam step. The
+   off-policy inputs are reported per step from the package: each trained token's staleness
+   (``Sample.token_staleness``), the gap between the policy being trained and the rollout by
+   staleness, and the TIS weights ``min(π_now / π_rollout, cap)`` (``offpolicy.tis_weights``).
+   ``--correction tis`` applies those weights (decoupled PPO: the current policy is the proximal
+   one, the TIS weight corrects from the rollout's); the default, ``none``, only reports them.
 4. The new weights are saved to ``<out>/weights/v<N>`` and the fleet is fenced around the
    engine's ``/update_weights_from_disk`` (``drain``: no engine call is in flight while the weights
    change; the engine reports how many requests it held during the swap, which must be 0).
@@ -35,12 +41,12 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from transformers import AutoModelForCausalLM
 
-from polar_trainer import PolarClient
+from polar_trainer import PolarClient, offpolicy
 from polar_trainer.config import SchedulerConfig
 from polar_trainer.scheduler import GroupScheduler
 
@@ -61,6 +67,78 @@ def response_logprobs(model, tokens: List[int], prompt_length: int) -> torch.Ten
     ids = torch.tensor([tokens])
     logits = model(input_ids=ids).logits[0, prompt_length - 1 : -1].float()
     return torch.log_softmax(logits, dim=-1).gather(1, ids[0, prompt_length:, None])[:, 0]
+
+
+def logprobs_under_sampling_weights(scratch, samples: List[Any], by_version: Dict[int, Dict[str, torch.Tensor]], versions: List[int]) -> Dict[int, List[Optional[float]]]:
+    """Per sample (by id), each trained token's logprob recomputed under the weights of the version
+    that sampled it; None where those weights are no longer kept or the version is unknown."""
+    out: Dict[int, List[Optional[float]]] = {id(s): [None] * s.response_length for s in samples}
+    with torch.no_grad():
+        for version in versions:
+            chosen = [s for s in samples if any(m and v == version for v, m in zip(s.token_versions, s.loss_mask))]
+            if not chosen or version not in by_version:
+                continue
+            scratch.load_state_dict(by_version[version])
+            for s in chosen:
+                lp = response_logprobs(scratch, s.tokens, s.prompt_length)
+                row = out[id(s)]
+                for i, (m, v) in enumerate(zip(s.loss_mask, s.token_versions)):
+                    if m and v == version:
+                        row[i] = float(lp[i])
+    return out
+
+
+def staleness_counts(samples: List[Any], policy_version: int) -> Tuple[Dict[str, int], int]:
+    """Trained tokens by staleness (``Sample.token_staleness``), and those of unknown version."""
+    counts: Counter = Counter()
+    unknown = 0
+    for s in samples:
+        for stale, m in zip(s.token_staleness(policy_version), s.loss_mask):
+            if m and stale is None:
+                unknown += 1
+            elif m:
+                counts[str(stale)] += 1
+    return dict(sorted(counts.items(), key=lambda kv: int(kv[0]))), unknown
+
+
+def gap_by_staleness(current: List[Tuple[Any, List[float]]], policy_version: int) -> Dict[str, Dict[str, Any]]:
+    """The gap between the policy being trained and the rollout, per token staleness: on-policy
+    tokens (0) differ only by the engine's rounding; stale ones also by the updates since."""
+    parts: Dict[str, List[Dict[str, Any]]] = {}
+    for s, lp in current:
+        stale = s.token_staleness(policy_version)
+        for k in sorted({t for t, m in zip(stale, s.loss_mask) if m and t is not None}):
+            mask = [1 if m and t == k else 0 for t, m in zip(stale, s.loss_mask)]
+            parts.setdefault(str(k), []).append(offpolicy.logprob_gap(lp, s.rollout_logprobs, mask))
+    return {k: offpolicy.merge_logprob_gaps(v) for k, v in sorted(parts.items(), key=lambda kv: int(kv[0]))}
+
+
+def tis_report(weights: List[float], cap: float, applied: bool) -> Dict[str, Any]:
+    """The TIS weights of the trained tokens: count, mean, min, max, share at the cap."""
+    n = len(weights)
+    return {
+        "cap": cap,
+        "applied": applied,
+        "tokens": n,
+        "weight_mean": sum(weights) / n if n else None,
+        "weight_min": min(weights) if n else None,
+        "weight_max": max(weights) if n else None,
+        "share_capped": sum(1 for w in weights if w >= cap) / n if n else None,
+    }
+
+
+def merge_tis_reports(reports: List[Dict[str, Any]], cap: float, applied: bool) -> Dict[str, Any]:
+    seen = [r for r in reports if r["tokens"]]
+    n = sum(r["tokens"] for r in seen)
+    return {
+        "cap": cap,
+        "applied": applied,
+        "tokens": n,
+        "weight_mean": sum(r["weight_mean"] * r["tokens"] for r in seen) / n if n else None,
+        "weight_min": min(r["weight_min"] for r in seen) if n else None,
+        "weight_max": max(r["weight_max"] for r in seen) if n else None,
+        "share_capped": sum(r["share_capped"] * r["tokens"] for r in seen) / n if n else None,
+    }
 
 
 def fmt_counter(c: Dict[str, int]) -> str:
@@ -89,9 +167,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fence-timeout", type=float, default=120)
     ap.add_argument("--keep-versions", type=int, default=4, help="weights kept in memory for the mismatch check")
+    ap.add_argument("--correction", choices=("none", "tis"), default="none", help="tis: weight the loss by the TIS weights (default: only report them)")
+    ap.add_argument("--tis-cap", type=float, default=2.0, help="the TIS truncation C (reported, and applied with --correction tis)")
     args = ap.parse_args(argv)
     if not args.token:
         ap.error("--token (or POLAR_TRAINER_TOKEN) is required")
+    try:
+        offpolicy.tis_weights([], [], [], cap=args.tis_cap)
+    except ValueError as e:
+        ap.error(f"--tis-cap: {e}")
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
 
@@ -135,33 +219,41 @@ def main(argv: Optional[List[str]] = None) -> int:
             prompt_first = Counter(str(s.tokens[0]) for s in samples if s.tokens)
             response_last = Counter(str(s.tokens[-1]) for s in samples if len(s.tokens) > s.prompt_length)
 
-            # 2. The mismatch between recorded and recomputed logprobs, under the sampling weights.
-            diffs: List[float] = []
-            with torch.no_grad():
-                for version in versions_seen + [None]:
-                    chosen = [s for s in samples if any(m and v == version for v, m in zip(s.token_versions, s.loss_mask))]
-                    if not chosen or version is None or version not in by_version:
-                        continue
-                    scratch.load_state_dict(by_version[version])
-                    for s in chosen:
-                        lp = response_logprobs(scratch, s.tokens, s.prompt_length)
-                        for i, (m, v) in enumerate(zip(s.loss_mask, s.token_versions)):
-                            if m and v == version:
-                                diffs.append(abs(float(lp[i]) - s.rollout_logprobs[i]))
-            unchecked = sum(1 for s in samples for v, m in zip(s.token_versions, s.loss_mask) if m and v not in by_version)
+            # 2. The mismatch between recorded and recomputed logprobs, under the sampling weights,
+            # and each trained token's staleness (the package's metric and counts).
+            recomputed = logprobs_under_sampling_weights(scratch, samples, by_version, versions_seen)
+            gap = offpolicy.batch_logprob_gap([(s, recomputed[id(s)]) for s in samples], threshold=1e-3)
+            token_stale, stale_unknown = staleness_counts(samples, batch.policy_version)
 
-            # 3. The policy-gradient step on the recorded tokens, masks and logprobs.
+            # 3. The policy-gradient step on the recorded tokens, masks and logprobs. Every trainable
+            # sample's logprobs under the policy being trained feed the off-policy report; only those
+            # with an advantage feed the loss.
             losses = []
+            current: List[Tuple[Any, List[float]]] = []
+            tis_seen: List[float] = []
             for s in samples:
-                if s.advantage == 0 or s.trainable_tokens == 0:
+                if s.trainable_tokens == 0:
                     continue
-                lp = response_logprobs(model, s.tokens, s.prompt_length)
+                trains = s.advantage != 0
+                with torch.set_grad_enabled(trains):
+                    lp = response_logprobs(model, s.tokens, s.prompt_length)
+                lp_now = lp.detach().tolist()
+                current.append((s, lp_now))
+                tis = offpolicy.tis_weights(lp_now, s.rollout_logprobs, s.loss_mask, cap=args.tis_cap)
+                tis_seen.extend(w for w, m in zip(tis, s.loss_mask) if m)
+                if not trains:
+                    continue
                 mask = torch.tensor(s.loss_mask, dtype=torch.float32)
-                old = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
-                ratio = torch.exp(lp - old)
                 adv = torch.tensor(s.advantage, dtype=torch.float32)
+                if args.correction == "tis":
+                    # Decoupled PPO: the current policy is the proximal one, TIS corrects from the rollout's.
+                    ratio = torch.exp(lp - lp.detach())
+                    weight: Any = torch.tensor(tis, dtype=torch.float32)
+                else:
+                    ratio = torch.exp(lp - torch.tensor(s.rollout_logprobs, dtype=torch.float32))
+                    weight = 1.0
                 surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - args.clip, 1 + args.clip) * adv)
-                losses.append(-(surrogate * mask).sum() / mask.sum())
+                losses.append(-(weight * surrogate * mask).sum() / mask.sum())
             if losses:
                 opt.zero_grad()
                 torch.stack(losses).mean().backward()
@@ -213,11 +305,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "prompt_first_ids": dict(prompt_first),
                 "response_last_ids": dict(response_last),
                 "engine_busy_pct": busy,
-                "logprob_abs_diff_mean": sum(diffs) / len(diffs) if diffs else None,
-                "logprob_abs_diff_max": max(diffs) if diffs else None,
-                "logprob_share_over_1e-3": sum(1 for d in diffs if d > 1e-3) / len(diffs) if diffs else None,
-                "tokens_checked": len(diffs),
-                "tokens_unchecked": unchecked,
+                "logprob_abs_diff_mean": gap["mean_abs"],
+                "logprob_abs_diff_max": gap["max_abs"],
+                "logprob_share_over_1e-3": gap["share_over_threshold"],
+                "tokens_checked": gap["tokens"],
+                "tokens_unchecked": gap["unchecked"],
+                "logprob_gap": gap,
+                "token_staleness": token_stale,
+                "token_staleness_unknown": stale_unknown,
+                "policy_gap_by_staleness": gap_by_staleness(current, batch.policy_version),
+                "tis": tis_report(tis_seen, args.tis_cap, args.correction == "tis"),
                 "fence_ok": bool(fence.ok),
                 "fence_nodes": len(acks),
                 "engine_requests_held_during_update": sum(held),
@@ -240,17 +337,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         final = sched.counters()
 
     first, last = rows[:5], rows[-5:]
-    all_diffs = [(r["logprob_abs_diff_mean"], r["tokens_checked"]) for r in rows if r["tokens_checked"]]
-    checked = sum(n for _, n in all_diffs)
+    run_gap = offpolicy.merge_logprob_gaps(r["logprob_gap"] for r in rows)
     owned = final["in_flight"] + final["queued"] + final["leased"]
     summary = {
         "steps": len(rows),
         "mean_reward_first": sum(r["mean_reward"] for r in first) / len(first),
         "mean_reward_last": sum(r["mean_reward"] for r in last) / len(last),
-        "logprob_abs_diff_mean": sum(d * n for d, n in all_diffs) / checked if checked else None,
-        "logprob_abs_diff_max": max((r["logprob_abs_diff_max"] or 0.0) for r in rows),
-        "logprob_share_over_1e-3": sum((r["logprob_share_over_1e-3"] or 0.0) * r["tokens_checked"] for r in rows) / checked if checked else None,
-        "tokens_checked": checked,
+        "logprob_abs_diff_mean": run_gap["mean_abs"],
+        "logprob_abs_diff_max": run_gap["max_abs"] or 0.0,
+        "logprob_share_over_1e-3": run_gap["share_over_threshold"],
+        "tokens_checked": run_gap["tokens"],
+        "logprob_gap": run_gap,
+        "token_staleness": dict(sum((Counter(r["token_staleness"]) for r in rows), Counter())),
+        "policy_gap_by_staleness": {
+            k: offpolicy.merge_logprob_gaps(r["policy_gap_by_staleness"][k] for r in rows if k in r["policy_gap_by_staleness"])
+            for k in sorted({k for r in rows for k in r["policy_gap_by_staleness"]}, key=int)
+        },
+        "tis": merge_tis_reports([r["tis"] for r in rows], args.tis_cap, args.correction == "tis"),
         "policy_versions_seen": sorted({v for r in rows for v in r["policy_versions_seen"]}),
         "prompt_first_ids": dict(sum((Counter(r["prompt_first_ids"]) for r in rows), Counter())),
         "response_last_ids": dict(sum((Counter(r["response_last_ids"]) for r in rows), Counter())),
@@ -263,7 +366,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "fence_held_every_step": all(r["fence_ok"] and r["engine_requests_held_during_update"] == 0 for r in rows),
         "final_version": rows[-1]["new_version"] if rows else 0,
         "wall_seconds": time.monotonic() - t_start,
-        "config": {k: getattr(args, k) for k in ("steps", "group_size", "groups_per_step", "max_async_level", "lr", "clip", "seed")},
+        "config": {k: getattr(args, k) for k in ("steps", "group_size", "groups_per_step", "max_async_level", "lr", "clip", "seed", "correction", "tis_cap")},
     }
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

@@ -5,7 +5,11 @@
  * the reward to rise (too few steps); it checks the loop: every step fenced the fleet and the
  * engine held no request while its weights changed, the versions go up one per step and the traces
  * carry them, the logprobs the engine recorded are the ones the trainer recomputes, and every group
- * the scheduler submitted is trained, dropped, rejected or still owned.
+ * the scheduler submitted is trained, dropped, rejected or still owned. The off-policy inputs come
+ * from polar_trainer.offpolicy on the real rollouts: the gap metric (|Δ|, share over 1e-3, k3 KL),
+ * each trained token's staleness against the groups' and the versions', the gap of the policy being
+ * trained by staleness (none beyond rounding for on-policy tokens), and the TIS weights (reported,
+ * not applied).
  *
  * It runs with the second model family, `--model-family deepseek_v3`: the gateway renders and
  * parses DeepSeek V3's format and the engine's checkpoint is made from DeepSeek's tokenizer folder,
@@ -30,6 +34,18 @@ const DS_BOS = 0;
 const DS_EOS = 1;
 const DS_ROWS = 129280;
 
+/** A gap metric of polar_trainer.offpolicy.logprob_gap. */
+interface Gap {
+  tokens: number;
+  unchecked: number;
+  threshold: number;
+  mean_abs: number | null;
+  max_abs: number | null;
+  share_over_threshold: number | null;
+  kl_k3: number | null;
+  kl_k1: number | null;
+}
+
 interface Row {
   step: number;
   policy_version: number;
@@ -38,7 +54,23 @@ interface Row {
   policy_versions_seen: number[];
   staleness: Record<string, number>;
   logprob_abs_diff_mean: number | null;
+  logprob_abs_diff_max: number | null;
+  "logprob_share_over_1e-3": number | null;
   tokens_checked: number;
+  tokens_unchecked: number;
+  logprob_gap: Gap;
+  token_staleness: Record<string, number>;
+  token_staleness_unknown: number;
+  policy_gap_by_staleness: Record<string, Gap>;
+  tis: {
+    cap: number;
+    applied: boolean;
+    tokens: number;
+    weight_mean: number | null;
+    weight_min: number | null;
+    weight_max: number | null;
+    share_capped: number | null;
+  };
   fence_ok: boolean;
   fence_nodes: number;
   engine_requests_held_during_update: number;
@@ -113,7 +145,13 @@ describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8, deep
       );
       expect(r.tokens_checked).toBeGreaterThan(0);
       expect(r.logprob_abs_diff_mean!).toBeLessThan(1e-4);
+      expectOffPolicyInputs(r);
     }
+    // Step 1 trains on version 0 only, with the weights that sampled it: every TIS weight is 1.
+    const one = rows[0]!;
+    expect(one.token_staleness).toEqual({ "0": one.tokens_checked + one.tokens_unchecked });
+    expect(Math.abs(one.tis.weight_min! - 1)).toBeLessThan(1e-3);
+    expect(Math.abs(one.tis.weight_max! - 1)).toBeLessThan(1e-3);
     // Later steps train on tokens of later versions: the engine served the pushed weights.
     expect(Math.max(...rows.at(-1)!.policy_versions_seen)).toBeGreaterThanOrEqual(2);
     expect(summary).toMatchObject({
@@ -122,6 +160,12 @@ describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8, deep
       groups_accounted: true,
     });
     expect(summary["logprob_share_over_1e-3"]).toBe(0);
+    expect(summary.logprob_gap).toMatchObject({
+      tokens: summary.tokens_checked,
+      mean_abs: summary.logprob_abs_diff_mean,
+      share_over_threshold: 0,
+    });
+    expect(summary.tis).toMatchObject({ cap: 2, applied: false });
     expect(Number(summary.logprob_abs_diff_mean)).toBeLessThan(1e-4);
     for (const key of [
       "mean_reward_first",
@@ -159,3 +203,48 @@ describeWith(["torch"], "npm run demo:rl, short variant (4 steps, hidden 8, deep
     expect(Number(summary.logprob_abs_diff_max)).toBeLessThanOrEqual(1e-3);
   });
 });
+
+/**
+ * One step's off-policy inputs, as polar_trainer.offpolicy computed them on the real rollouts.
+ *
+ * @example
+ * ```ts
+ * for (const r of rows) expectOffPolicyInputs(r);
+ * ```
+ */
+function expectOffPolicyInputs(r: Row): void {
+  // The printed mismatch columns are the package's gap metric.
+  const gap = r.logprob_gap;
+  expect(gap).toMatchObject({
+    tokens: r.tokens_checked,
+    unchecked: r.tokens_unchecked,
+    threshold: 1e-3,
+    mean_abs: r.logprob_abs_diff_mean,
+    max_abs: r.logprob_abs_diff_max,
+    share_over_threshold: r["logprob_share_over_1e-3"],
+  });
+  expect(gap.share_over_threshold).toBe(0);
+  // k3 = exp(d) - 1 - d lies in [0, d²] for |d| <= 1, and |k1| = |mean d| <= mean |d|.
+  expect(gap.kl_k3!).toBeGreaterThanOrEqual(0);
+  expect(gap.kl_k3!).toBeLessThanOrEqual(gap.max_abs! ** 2);
+  expect(Math.abs(gap.kl_k1!)).toBeLessThanOrEqual(gap.mean_abs!);
+  // Token staleness = the step's version - each trained token's version; its largest is the
+  // largest group staleness (a group's version is its oldest token's).
+  const stale = Object.keys(r.token_staleness).map(Number);
+  const expected = r.policy_versions_seen.map((v) => r.policy_version - v);
+  expect(stale.sort()).toEqual(expected.sort());
+  expect(Math.max(...stale)).toBe(Math.max(...Object.keys(r.staleness).map(Number)));
+  const counted = Object.values(r.token_staleness).reduce((a, b) => a + b, 0);
+  expect(counted + r.token_staleness_unknown).toBe(r.tokens_checked + r.tokens_unchecked);
+  expect(r.token_staleness_unknown).toBe(0); // token mode: every sampled token has its turn's version
+  // The policy being trained against the rollout: on-policy tokens differ only by rounding.
+  const byStaleness = r.policy_gap_by_staleness;
+  expect(Object.keys(byStaleness).every((k) => k in r.token_staleness)).toBe(true);
+  if (byStaleness["0"]) expect(byStaleness["0"].mean_abs!).toBeLessThan(1e-4);
+  // The TIS weights of the same tokens: positive, at most the cap, reported but not applied.
+  const inGap = Object.values(byStaleness).reduce((a, g) => a + g.tokens, 0);
+  expect(r.tis).toMatchObject({ cap: 2, applied: false, tokens: inGap });
+  expect(r.tis.tokens).toBeGreaterThan(0);
+  expect(r.tis.weight_min!).toBeGreaterThan(0);
+  expect(r.tis.weight_max!).toBeLessThanOrEqual(2);
+}

@@ -1,6 +1,6 @@
 /**
  * The Python trainer package (clients/python, `polar_trainer`) runs its pytest suites here: the
- * pure units (samples, groups, advantages, export, templates, errors, SSE, the fence client's
+ * pure units (samples, groups, advantages, export, off-policy inputs, templates, errors, SSE, the fence client's
  * failure paths against a stand-in of the fence routes, the slime bridge against a stand-in of
  * slime's `Sample`), the install check, and the end-to-end suites against this local stack (client,
  * the real fence routes and a session spanning an update, the engines' weight versions, scheduler,
@@ -55,6 +55,7 @@ const NO_STACK = [
   "test_fence.py",
   "test_groups_advantages.py",
   "test_install.py",
+  "test_offpolicy.py",
   "test_samples.py",
   "test_slime_bridge.py",
   "test_tasks.py",

@@ -1,5 +1,6 @@
 """Polar-TS for trainers: the client, the weight-update fence, the async group scheduler, samples,
-advantages, JSONL export, eval mode and a slime bridge. Standard library only.
+advantages, JSONL export, off-policy correction inputs (``offpolicy``), eval mode and a slime
+bridge. Standard library only.
 
 Example::
 

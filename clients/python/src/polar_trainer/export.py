@@ -28,7 +28,13 @@ finish_reason       why the engine stopped the last call of the trace
 group_version       the oldest version of any trained token of the group
 policy_version      the trainer's version when the step took the group
 staleness           policy_version − group_version
+token_staleness     per response token: policy_version − its version, or null (unknown
+                    version, or no policy_version in the row); the input of staleness weights
+sample_staleness    the largest token_staleness of a trained token, or null
 ==================  ==========================================================================
+
+``token_staleness`` and ``sample_staleness`` were added to v1 (rows written before lack them;
+:func:`read_jsonl` checks ``token_staleness``'s length when it is there).
 
 Example::
 
@@ -44,6 +50,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List
 
 from .samples import Sample
+from .versions import parse_version
 
 if TYPE_CHECKING:
     from .scheduler import TrainingBatch
@@ -60,6 +67,7 @@ def sample_row(sample: Sample, **context: Any) -> Dict[str, Any]:
     """
     row: Dict[str, Any] = {"schema": SCHEMA}
     row.update(context)
+    policy_version = parse_version(context.get("policy_version"))
     row.update(
         group_id=sample.group_id,
         group_index=sample.group_index,
@@ -78,6 +86,8 @@ def sample_row(sample: Sample, **context: Any) -> Dict[str, Any]:
         removed=sample.removed,
         truncated_from=sample.truncated_from,
         finish_reason=sample.finish_reason,
+        token_staleness=[None] * sample.response_length if policy_version is None else sample.token_staleness(policy_version),
+        sample_staleness=None if policy_version is None else sample.max_staleness(policy_version),
     )
     return row
 
@@ -141,7 +151,7 @@ def read_jsonl(path: str) -> Iterator[Dict[str, Any]]:
             if row.get("schema") != SCHEMA:
                 raise ValueError(f"{path}:{n}: schema is {row.get('schema')!r}, expected {SCHEMA!r}")
             k = len(row["tokens"]) - row["prompt_length"]
-            for key in ("loss_mask", "rollout_logprobs", "token_versions"):
-                if len(row[key]) != k:
+            for key in ("loss_mask", "rollout_logprobs", "token_versions", "token_staleness"):
+                if (key != "token_staleness" or key in row) and len(row[key]) != k:
                     raise ValueError(f"{path}:{n}: {key} has {len(row[key])} entries for {k} response tokens")
             yield row

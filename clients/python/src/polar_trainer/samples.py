@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from . import offpolicy
 from .versions import oldest, token_versions
 
 #: Session kinds (see the module doc).
@@ -111,6 +112,36 @@ class Sample:
     def oldest_version(self) -> Optional[int]:
         """The oldest version among the sample's trained tokens."""
         return oldest(self.token_versions, self.loss_mask)
+
+    def token_staleness(self, policy_version: Any) -> List[Optional[int]]:
+        """Per response token, ``policy_version − token_versions[i]`` (None where the version is
+        unknown): the input of a staleness-based weight (:func:`polar_trainer.offpolicy.token_staleness`).
+
+        Example::
+
+            stale = s.token_staleness(batch.policy_version)     # [1, 1, None, 0, 0]
+            w = [0.0 if t is None else 0.9 ** t for t in stale]  # e.g. a decay per update
+        """
+        return offpolicy.token_staleness(self.token_versions, policy_version)
+
+    def max_staleness(self, policy_version: Any) -> Optional[int]:
+        """The largest staleness of a trained token whose version is known (``policy_version −
+        oldest_version``), or None.
+
+        Example::
+
+            s.max_staleness(4)  # 1 when the oldest trained token was sampled under version 3
+        """
+        return offpolicy.staleness_stats(self.token_versions, self.loss_mask, policy_version)["max"]
+
+    def mean_staleness(self, policy_version: Any) -> Optional[float]:
+        """The mean staleness of the trained tokens whose version is known, or None.
+
+        Example::
+
+            s.mean_staleness(4)  # 0.5 for two trained tokens of versions 3 and 4
+        """
+        return offpolicy.staleness_stats(self.token_versions, self.loss_mask, policy_version)["mean"]
 
 
 @dataclass
