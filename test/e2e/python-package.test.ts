@@ -32,7 +32,10 @@ beforeAll(async () => {
     gateways: 2,
     engine: "sglang",
     gatewayQueues: ["default", FREE_QUEUE],
-    gatewayArgs: ["--max-run=4", "--max-init=4", "--max-postrun=4"],
+    // MoE routing replay: the engine routes with its default shape (4 layers, top-2 of 8 experts)
+    // and the gateways record the routes (test_client_stack.py reads them off the samples).
+    engineArgs: ["--enable-return-routed-experts"],
+    gatewayArgs: ["--max-run=4", "--max-init=4", "--max-postrun=4", "--routed-experts=4:2"],
   });
 });
 
@@ -56,6 +59,7 @@ const NO_STACK = [
   "test_groups_advantages.py",
   "test_install.py",
   "test_offpolicy.py",
+  "test_routed_experts.py",
   "test_samples.py",
   "test_slime_bridge.py",
   "test_tasks.py",

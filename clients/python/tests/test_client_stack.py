@@ -10,6 +10,7 @@ from typing import List
 import pytest
 
 from polar_trainer import BadRequest, Conflict, NotFound, Unauthorized
+from polar_trainer.samples import classify
 
 pytestmark = pytest.mark.stack
 
@@ -51,6 +52,20 @@ def test_results_by_cursor_resume_and_status(stack, finished):
     status = c.status(bid)
     assert status["status"] == "completed" and status["sessions"] == 3
     assert sorted(r["reward"] for _, r in pairs) in ([0, 1, 1], [0, 0, 1])
+
+
+def test_every_sample_carries_the_routes_the_engine_ran_its_tokens_through(stack, finished):
+    """The stack's engine routes (4 MoE layers, top-2 of 8 experts) and its gateways record them
+    (``--routed-experts 4:2``): each sample has one row per token but the last, as slime replays."""
+    _, pairs = finished
+    samples = [s for i, (_, r) in enumerate(pairs) for s in classify(r, trajectory_index=i, group_id="g", group_index=0).samples]
+    assert samples
+    for s in samples:
+        routes = s.routed_experts
+        assert routes is not None and (routes.rows, routes.layers, routes.top_k) == (len(s.tokens) - 1, 4, 2)
+        for position in (0, routes.rows // 2, routes.rows - 1):
+            for ids in routes.row(position):
+                assert len(set(ids)) == 2 and all(0 <= e < 8 for e in ids)
 
 
 def test_sse_stream_gives_the_same_results_and_resumes_with_last_event_id(stack, finished):

@@ -88,6 +88,7 @@ def sample_row(sample: Sample, **context: Any) -> Dict[str, Any]:
         finish_reason=sample.finish_reason,
         token_staleness=[None] * sample.response_length if policy_version is None else sample.token_staleness(policy_version),
         sample_staleness=None if policy_version is None else sample.max_staleness(policy_version),
+        routed_experts=None if sample.routed_experts is None else sample.routed_experts.to_json(),
     )
     return row
 

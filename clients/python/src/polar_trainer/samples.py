@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from . import offpolicy
+from .routed_experts import RoutedExperts
 from .versions import oldest, token_versions
 
 #: Session kinds (see the module doc).
@@ -73,6 +74,9 @@ class Sample:
         removed: True when the sample must not contribute a gradient (a failed session).
         truncated_from: the token count before the cut to a causal prefix, else None.
         advantage: filled by :mod:`polar_trainer.advantages`.
+        routed_experts: the experts the engine's MoE router picked for positions
+            ``[0, len(tokens) − 1)`` (:mod:`polar_trainer.routed_experts`), when the gateway
+            recorded them; None otherwise.
 
     Example::
 
@@ -97,6 +101,7 @@ class Sample:
     truncated_from: Optional[int] = None
     advantage: float = 0.0
     metadata: Dict[str, Any] = field(default_factory=dict)
+    routed_experts: Optional[RoutedExperts] = None
 
     @property
     def response_length(self) -> int:
@@ -239,6 +244,9 @@ def trace_sample(
         status = "failed" if status == "failed" else "truncated"
     if removed:
         mask = [0] * len(response)
+    routes = RoutedExperts.from_trace(trace)
+    if routes is not None and truncated_from is not None:
+        routes = routes.prefix(len(prompt) + len(response) - 1)
     meta = trace.get("metadata") or {}
     return Sample(
         tokens=prompt + response,
@@ -252,6 +260,7 @@ def trace_sample(
         finish_reason=trace.get("finish_reason"),
         truncated_from=truncated_from,
         metadata={"builder": meta.get("builder"), "chain_index": meta.get("chain_index")},
+        routed_experts=routes,
         **where,
     )
 

@@ -9,6 +9,8 @@
   session shares ``rollout_id`` (slime main) or ``group_id`` (slime v0.3.0), whichever the
   installed ``Sample`` has, so slime's loss counts the session once;
 * ``weight_versions``: the versions of the trace's trained tokens (Miles reads its oldest);
+* ``rollout_routed_experts`` (MoE routing replay), when the installed ``Sample`` has it and the
+  gateway recorded routes: an int32 array ``(len(tokens) − 1, layers, top_k)`` (numpy);
 * a session that was excluded (infra, cancelled) or produced no trace becomes one fully masked
   placeholder with ``remove_sample``, so every group still has at least ``n_samples_per_prompt``
   samples;
@@ -110,6 +112,12 @@ def to_slime_samples(group: Group, args: Any, rollout_id: int, cls: Any = None) 
                     remove_sample=s.removed,
                     weight_versions=versions,
                 )
+                # MoE routing replay: slime's rows are the positions of tokens[:-1], as ours are.
+                if s.routed_experts is not None:
+                    try:
+                        kw["rollout_routed_experts"] = s.routed_experts.to_numpy()
+                    except ImportError:  # slime brings numpy; a trainer without it gets lists
+                        kw["rollout_routed_experts"] = s.routed_experts.to_list()
                 meta.update(trace_index=s.trace_index, finish_reason=s.finish_reason, truncated_from=s.truncated_from, token_versions=s.token_versions)
             kw.update(
                 group_index=group.index,
