@@ -8,6 +8,7 @@ import {
   ConversationBuildError,
   conversationBuilder,
   conversationTurnFromRecord,
+  turnTreeCounts,
 } from "./conversation";
 
 let tok: ChatTokenizer;
@@ -183,10 +184,10 @@ describe("conversation builder", () => {
     expect(() => buildConversationTraces([t0, t0, t1])).toThrow(/^t0: listed twice$/);
   });
 
-  it("names the builder, the chain's index and its exactness in each trace; a resampled turn's shared parent is trained once", () => {
+  it("names the builder, the chain's index and its exactness in each trace; a branched turn's shared parent is trained once", () => {
     const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
-    // A harness resampled t1: a second child of t0 with the same prompt.
-    const t2 = { ...t1, turn_id: "t2" };
+    // The session branched at t0: a second child with another prompt (another message after t0).
+    const t2 = { ...t1, turn_id: "t2", prompt_ids: [...t1.prompt_ids, 13] };
     const traces = buildConversationTraces([t0, t1, t2]);
     expect(traces.map((t) => ({ ...t.metadata, turns: undefined }))).toEqual([
       { builder: "conversation", chain_index: 0, token_exact: true, turns: undefined },
@@ -205,6 +206,58 @@ describe("conversation builder", () => {
       ],
     ]);
     expect(traces[1]!.loss_mask.slice(0, t0.sampled_ids.length)).toEqual(t0.sampled_ids.map(() => 0));
+    expect(turnTreeCounts([t0, t1, t2])).toEqual({
+      turns: 3,
+      chains: 2,
+      branch_points: 1,
+      retries_dropped: 0,
+      roots: 1,
+    });
+  });
+
+  it("a retried call does not split the trajectory: the answer it replaced is in no trace", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    // The harness sent t1's request again (same parent, same prompt) and went on from the new answer.
+    const retry = { ...t1, turn_id: "t1b", sampled_ids: [...t1.sampled_ids].reverse() };
+    const next = {
+      ...t1,
+      turn_id: "t2",
+      parent_turn_id: "t1b",
+      prompt_ids: [...t1.prompt_ids, ...retry.sampled_ids, 7],
+    };
+    const traces = buildConversationTraces([t0, t1, retry, next]);
+    expect(traces).toHaveLength(1);
+    expect((traces[0]!.metadata.turns as Array<{ turn_id: string }>).map((e) => e.turn_id)).toEqual([
+      "t0",
+      "t1b",
+      "t2",
+    ]);
+    expect(turnTreeCounts([t0, t1, retry, next])).toMatchObject({
+      chains: 1,
+      retries_dropped: 1,
+      branch_points: 0,
+    });
+    // A retry of the last call: the later answer is the session's, the earlier one is dropped.
+    const last = buildConversationTraces([t0, t1, { ...retry, turn_id: "t1c" }]);
+    expect(last.map((t) => (t.metadata.turns as Array<{ turn_id: string }>).at(-1)!.turn_id)).toEqual([
+      "t1c",
+    ]);
+    // A first answer the session went on from is kept, even if the same request came again later.
+    const kept = buildConversationTraces([
+      t0,
+      t1,
+      { ...next, parent_turn_id: "t1", prompt_ids: [...t1.prompt_ids, ...t1.sampled_ids, 7] },
+      retry,
+    ]);
+    expect(kept).toHaveLength(2);
+    expect(
+      turnTreeCounts([
+        t0,
+        t1,
+        { ...next, parent_turn_id: "t1", prompt_ids: [...t1.prompt_ids, ...t1.sampled_ids, 7] },
+        retry,
+      ]),
+    ).toEqual({ turns: 4, chains: 2, branch_points: 1, retries_dropped: 0, roots: 1 });
   });
 });
 

@@ -80,9 +80,11 @@ function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): Co
 /**
  * One trace per chain (root-to-leaf path of the turn tree), in the order the leaves were
  * committed. `metadata.token_exact` is false when a turn of the chain carries
- * `image_prompt_unverified`. When a harness resampled a turn (two children of one turn), the shared turns appear
- * in both traces but are trained once: in the later trace their sampled tokens have mask 0 (their
- * logprobs are kept). Trace metadata lists each turn's provenance and offsets in `response_ids`.
+ * `image_prompt_unverified`. When the session branched (two children of one turn with different
+ * prompts), the shared turns appear in both traces but are trained once: in the later trace their
+ * sampled tokens have mask 0 (their logprobs are kept). A leaf that a later call of the same
+ * request replaced (a retry) is in no trace. Trace metadata lists each turn's provenance and
+ * offsets in `response_ids`.
  *
  * @example
  * ```ts
@@ -92,11 +94,67 @@ function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): Co
  */
 export function buildConversationTraces(turns: readonly ConversationTurn[]): Trace[] {
   const { byId, hasChild } = indexTurns(turns);
-  // Turns already trained in an earlier trace (a resampled turn's shared ancestors).
+  const retried = retriedTurns(turns, hasChild);
+  // Turns already trained in an earlier trace (a branched turn's shared ancestors).
   const trained = new Set<string>();
   return turns
-    .filter((t) => !hasChild.has(t.turn_id))
+    .filter((t) => !hasChild.has(t.turn_id) && !retried.has(t.turn_id))
     .map((leaf, chainIndex) => chainTrace(pathTo(leaf, byId), chainIndex, trained));
+}
+
+/**
+ * The leaf turns a later call of the same request replaced: a harness that retries a call (its
+ * client timed out, the answer failed to parse) sends the same prompt from the same parent again
+ * and goes on from the new answer. The earlier answer was never part of the episode; as a trace of
+ * its own it would split the trajectory and train a reply the rest of the session never saw.
+ */
+function retriedTurns(turns: readonly ConversationTurn[], hasChild: ReadonlySet<string>): Set<string> {
+  const retried = new Set<string>();
+  const latest = new Map<string, ConversationTurn>();
+  for (const t of turns) {
+    const key = `${t.parent_turn_id ?? ""}|${t.prompt_ids.join(",")}`;
+    const earlier = latest.get(key);
+    if (earlier && !hasChild.has(earlier.turn_id)) retried.add(earlier.turn_id);
+    latest.set(key, t);
+  }
+  return retried;
+}
+
+/** How a session's turns formed chains (the trajectory's `metadata.tree`). */
+export interface TurnTreeCounts {
+  turns: number;
+  /** Traces built: one per kept leaf. */
+  chains: number;
+  /** Turns with more than one child: where the session branched (each branch is a chain). */
+  branch_points: number;
+  /** Answers a later call of the same request replaced, left out of every trace. */
+  retries_dropped: number;
+  /** Turns that start a chain of their own (no parent): the first, and every break. */
+  roots: number;
+}
+
+/**
+ * Counts the shape of a session's turn tree, as {@link buildConversationTraces} reads it.
+ *
+ * @example
+ * ```ts
+ * turnTreeCounts(turns); // { turns: 5, chains: 1, branch_points: 0, retries_dropped: 1, roots: 1 }
+ * ```
+ */
+export function turnTreeCounts(turns: readonly ConversationTurn[]): TurnTreeCounts {
+  const { hasChild } = indexTurns(turns);
+  const retried = retriedTurns(turns, hasChild);
+  const children = new Map<string, number>();
+  for (const t of turns)
+    if (t.parent_turn_id !== null && !retried.has(t.turn_id))
+      children.set(t.parent_turn_id, (children.get(t.parent_turn_id) ?? 0) + 1);
+  return {
+    turns: turns.length,
+    chains: turns.filter((t) => !hasChild.has(t.turn_id) && !retried.has(t.turn_id)).length,
+    branch_points: [...children.values()].filter((n) => n > 1).length,
+    retries_dropped: retried.size,
+    roots: turns.filter((t) => t.parent_turn_id === null && !retried.has(t.turn_id)).length,
+  };
 }
 
 /** The turns by id and the ids that have a child; a turn listed twice or misaligned logprobs throw. */
@@ -323,6 +381,7 @@ export function conversationBuilder(
       task_id: ctx.task_id,
       verdicts,
       flags,
+      tree: { ...turnTreeCounts(turns) },
     },
     error: null,
   };

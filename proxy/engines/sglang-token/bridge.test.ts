@@ -128,7 +128,7 @@ describe("TokenBridge", () => {
     expect(t2.prepared.bridgedCount).toBe(t2.prepared.promptIds.length - start);
   });
 
-  it("gives a retried request the same prompt and place; the builder trains shared turns once", async () => {
+  it("gives a retried request the same prompt and place; the builder keeps the retry, not the answer it replaced", async () => {
     const { buildConversationTraces } = await import("../../builders/conversation");
     const bridge = new TokenBridge(tok);
     const m1 = [sys, u("Pick a number")];
@@ -142,10 +142,13 @@ describe("TokenBridge", () => {
     expect(root.prepared.promptIds).toEqual(t1.prepared.promptIds);
     expect([root.prepared.parentTurnId, root.prepared.verdict]).toEqual([null, "new_chain"]);
     const traces = buildConversationTraces(bridge.turns());
-    expect(traces).toHaveLength(3);
-    const trained = traces.map((t) => t.loss_mask.filter((m) => m === 1).length);
-    // t1 (2 ids) + t2 (2) in the first trace, only t2b (2) in the second, the retried root (2).
-    expect(trained).toEqual([4, 2, 2]);
+    // t2 was replaced by its retry t2b: t1 + t2b is one trace; the root asked again after t1 went
+    // on is a chain of its own (t1, the answer it repeats, had been continued, so it is kept too).
+    expect(traces).toHaveLength(2);
+    const last = (t: (typeof traces)[number]) =>
+      (t.metadata.turns as Array<{ turn_id: string }>).at(-1)!.turn_id;
+    expect(traces.map(last)).toEqual([t2b.committed.turn_id, root.committed.turn_id]);
+    expect(traces.map((t) => t.loss_mask.filter((m) => m === 1).length)).toEqual([4, 2]);
   });
 
   it("classifies a sub-agent as new_chain, an edited history as history_rewritten", () => {
