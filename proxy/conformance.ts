@@ -7,6 +7,7 @@
  */
 import type { CompletionRecord, JsonObject } from "../protocol";
 import { BRIDGE_FLAGS } from "../tokenizer/bridge";
+import { conversationTurnFromRecord, type TurnTreeCounts, turnTreeCounts } from "./builders/conversation";
 
 /** Sampling parameters the task asked the harness to send. */
 export interface ExpectedSampling {
@@ -65,8 +66,13 @@ export interface ConformanceReport {
   streams: "always" | "sometimes" | "never";
   rewrites_history: boolean;
   compacts_history: boolean;
-  /** Chains (traces of the `conversation` builder). */
+  /** Chains (turns that start a sequence of their own: the first, and every break). */
   chains: number;
+  /**
+   * The turn tree as the `conversation` builder reads it: traces, branch points, retried calls
+   * whose replaced answer no trace holds (null when the records are not token-mode records).
+   */
+  tree: TurnTreeCounts | null;
   /**
    * One chain (the harness never rewrote, compacted or restarted its history) and sampled as
    * expected (by the harness or by the task's policy over it): every sampled token trains in the context the model saw. `template_mismatch` turns
@@ -102,11 +108,15 @@ export function conformanceReport(
   const appliedMismatches = samplingMismatches(turns, wanted, "applied");
   const overridden = [...new Set(turns.flatMap((t) => t.overridden))].sort();
   const streamed = turns.filter((t) => t.streamed).length;
-  // A chain starts at every turn that is not bridged from an earlier one.
-  const chains = records.filter((r) => {
-    const b = (r.metadata.bridge ?? {}) as JsonObject;
-    return b.parent_turn_id === null || b.parent_turn_id === undefined;
-  }).length;
+  const tree = treeOf(records);
+  // A chain starts at every turn that is not bridged from an earlier one (a retried call, whose
+  // answer the builder drops, starts none).
+  const chains =
+    tree?.roots ??
+    records.filter((r) => {
+      const b = (r.metadata.bridge ?? {}) as JsonObject;
+      return b.parent_turn_id === null || b.parent_turn_id === undefined;
+    }).length;
   const honours = wanted.length === 0 ? null : mismatches.length === 0;
   const asExpected = wanted.length === 0 ? null : appliedMismatches.length === 0;
   const rewrites = (verdicts.history_rewritten ?? 0) > 0;
@@ -126,8 +136,18 @@ export function conformanceReport(
     rewrites_history: rewrites,
     compacts_history: compacts,
     chains,
+    tree,
     safe_to_train: turns.length > 0 && chains === 1 && asExpected !== false,
   };
+}
+
+/** The session's turn tree as the `conversation` builder reads it; null for records it cannot read. */
+function treeOf(records: readonly CompletionRecord[]): TurnTreeCounts | null {
+  try {
+    return turnTreeCounts(records.map(conversationTurnFromRecord));
+  } catch {
+    return null;
+  }
 }
 
 /** One turn of the report from its record (the `i`-th of the session). */
@@ -213,6 +233,7 @@ export function formatConformance(r: ConformanceReport): string {
       .map(([v, n]) => `${v} ${n}`)
       .join(", ")}) |`,
     `| chains | ${r.chains} |`,
+    `| turn tree | ${r.tree ? `${r.tree.chains} trace(s), ${r.tree.branch_points} branch point(s), ${r.tree.retries_dropped} retried call(s) dropped` : "not read"} |`,
     `| honours sampling parameters | ${r.honours_sampling === null ? "not checked" : r.honours_sampling ? "yes" : `no: ${r.sampling_mismatches.slice(0, 3).join("; ")}`} |`,
     `| task's sampling policy applied over | ${r.sampling_overridden.length ? r.sampling_overridden.join(", ") : "nothing"} |`,
     `| streams | ${r.streams} |`,

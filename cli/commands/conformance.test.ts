@@ -113,6 +113,18 @@ describe("polar conformance with the shell harness and the scripted client", () 
     expect(r.safe_to_train).toBe(true);
   }, 240_000);
 
+  it("counts a retried call in the turn tree and keeps the session one chain", async () => {
+    const { value: r, out } = await silenced(() =>
+      runConformance({ harness: "shell", env: { CONFORMANCE_STYLE: "retry" } }),
+    );
+    // Two tasks, each first request sent twice: 4 answers used + 2 replaced.
+    expect(r.turns.length).toBe(6);
+    expect(r.tree).toEqual({ turns: 6, chains: 1, branch_points: 0, retries_dropped: 2, roots: 1 });
+    expect(r.chains).toBe(1);
+    expect(out).toContain("| turn tree | 1 trace(s), 0 branch point(s), 2 retried call(s) dropped |");
+    expect(r.safe_to_train).toBe(true);
+  }, 240_000);
+
   it("names the flag for a missing or unknown harness", async () => {
     await expect(runConformance({ harness: "shell", modelFamily: "llama" })).rejects.toThrow(
       /^--model-family: .*"llama" \(known: qwen3, deepseek_v3\)/,

@@ -6,7 +6,8 @@
  *
  * - `CONFORMANCE_STYLE`: `append` (default; echoes what it got, appends tool results and new user
  *   turns), `compact` (replaces the history by a summary before the second task), `rewrite` (edits
- *   the first user message before the second task);
+ *   the first user message before the second task), `retry` (sends each task's first request twice
+ *   and goes on from the second answer, as a harness whose client gave up on the first);
  * - `CONFORMANCE_STREAM=1`: asks for streamed answers;
  * - `CONFORMANCE_REASONING`: `keep` (default; sends each reply's `reasoning_content` back with it)
  *   or `drop` (sends replies back without it, as some CLIs do);
@@ -114,6 +115,8 @@ function calculate(expression: string): string {
 async function task(messages: Message[], question: string): Promise<Message[]> {
   let history = [...messages, { role: "user", content: question }];
   for (let i = 0; i < 5; i++) {
+    // `retry`: the first answer of a task is thrown away and the same request sent again.
+    if (style === "retry" && i === 0) await complete(history);
     const reply = await complete(history);
     history = [...history, reply];
     const calls = (reply.tool_calls as ToolCall[] | undefined) ?? [];
