@@ -134,6 +134,24 @@ describe("TaskSpec", () => {
     expect(issues(TaskSpec.safeParse({ ...base, agent: { harness: "cursor" } }))).toContain("agent.harness:");
   });
 
+  it("checks the conversation builder's traces mode at submission, naming the field", () => {
+    const base = { task_id: "a", instruction: "x", agent: shell };
+    for (const traces of ["leaves", "longest", "per_turn"])
+      expect(
+        TaskSpec.safeParse({ ...base, builder: { strategy: "conversation", config: { traces } } }).success,
+      ).toBe(true);
+    expect(
+      issues(
+        TaskSpec.safeParse({ ...base, builder: { strategy: "conversation", config: { traces: "all" } } }),
+      ),
+    ).toBe('builder.config.traces: must be one of leaves, longest, per_turn, got "all"');
+    // Another strategy's config is its own business.
+    expect(
+      TaskSpec.safeParse({ ...base, builder: { strategy: "per_request", config: { traces: "all" } } })
+        .success,
+    ).toBe(true);
+  });
+
   it("accepts module paths for strategies: the gateway resolves them", () => {
     for (const strategy of ["./e.mjs:evaluate", "/opt/e.mjs", "pkg.mod:Class", "../x.js"]) {
       expect(isModulePath(strategy)).toBe(true);

@@ -175,11 +175,28 @@ const strategyName = (known: readonly string[]) =>
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     });
 
+/** What the `conversation` builder's config `traces` may say (`proxy/builders/conversation.ts`). */
+export const CONVERSATION_TRACES = ["leaves", "longest", "per_turn"] as const;
+
 /** A named strategy with its configuration (trajectory builders). */
-export const StrategySpec = z.strictObject({
-  strategy: strategyName(BUILDER_STRATEGIES),
-  config: JsonObject.default({}),
-});
+export const StrategySpec = z
+  .strictObject({
+    strategy: strategyName(BUILDER_STRATEGIES),
+    config: JsonObject.default({}),
+  })
+  .superRefine((spec, ctx) => {
+    const traces = spec.config.traces;
+    if (
+      spec.strategy === "conversation" &&
+      traces !== undefined &&
+      !CONVERSATION_TRACES.includes(traces as never)
+    )
+      ctx.addIssue({
+        code: "custom",
+        path: ["config", "traces"],
+        message: `must be one of ${CONVERSATION_TRACES.join(", ")}, got ${JSON.stringify(traces)}`,
+      });
+  });
 export type StrategySpec = z.infer<typeof StrategySpec>;
 
 /** How a session is scored (upstream `EvaluatorSpec`). */

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { type CompletionRecord, Trajectory } from "../../protocol";
+import { type CompletionRecord, type Trace, Trajectory } from "../../protocol";
 import { type BridgedTurn, TokenBridge } from "../../tokenizer/bridge";
 import { type ChatTokenizer, loadChatTokenizer } from "../../tokenizer/chat-tokenizer";
 import { scriptedTurn } from "../engines/sglang-token/testing";
@@ -213,6 +213,45 @@ describe("conversation builder", () => {
       retries_dropped: 0,
       roots: 1,
     });
+  });
+
+  it("traces: longest gives the chain of most turns; per_turn one sample per turn with its whole prompt", () => {
+    const [t0, t1] = turns as [BridgedTurn, BridgedTurn];
+    const branch = { ...t1, turn_id: "t2", prompt_ids: [...t1.prompt_ids, 13] };
+    const deeper = {
+      ...t1,
+      turn_id: "t3",
+      parent_turn_id: "t1",
+      prompt_ids: [...t1.prompt_ids, ...t1.sampled_ids, 7],
+    };
+    const all = [t0, t1, branch, deeper];
+    const ids = (t: Trace) => (t.metadata.turns as Array<{ turn_id: string }>).map((e) => e.turn_id);
+    expect(buildConversationTraces(all).map(ids)).toEqual([
+      ["t0", "t2"],
+      ["t0", "t1", "t3"],
+    ]);
+    const [longest] = buildConversationTraces(all, "longest");
+    expect(buildConversationTraces(all, "longest")).toHaveLength(1);
+    expect(ids(longest!)).toEqual(["t0", "t1", "t3"]);
+    expect(longest!.loss_mask.filter((m) => m === 1)).toHaveLength(
+      t0.sampled_ids.length + t1.sampled_ids.length + deeper.sampled_ids.length,
+    );
+    const perTurn = buildConversationTraces(all, "per_turn");
+    expect(perTurn.map(ids)).toEqual([["t0"], ["t1"], ["t2"], ["t3"]]);
+    for (const [i, t] of perTurn.entries()) {
+      expect(t.prompt_ids).toEqual(all[i]!.prompt_ids);
+      expect(t.response_ids).toEqual(all[i]!.sampled_ids);
+      expect(t.loss_mask.every((m) => m === 1)).toBe(true);
+    }
+    // The conversation builder reads the mode from its config and says which it used.
+    const records = turns.map(recordOf);
+    const built = conversationBuilder(records, {
+      session_id: "s",
+      task_id: "t",
+      config: { traces: "per_turn" },
+    });
+    expect(built.traces).toHaveLength(records.length);
+    expect(built.metadata.traces).toBe("per_turn");
   });
 
   it("a retried call does not split the trajectory: the answer it replaced is in no trace", () => {

@@ -12,6 +12,7 @@
  * @module
  */
 import {
+  CONVERSATION_TRACES,
   type CompletionRecord,
   type JsonObject,
   type RoutedExperts,
@@ -92,15 +93,45 @@ function pathTo(leaf: ConversationTurn, byId: Map<string, ConversationTurn>): Co
  * // trace.prompt_ids = first prompt; trace.response_ids = sampled₀ + bridged₁ + sampled₁ + …
  * ```
  */
-export function buildConversationTraces(turns: readonly ConversationTurn[]): Trace[] {
+export function buildConversationTraces(
+  turns: readonly ConversationTurn[],
+  traces: ConversationTraces = "leaves",
+): Trace[] {
   const { byId, hasChild } = indexTurns(turns);
   const retried = retriedTurns(turns, hasChild);
   // Turns already trained in an earlier trace (a branched turn's shared ancestors).
   const trained = new Set<string>();
-  return turns
-    .filter((t) => !hasChild.has(t.turn_id) && !retried.has(t.turn_id))
-    .map((leaf, chainIndex) => chainTrace(pathTo(leaf, byId), chainIndex, trained));
+  const leaves = turns.filter((t) => !hasChild.has(t.turn_id) && !retried.has(t.turn_id));
+  if (traces === "per_turn") {
+    // Every turn the session went on from or ended with, as its own sample: its whole prompt
+    // (the chain so far) as context, its sampled ids as the response.
+    return turns
+      .filter((t) => !retried.has(t.turn_id))
+      .map((t, i) => chainTrace([t], i, trained, pathTo(t, byId)));
+  }
+  const paths = leaves.map((leaf) => pathTo(leaf, byId));
+  if (traces === "longest") {
+    // The chain of most turns (of most tokens on a tie; the later one on a second tie).
+    const tokens = (p: ConversationTurn[]) => p.at(-1)!.prompt_ids.length + p.at(-1)!.sampled_ids.length;
+    const best = paths.reduce<ConversationTurn[] | null>(
+      (a, p) => (!a || p.length > a.length || (p.length === a.length && tokens(p) >= tokens(a)) ? p : a),
+      null,
+    );
+    return best ? [chainTrace(best, 0, trained)] : [];
+  }
+  return paths.map((path, chainIndex) => chainTrace(path, chainIndex, trained));
 }
+
+/**
+ * Which traces the `conversation` builder emits (its config `traces`):
+ * - `leaves` (default): one per chain, root to each leaf; a branched session gives several, their
+ *   shared turns trained once;
+ * - `longest`: the one chain of most turns;
+ * - `per_turn`: one per turn, its whole prompt as context and its sampled ids as the response
+ *   (a trainer that wants per-call samples with their prefix).
+ * Retried calls' replaced answers are in none.
+ */
+export type ConversationTraces = (typeof CONVERSATION_TRACES)[number];
 
 /**
  * The leaf turns a later call of the same request replaced: a harness that retries a call (its
@@ -191,7 +222,12 @@ interface ChainBuild {
 }
 
 /** The trace of one chain (root-to-leaf `path`); marks its turns in `trained`. */
-function chainTrace(path: ConversationTurn[], chainIndex: number, trained: Set<string>): Trace {
+function chainTrace(
+  path: ConversationTurn[],
+  chainIndex: number,
+  trained: Set<string>,
+  routePath: ConversationTurn[] = path,
+): Trace {
   const root = path[0]!;
   const leaf = path.at(-1)!;
   const build: ChainBuild = {
@@ -209,7 +245,7 @@ function chainTrace(path: ConversationTurn[], chainIndex: number, trained: Set<s
     leaf.assistant_message as unknown as JsonObject,
   ];
   // Routes only when every call of the chain has its block and they cover every position.
-  const blocks = path.map((t) => t.routed_experts);
+  const blocks = routePath.map((t) => t.routed_experts);
   const routes = blocks.every((b): b is RoutedExperts => b !== undefined)
     ? stitchRoutedExperts(blocks, root.prompt_ids.length + build.response.length - 1)
     : null;
@@ -372,9 +408,10 @@ export function conversationBuilder(
   for (const t of turns) verdicts[t.verdict] = (verdicts[t.verdict] ?? 0) + 1;
   const flags = emptyFlagCounts();
   for (const t of turns) for (const f of t.flags) flags[f] += 1;
+  const mode = CONVERSATION_TRACES.find((m) => m === ctx.config.traces) ?? "leaves";
   return {
     status: "COMPLETED",
-    traces: buildConversationTraces(turns),
+    traces: buildConversationTraces(turns, mode),
     metadata: {
       builder: "conversation",
       session_id: ctx.session_id,
@@ -382,6 +419,7 @@ export function conversationBuilder(
       verdicts,
       flags,
       tree: { ...turnTreeCounts(turns) },
+      traces: mode,
     },
     error: null,
   };

@@ -96,6 +96,13 @@ describe("routed experts in token mode", () => {
     const expected = simRoutedExperts(sequence, SHAPE, SEED);
     expect(rows.flat(2)).toEqual([...expected]);
     for (const layers of rows) for (const ids of layers) expect(new Set(ids).size).toBe(2);
+    // Per-turn samples get the routes of their own prompt + sampled ids, from their chain's blocks.
+    const perTurn = buildConversationTraces(records.map(conversationTurnFromRecord), "per_turn");
+    expect(perTurn).toHaveLength(records.length);
+    for (const t of perTurn)
+      expect(t.routed_experts?.data).toBe(
+        simRoutedExpertsBase64([...t.prompt_ids, ...t.response_ids], SHAPE, SEED, 0),
+      );
   });
 
   it("an engine that returns none: the turn is served, the record says why it holds no routes", async () => {
