@@ -144,6 +144,10 @@ export interface TinyModelOptions {
   contextLength?: number;
   seed?: number;
   favoredMass?: number;
+  /** Experts per layer: a tiny Qwen3-MoE checkpoint (`init --moe-experts`; default dense). */
+  moeExperts?: number;
+  /** Experts each token is routed to (`init --moe-top-k`, with `moeExperts`). */
+  moeTopK?: number;
 }
 
 /**
@@ -190,6 +194,8 @@ export async function initTinyModel(
     ...flag("--context-length", opts.contextLength),
     ...flag("--seed", opts.seed),
     ...flag("--favored-mass", opts.favoredMass),
+    ...flag("--moe-experts", opts.moeExperts),
+    ...flag("--moe-top-k", opts.moeTopK),
   );
   let stdout: string;
   try {
@@ -223,6 +229,8 @@ export interface ReferenceEngineOptions {
   maxBatch?: number;
   seed?: number;
   servedModelName?: string;
+  /** `serve --enable-return-routed-experts` (an MoE checkpoint): answer routes when asked. */
+  enableReturnRoutedExperts?: boolean;
 }
 
 /**
@@ -268,6 +276,7 @@ export function referenceEngineProcess(opts: ReferenceEngineOptions, port: numbe
       ...flag("--max-batch", opts.maxBatch),
       ...flag("--seed", opts.seed),
       ...flag("--served-model-name", opts.servedModelName),
+      ...(opts.enableReturnRoutedExperts ? ["--enable-return-routed-experts"] : []),
     ],
     { cwd: REPO_ROOT, env: referenceEngineEnv() },
   );

@@ -40,3 +40,30 @@ export async function forwardPassLogprobs(
   );
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as number[];
 }
+
+const ROUTES_SCRIPT = [
+  "import json, sys, torch",
+  "from transformers import AutoModelForCausalLM",
+  "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()",
+  "ids, k = json.loads(sys.argv[2]), m.config.num_experts_per_tok",
+  "with torch.no_grad(): out = m(input_ids=torch.tensor([ids]), output_router_logits=True)",
+  "top = [torch.topk(torch.softmax(lg.float(), -1), k, -1).indices for lg in out.router_logits]",
+  "print(json.dumps([[t[p].tolist() for t in top] for p in range(len(ids) - 1)]))",
+].join("\n");
+
+/**
+ * The experts an MoE checkpoint's routers pick in one plain forward pass over `ids`: for each
+ * position but the last, per layer, the top-k of the softmax of the router logits
+ * (`output_router_logits`), shaped `[positions, layers, top_k]` as a trace's routed experts.
+ *
+ * @example
+ * ```ts
+ * const rows = await forwardPassRoutedExperts(moeDir, [...prompt, ...response]);
+ * ```
+ */
+export async function forwardPassRoutedExperts(model: string, ids: number[]): Promise<number[][][]> {
+  const r = await execa(torchPython(), ["-c", ROUTES_SCRIPT, model, JSON.stringify(ids)], {
+    env: referenceEngineEnv(),
+  });
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as number[][][];
+}

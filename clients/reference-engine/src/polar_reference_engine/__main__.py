@@ -23,6 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
             context_length=args.context_length,
             max_batch=args.max_batch,
             seed=args.seed,
+            enable_return_routed_experts=args.enable_return_routed_experts,
         )
     except (OSError, ValueError) as err:
         print(f"polar-reference-engine: --model-path {args.model_path}: {err}", file=sys.stderr)
@@ -77,6 +78,9 @@ def _init(args: argparse.Namespace) -> int:
             seed=args.seed,
             embed_std=args.embed_std,
             favored_mass=args.favored_mass,
+            moe_experts=args.moe_experts,
+            moe_top_k=args.moe_top_k,
+            moe_intermediate=args.moe_intermediate,
         )
     except ValueError as err:
         print(f"polar-reference-engine init: {err}", file=sys.stderr)
@@ -99,6 +103,12 @@ def main(argv=None) -> int:
     s.add_argument("--seed", type=int, default=None, help="seed of the sampler (requests may set sampling_seed)")
     s.add_argument("--served-model-name", default="polar-reference-tiny")
     s.add_argument("--log-requests", action="store_true")
+    s.add_argument(
+        "--enable-return-routed-experts",
+        action="store_true",
+        help="capture each position's expert routes (MoE checkpoints only) and return them to requests "
+        "that ask with return_routed_experts, as SGLang's flag of the same name",
+    )
     s.set_defaults(run=_serve)
     i = sub.add_parser("init", help="create a tiny randomly initialised checkpoint (see polar_reference_engine.model)")
     i.add_argument("--out", required=True)
@@ -118,6 +128,9 @@ def main(argv=None) -> int:
     i.add_argument("--seed", type=int, default=0)
     i.add_argument("--embed-std", type=float, default=0.2)
     i.add_argument("--favored-mass", type=float, default=0.9)
+    i.add_argument("--moe-experts", type=int, default=0, help="experts per layer: a Qwen3-MoE checkpoint (0: dense, the default)")
+    i.add_argument("--moe-top-k", type=int, default=0, help="experts each token is routed to (with --moe-experts)")
+    i.add_argument("--moe-intermediate", type=int, default=None, help="width of each expert (default 2 x hidden)")
     i.set_defaults(run=_init)
     args = ap.parse_args(argv)
     return args.run(args)

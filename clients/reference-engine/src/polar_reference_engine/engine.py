@@ -12,10 +12,20 @@ a request's ``weight_version`` is the version it finished under.
 There is no KV cache: each iteration recomputes the whole sequence. For the short prompts and
 answers of tests and demos that costs little, and it keeps the numbers a trainer recomputes with a
 plain full-sequence forward pass equal to the engine's up to float rounding.
+
+MoE routing replay (``enable_return_routed_experts``, an MoE checkpoint only): a forward hook on
+each layer's router (``mlp.gate``) takes the expert ids the sparse block itself selects (the
+router's own top-k of its softmax, what the experts then run on). A position's route is kept the
+first time the position is computed (the prompt at the request's first iteration, each sampled
+token at the iteration after it was drawn) and never recomputed, so a request holds one row per
+position it ran, ``[0, prompt + output - 1)`` when it finishes (the last sampled token never
+runs); padding positions of a batch are not kept.
 """
 
 from __future__ import annotations
 
+import base64
+import struct
 import threading
 import time
 import uuid
@@ -42,6 +52,11 @@ class Request:
     logprobs: List[float] = field(default_factory=list)
     finish: Optional[Dict[str, Any]] = None
     weight_version: Optional[str] = None
+    #: Where the returned routes start (None: the request asks for none).
+    routed_experts_start: Optional[int] = None
+    #: Routes kept so far, int32 ``(positions, layers, top_k)`` blocks in position order.
+    routes: List[torch.Tensor] = field(default_factory=list)
+    routed_positions: int = 0
     created: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -83,9 +98,18 @@ class Engine:
         context_length: Optional[int] = None,
         max_batch: int = 32,
         seed: Optional[int] = None,
+        enable_return_routed_experts: bool = False,
     ) -> None:
         self.model_path = model_path
         self.model = model_io.load_model(model_path)
+        self.enable_return_routed_experts = enable_return_routed_experts
+        #: ``{"layers", "top_k", "experts"}`` of an MoE checkpoint, else None.
+        self.moe_shape = moe_shape(self.model)
+        if enable_return_routed_experts and self.moe_shape is None:
+            raise ValueError(
+                "--enable-return-routed-experts needs an MoE checkpoint with a router in every layer "
+                f"(init --moe-experts E --moe-top-k K); {type(self.model).__name__} has none"
+            )
         self.tokenizer = model_io.load_tokenizer(model_path)
         self.eos_ids = model_io.eos_ids(model_path, self.model)
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
@@ -118,8 +142,12 @@ class Engine:
 
     # -- requests --------------------------------------------------------------------------------
 
-    def submit(self, input_ids: Any, sampling: Any, rid: Optional[str] = None) -> Request:
-        """Checks one request and queues it; a bad field raises :class:`BadRequest`."""
+    def submit(
+        self, input_ids: Any, sampling: Any, rid: Optional[str] = None, routed_experts_start: Optional[int] = None
+    ) -> Request:
+        """Checks one request and queues it; a bad field raises :class:`BadRequest`.
+        ``routed_experts_start`` (the request asks for routes from there) must be in
+        ``[0, len(input_ids)]``, refused as SGLang's scheduler does."""
         if (
             not isinstance(input_ids, list)
             or not input_ids
@@ -141,8 +169,27 @@ class Engine:
             params.max_new_tokens = min(params.max_new_tokens, max_new_tokens_room(len(input_ids), self.context_length))
         if params.stop and self.tokenizer is None:
             raise BadRequest("sampling_params.stop", "stop strings need the model folder's tokenizer.json")
+        if routed_experts_start is not None:
+            if routed_experts_start > len(input_ids):
+                raise BadRequest(
+                    "routed_experts_start_len",
+                    f"recv_req.routed_experts_start_len={routed_experts_start} is higher than the number of input "
+                    f"tokens len(req.origin_input_ids)={len(input_ids)}. Please use a smaller routed_experts_start_len.",
+                )
+            if routed_experts_start < 0:
+                raise BadRequest(
+                    "routed_experts_start_len",
+                    f"recv_req.routed_experts_start_len={routed_experts_start} is lower than 0. "
+                    "Please use a non-negative routed_experts_start_len.",
+                )
         gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else self.generator
-        req = Request(rid=rid or uuid.uuid4().hex, prompt_ids=list(input_ids), params=params, generator=gen)
+        req = Request(
+            rid=rid or uuid.uuid4().hex,
+            prompt_ids=list(input_ids),
+            params=params,
+            generator=gen,
+            routed_experts_start=routed_experts_start,
+        )
         with self._cond:
             if req.rid in self._by_rid:
                 raise Conflict("rid", f"request {req.rid} is still running")
@@ -155,6 +202,18 @@ class Engine:
             self._running.append(req)
             self._cond.notify_all()
         return req
+
+    def routed_experts(self, req: Request) -> Optional[torch.Tensor]:
+        """The routes of a finished request, int32 ``(rows, layers, top_k)``, for positions
+        ``[routed_experts_start, prompt + output - 1)`` as far as they ran; None when the engine
+        captures none or the request asked for none."""
+        if not self.enable_return_routed_experts or req.routed_experts_start is None or self.moe_shape is None:
+            return None
+        end = min(req.routed_positions, len(req.prompt_ids) + len(req.output_ids) - 1)
+        start = min(req.routed_experts_start, max(end, 0))
+        shape = (0, self.moe_shape["layers"], self.moe_shape["top_k"])
+        rows = torch.cat(req.routes) if req.routes else torch.zeros(shape, dtype=torch.int32)
+        return rows[start:end]
 
     def wait(self, req: Request, timeout: Optional[float] = None) -> bool:
         return req.done.wait(timeout)
@@ -196,6 +255,8 @@ class Engine:
         new_shape = tuple(new.get_input_embeddings().weight.shape)
         if old_shape != new_shape:
             raise WeightLoadError("model_path", f"embedding shape {new_shape} differs from the served {old_shape}")
+        if self.enable_return_routed_experts and moe_shape(new) != self.moe_shape:
+            raise WeightLoadError("model_path", f"MoE shape {moe_shape(new)} differs from the served {self.moe_shape}")
         with self._cond:
             if abort_all:
                 for r in list(self._running):
@@ -296,7 +357,28 @@ class Engine:
         ids = torch.zeros((len(seqs), longest), dtype=torch.long)
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.tensor(s)
-        hidden = model.get_decoder()(input_ids=ids).last_hidden_state
+        capture = self.enable_return_routed_experts and any(r.routed_experts_start is not None for r in batch)
+        picked: List[torch.Tensor] = []
+        hooks = []
+        if capture:
+            # The router returns (logits, weights, expert ids); the ids are what the block runs.
+            def keep(_module, _inputs, output):
+                picked.append(output[2])
+
+            hooks = [layer.mlp.gate.register_forward_hook(keep) for layer in model.get_decoder().layers]
+        try:
+            hidden = model.get_decoder()(input_ids=ids).last_hidden_state
+        finally:
+            for h in hooks:
+                h.remove()
+        if capture:
+            k = self.moe_shape["top_k"]  # type: ignore[index]
+            # (batch, positions, layers, top_k), in layer order as the hooks fired.
+            routes = torch.stack([p.reshape(len(seqs), longest, k) for p in picked], dim=2).to(torch.int32)
+            for i, r in enumerate(batch):
+                if r.routed_experts_start is not None and r.routed_positions < len(seqs[i]):
+                    r.routes.append(routes[i, r.routed_positions : len(seqs[i])].clone())
+                    r.routed_positions = len(seqs[i])
         last = hidden[torch.arange(len(seqs)), torch.tensor([len(s) - 1 for s in seqs])]
         logits = model.get_output_embeddings()(last)
         drawn = []
@@ -327,3 +409,36 @@ class Engine:
         if len(r.output_ids) >= p.max_new_tokens:
             return {"type": "length", "length": len(r.output_ids)}
         return None
+
+
+def moe_shape(model) -> Optional[Dict[str, int]]:
+    """``{"layers", "top_k", "experts"}`` when every decoder layer of ``model`` has a top-k router
+    (``mlp.gate`` with ``top_k``, as transformers' Qwen3-MoE), else None.
+
+    Example::
+
+        moe_shape(load_model(".polar/tiny-moe"))  # {"layers": 2, "top_k": 2, "experts": 8}
+    """
+    layers = getattr(model.get_decoder(), "layers", None)
+    if not layers:
+        return None
+    gates = [getattr(getattr(layer, "mlp", None), "gate", None) for layer in layers]
+    if any(g is None or not hasattr(g, "top_k") or not hasattr(g, "num_experts") for g in gates):
+        return None
+    top_k = {int(g.top_k) for g in gates}
+    experts = {int(g.num_experts) for g in gates}
+    if len(top_k) != 1 or len(experts) != 1:
+        return None
+    return {"layers": len(gates), "top_k": top_k.pop(), "experts": experts.pop()}
+
+
+def encode_routes(rows: torch.Tensor) -> str:
+    """SGLang's wire form of routes: base64 of the flat little-endian int32 array.
+
+    Example::
+
+        encode_routes(torch.zeros((3, 2, 2), dtype=torch.int32))  # 48 bytes, "AAAA..."
+    """
+    flat = rows.to(torch.int32).reshape(-1).tolist()
+    data = struct.pack(f"<{len(flat)}i", *flat)
+    return base64.b64encode(data).decode("ascii")

