@@ -1367,6 +1367,13 @@ export interface operations {
                                         metadata: {
                                             [key: string]: unknown;
                                         };
+                                        routed_experts?: {
+                                            start: number;
+                                            rows: number;
+                                            layers: number;
+                                            top_k: number;
+                                            data: string;
+                                        };
                                     }[];
                                     metadata: {
                                         [key: string]: unknown;
@@ -1968,6 +1975,13 @@ export interface operations {
                                     metadata: {
                                         [key: string]: unknown;
                                     };
+                                    routed_experts?: {
+                                        start: number;
+                                        rows: number;
+                                        layers: number;
+                                        top_k: number;
+                                        data: string;
+                                    };
                                 }[];
                                 metadata: {
                                     [key: string]: unknown;
@@ -2104,6 +2118,13 @@ export interface operations {
                             reward: number | null;
                             metadata: {
                                 [key: string]: unknown;
+                            };
+                            routed_experts?: {
+                                start: number;
+                                rows: number;
+                                layers: number;
+                                top_k: number;
+                                data: string;
                             };
                         }[];
                         metadata: {
@@ -4534,6 +4555,13 @@ export interface operations {
                                     metadata: {
                                         [key: string]: unknown;
                                     };
+                                    routed_experts?: {
+                                        start: number;
+                                        rows: number;
+                                        layers: number;
+                                        top_k: number;
+                                        data: string;
+                                    };
                                 }[];
                                 metadata: {
                                     [key: string]: unknown;
@@ -4670,6 +4698,13 @@ export interface operations {
                                     reward: number | null;
                                     metadata: {
                                         [key: string]: unknown;
+                                    };
+                                    routed_experts?: {
+                                        start: number;
+                                        rows: number;
+                                        layers: number;
+                                        top_k: number;
+                                        data: string;
                                     };
                                 }[];
                                 metadata: {
