@@ -1,21 +1,11 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { type ChatMessage, type ChatTokenizer, sglangToolDumps, type ToolDefinition } from "./chat-tokenizer";
+import { CALCULATOR_TOOL } from "../proxy/testing/calculator-tool";
+import { type ChatMessage, type ChatTokenizer, sglangToolDumps } from "./chat-tokenizer";
 import { loadFamilyTokenizer, MODEL_FAMILIES, modelFamily, UnknownModelFamilyError } from "./families";
 import { parseAssistantOutput, DEEPSEEK_V3_TOOL_TOKENS as T } from "./parsers";
 
-const tools: ToolDefinition[] = [
-  {
-    type: "function",
-    function: {
-      name: "calculator",
-      description: "Evaluates an arithmetic expression.",
-      parameters: {
-        type: "object",
-        properties: { expression: { type: "string" } },
-        required: ["expression"],
-      },
-    },
-  },
+const tools = [
+  CALCULATOR_TOOL,
   { type: "function", function: { name: "bash", parameters: { type: "object" } } },
 ];
 

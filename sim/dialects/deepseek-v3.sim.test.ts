@@ -5,31 +5,14 @@
  * rollout sent back) is continued, after `<｜Assistant｜>` and after a round of tool outputs alike.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type ChatMessage,
-  type ChatTokenizer,
-  sglangToolDumps,
-  type ToolDefinition,
-} from "../../tokenizer/chat-tokenizer";
+import { CALCULATOR_TOOL } from "../../proxy/testing/calculator-tool";
+import { type ChatMessage, type ChatTokenizer, sglangToolDumps } from "../../tokenizer/chat-tokenizer";
 import { loadFamilyTokenizer, modelFamily } from "../../tokenizer/families";
 import { openAssistantTurn } from "../continuation";
 import { type SimEngineHandle, startSimEngine } from "../server";
 import { DEEPSEEK_V3_TURN } from "./deepseek-v3";
 
-const tools: ToolDefinition[] = [
-  {
-    type: "function",
-    function: {
-      name: "calculator",
-      description: "Evaluate an arithmetic expression",
-      parameters: {
-        type: "object",
-        properties: { expression: { type: "string" } },
-        required: ["expression"],
-      },
-    },
-  },
-];
+const tools = [CALCULATOR_TOOL];
 const messages = [
   { role: "system", content: "You are a careful assistant." },
   { role: "user", content: "What is 17 * 23?" },

@@ -1,29 +1,14 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import {
-  type ChatMessage,
-  type ChatTokenizer,
-  sglangToolDumps,
-  type ToolDefinition,
-} from "../../tokenizer/chat-tokenizer";
+import { CALCULATOR_TOOL } from "../../proxy/testing/calculator-tool";
+import { type ChatMessage, type ChatTokenizer, sglangToolDumps } from "../../tokenizer/chat-tokenizer";
 import { loadFamilyTokenizer, modelFamily } from "../../tokenizer/families";
 import { parseAssistantOutput } from "../../tokenizer/parsers";
 import { parseOfferedTools } from "../agent-tools";
 import { decideAnswer, readTurns } from "../policy";
 import { chatmlAnswerAsDeepseek, deepseekPromptAsChatml } from "./deepseek-v3";
 
-const tools: ToolDefinition[] = [
-  {
-    type: "function",
-    function: {
-      name: "calculator",
-      description: "Evaluates an arithmetic expression.",
-      parameters: {
-        type: "object",
-        properties: { expression: { type: "string" } },
-        required: ["expression"],
-      },
-    },
-  },
+const tools = [
+  CALCULATOR_TOOL,
   {
     type: "function",
     function: { name: "bash", parameters: { type: "object", properties: { cmd: { type: "string" } } } },

@@ -10,23 +10,11 @@ import { type SimEngineHandle, startSimEngine } from "../../../sim/server";
 import type { ChatTokenizer } from "../../../tokenizer/chat-tokenizer";
 import { loadFamilyTokenizer, modelFamily } from "../../../tokenizer/families";
 import { type RecordingProxy, startProxy } from "../../server";
+import { CALCULATOR_TOOL } from "../../testing/calculator-tool";
 
 const family = modelFamily("deepseek_v3");
 const quiet = { info() {}, warn() {}, error() {} };
-const tools: OpenAI.ChatCompletionTool[] = [
-  {
-    type: "function",
-    function: {
-      name: "calculator",
-      description: "Evaluates an arithmetic expression.",
-      parameters: {
-        type: "object",
-        properties: { expression: { type: "string" } },
-        required: ["expression"],
-      },
-    },
-  },
-];
+const tools = [CALCULATOR_TOOL];
 
 let tok: ChatTokenizer;
 let sim: SimEngineHandle;

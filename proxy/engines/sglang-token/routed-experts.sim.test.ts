@@ -12,24 +12,12 @@ import { simRoutedExperts, simRoutedExpertsBase64 } from "../../../sim/routed-ex
 import { type SimEngineHandle, startSimEngine } from "../../../sim/server";
 import { buildConversationTraces, conversationTurnFromRecord } from "../../builders/conversation";
 import { type RecordingProxy, startProxy } from "../../server";
+import { CALCULATOR_TOOL } from "../../testing/calculator-tool";
 
 const SEED = 7;
 const SHAPE = { layers: 4, topK: 2, experts: 8 };
 const quiet = { info() {}, warn() {}, error() {} };
-const tools: OpenAI.ChatCompletionTool[] = [
-  {
-    type: "function",
-    function: {
-      name: "calculator",
-      description: "Evaluates an arithmetic expression.",
-      parameters: {
-        type: "object",
-        properties: { expression: { type: "string" } },
-        required: ["expression"],
-      },
-    },
-  },
-];
+const tools = [CALCULATOR_TOOL];
 
 let sim: SimEngineHandle;
 let plainSim: SimEngineHandle;
